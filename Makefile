@@ -1,0 +1,72 @@
+# nomu build: the Rust kernel (cargo) and the musl guest programs its tests run.
+#
+#   make run      set up, build, and run the bundled demo guest under nomu
+#   make test     build everything and run the whole test suite
+#   make bench    build and run `nomu bench` (ratios nomu vs native)
+
+BUILD      := build
+NOMU       := target/release/nomu
+CARGO      ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+MUSL_SPECS := /usr/lib/x86_64-linux-musl/musl-gcc.specs
+STATIC_PIE_SPECS := $(BUILD)/musl-static-pie.specs
+GUEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -fno-stack-protector
+
+GUEST_SRC    := $(wildcard tests/guest/*.c)
+GUEST_NAMES  := $(patsubst tests/guest/%.c,%,$(GUEST_SRC))
+GUEST_STATIC := $(addprefix $(BUILD)/guest/static/,$(GUEST_NAMES))
+GUEST_DYN    := $(addprefix $(BUILD)/guest/dynamic/,$(GUEST_NAMES))
+BENCH_BINS   := $(BUILD)/bench/syscall_bench
+DEMO         := $(BUILD)/guest/static/demo
+
+.PHONY: all setup nomu guests bench-bins run test bench clean lint
+
+all: nomu guests bench-bins
+
+setup:
+	@scripts/setup.sh
+
+nomu:
+	$(CARGO) build --release
+
+guests: $(GUEST_STATIC) $(GUEST_DYN)
+
+bench-bins: $(BENCH_BINS)
+
+# Debian's musl-gcc ignores -static-pie and silently makes a dynamic PIE. This
+# copy of its specs starts from rcrt1.o and links with --no-dynamic-linker,
+# which is what a real static-PIE binary needs.
+$(STATIC_PIE_SPECS): $(MUSL_SPECS)
+	@mkdir -p $(@D)
+	sed -e 's@/Scrt1.o@/rcrt1.o@' \
+	    -e 's@^-dynamic-linker [^ ]* -nostdlib .*@-nostdlib -static -pie --no-dynamic-linker -z text@' \
+	    $< > $@
+
+$(BUILD)/guest/static/%: tests/guest/%.c tests/guest/nomu_test.h $(STATIC_PIE_SPECS)
+	@mkdir -p $(@D)
+	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@
+
+$(BUILD)/guest/dynamic/%: tests/guest/%.c tests/guest/nomu_test.h
+	@mkdir -p $(@D)
+	musl-gcc -fPIE -pie $(GUEST_CFLAGS) $< -o $@
+
+# One static-PIE binary, run natively and under nomu: the same code in both columns.
+$(BUILD)/bench/syscall_bench: bench/syscall_bench.c $(STATIC_PIE_SPECS)
+	@mkdir -p $(@D)
+	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@
+
+run: setup nomu $(DEMO)
+	$(NOMU) run -- $(CURDIR)/$(DEMO)
+
+test: setup nomu guests
+	$(CARGO) test --release
+
+bench: setup nomu bench-bins
+	$(NOMU) bench
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+clean:
+	rm -rf $(BUILD)
+	$(CARGO) clean

@@ -1,0 +1,172 @@
+//! The command line: `nomu run`, `nomu syscalls`, `nomu bench`.
+
+use crate::kernel::process::ExitStatus;
+use crate::kernel::{self, signal, Config};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: nomu run [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
+       nomu syscalls [--all]
+       nomu bench [--iters N] [--nomu PATH] [--bin PATH]
+       nomu help
+
+run       runs PROGRAM (a path inside the guest root) inside nomu, with the
+          caller's environment, stdin, stdout and stderr; exits with its status
+  --root DIR    the guest's root directory (default: /)
+  --mem SIZE    guest physical memory, as UML's mem= (e.g. 512M, 2G; default 1G)
+  --trace       print one strace-like line per guest syscall on stderr
+  --env K=V     set (or override) an environment variable for the guest
+syscalls  lists every syscall nomu implements and how completely (--all: and
+          the ones that return ENOSYS)
+bench     runs the syscall benchmark natively and under nomu and prints ratios
+";
+
+const DEFAULT_MEM: usize = 1 << 30;
+
+/// Parses UML-style sizes: a number with an optional K, M or G suffix.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1usize << 10),
+        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
+        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mult)
+}
+
+pub fn main() -> i32 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let Some(cmd) = args.first().and_then(|a| a.to_str()) else {
+        eprint!("{USAGE}");
+        return 2;
+    };
+    match cmd {
+        "run" => run(&args[1..]),
+        "syscalls" => {
+            crate::syscall::table::print_table(args.iter().any(|a| a == "--all"));
+            0
+        }
+        "bench" => crate::bench::main(&args[1..]),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            0
+        }
+        _ => {
+            eprintln!("nomu: unknown command '{cmd}'");
+            eprint!("{USAGE}");
+            2
+        }
+    }
+}
+
+fn run(args: &[std::ffi::OsString]) -> i32 {
+    let mut root = PathBuf::from("/");
+    let mut mem = DEFAULT_MEM;
+    let mut trace = false;
+    let mut env_overrides: Vec<Vec<u8>> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        let value = |i: usize| args.get(i + 1).ok_or(format!("nomu: {a} needs a value"));
+        match a.as_ref() {
+            "--" => {
+                i += 1;
+                break;
+            }
+            "--root" => match value(i) {
+                Ok(v) => {
+                    root = PathBuf::from(v);
+                    i += 2;
+                }
+                Err(e) => return usage_error(&e),
+            },
+            "--mem" => match value(i).map(|v| v.to_string_lossy().to_string()) {
+                Ok(v) => match parse_size(&v).filter(|&m| m >= 1 << 20 && m % 4096 == 0) {
+                    Some(m) => {
+                        mem = m;
+                        i += 2;
+                    }
+                    None => return usage_error(&format!("nomu: bad --mem '{v}' (at least 1M, e.g. 512M or 2G)")),
+                },
+                Err(e) => return usage_error(&e),
+            },
+            "--trace" => {
+                trace = true;
+                i += 1;
+            }
+            "--env" => match value(i) {
+                Ok(v) if v.as_bytes().contains(&b'=') => {
+                    env_overrides.push(v.as_bytes().to_vec());
+                    i += 2;
+                }
+                Ok(v) => return usage_error(&format!("nomu: --env wants K=V, got '{}'", v.to_string_lossy())),
+                Err(e) => return usage_error(&e),
+            },
+            s if s.starts_with("--") => return usage_error(&format!("nomu: unknown option {s}")),
+            _ => break,
+        }
+    }
+    let Some(program) = args.get(i) else {
+        return usage_error("nomu: no PROGRAM given");
+    };
+    let argv: Vec<Vec<u8>> = args[i..].iter().map(|a| a.as_bytes().to_vec()).collect();
+    let mut envp: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .collect();
+    for kv in env_overrides {
+        let key_len = kv.iter().position(|&b| b == b'=').unwrap() + 1;
+        envp.retain(|e| !e.starts_with(&kv[..key_len]));
+        envp.push(kv);
+    }
+
+    let kernel = match kernel::boot(Config { root, mem, trace }) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("nomu: {e}");
+            return 1;
+        }
+    };
+    let status = match kernel.run_init(program.as_bytes(), argv, envp) {
+        Ok(s) => s,
+        Err(e) => {
+            let prog = program.to_string_lossy();
+            if e.message.is_empty() {
+                eprintln!("nomu: {prog}: {}", e.errno.description());
+            } else {
+                eprintln!("nomu: {prog}: {} ({})", e.message, e.errno.description());
+            }
+            // What a shell answers: 127 not found, 126 found but not runnable.
+            return if e.errno == crate::kernel::errno::Errno::ENOENT { 127 } else { 126 };
+        }
+    };
+    match status {
+        ExitStatus::Code(c) => c,
+        ExitStatus::Signal { signo, core } => {
+            eprintln!("{}{}", signal::description(signo), if core { " (core dumped)" } else { "" });
+            128 + signo
+        }
+    }
+}
+
+fn usage_error(msg: &str) -> i32 {
+    eprintln!("{msg}");
+    eprint!("{USAGE}");
+    2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_like_uml_mem() {
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+    }
+}

@@ -1,0 +1,61 @@
+//! A process's file descriptor table. Guest descriptor numbers index this
+//! table only; nomu's own host descriptors are never reachable from it.
+
+use super::file::OpenFile;
+use crate::kernel::errno::Errno;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct FdEntry {
+    pub file: Arc<OpenFile>,
+    pub cloexec: bool,
+}
+
+#[derive(Clone, Default)]
+pub struct FdTable {
+    entries: Vec<Option<FdEntry>>,
+}
+
+impl FdTable {
+    pub fn get(&self, fd: i32) -> Result<&FdEntry, Errno> {
+        usize::try_from(fd).ok().and_then(|i| self.entries.get(i)).and_then(|e| e.as_ref()).ok_or(Errno::EBADF)
+    }
+
+    pub fn file(&self, fd: i32) -> Result<Arc<OpenFile>, Errno> {
+        self.get(fd).map(|e| e.file.clone())
+    }
+
+    /// Installs at the lowest free descriptor >= `min`, below `limit`.
+    pub fn install(&mut self, file: Arc<OpenFile>, cloexec: bool, min: usize, limit: usize) -> Result<i32, Errno> {
+        let slot = (min..limit).find(|&i| self.entries.get(i).is_none_or(|e| e.is_none())).ok_or(Errno::EMFILE)?;
+        self.install_at(slot, file, cloexec);
+        Ok(slot as i32)
+    }
+
+    /// Installs at `fd`, returning what was there (dup2 semantics).
+    pub fn install_at(&mut self, fd: usize, file: Arc<OpenFile>, cloexec: bool) -> Option<FdEntry> {
+        if self.entries.len() <= fd {
+            self.entries.resize(fd + 1, None);
+        }
+        self.entries[fd].replace(FdEntry { file, cloexec })
+    }
+
+    pub fn close(&mut self, fd: i32) -> Result<FdEntry, Errno> {
+        let slot = usize::try_from(fd).ok().and_then(|i| self.entries.get_mut(i)).ok_or(Errno::EBADF)?;
+        slot.take().ok_or(Errno::EBADF)
+    }
+
+    pub fn set_cloexec(&mut self, fd: i32, cloexec: bool) -> Result<(), Errno> {
+        self.get(fd)?;
+        self.entries[fd as usize].as_mut().unwrap().cloexec = cloexec;
+        Ok(())
+    }
+
+    pub fn close_all(&mut self) {
+        self.entries.clear();
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.entries.iter().filter(|e| e.is_some()).count()
+    }
+}

@@ -1,0 +1,89 @@
+//! An open file description. Each guest open(2) gets its own host
+//! descriptor, so offsets and status flags are shared exactly as Linux
+//! shares them: between dup'ed descriptors, not between separate opens.
+
+use crate::host::fs as hostfs;
+use crate::host::physmem::GuestRange;
+use crate::kernel::errno::Errno;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FileKind {
+    Regular,
+    Directory,
+    CharDevice,
+    BlockDevice,
+    Fifo,
+    Socket,
+    Symlink,
+}
+
+impl FileKind {
+    pub fn from_mode(mode: u32) -> FileKind {
+        match mode & libc::S_IFMT {
+            libc::S_IFDIR => FileKind::Directory,
+            libc::S_IFCHR => FileKind::CharDevice,
+            libc::S_IFBLK => FileKind::BlockDevice,
+            libc::S_IFIFO => FileKind::Fifo,
+            libc::S_IFSOCK => FileKind::Socket,
+            libc::S_IFLNK => FileKind::Symlink,
+            _ => FileKind::Regular,
+        }
+    }
+}
+
+pub struct OpenFile {
+    host: OwnedFd,
+    pub kind: FileKind,
+    /// The guest path it was opened by (canonical for directories, which
+    /// serve as bases for *at calls and fchdir).
+    pub path: Vec<u8>,
+    /// Opened with O_PATH: only a handle, no I/O.
+    pub path_only: bool,
+    rdev: u64,
+}
+
+impl OpenFile {
+    pub fn new(host: OwnedFd, path: Vec<u8>, path_only: bool) -> Result<OpenFile, Errno> {
+        let st = hostfs::fstat(host.as_fd())?;
+        Ok(OpenFile { host, kind: FileKind::from_mode(st.st_mode), path, path_only, rdev: st.st_rdev })
+    }
+
+    /// The null device (1, 3), whose write never reads its buffer.
+    pub fn is_null_device(&self) -> bool {
+        self.kind == FileKind::CharDevice && self.rdev == libc::makedev(1, 3)
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.host.as_fd()
+    }
+
+    /// Reads from `offset` until `range` is full or the file ends (for
+    /// file-backed mappings). Returns the bytes read.
+    pub fn read_at_into(&self, range: GuestRange, offset: u64) -> Result<usize, Errno> {
+        let mut done = 0;
+        while done < range.len() {
+            let rest = GuestRange::new(range.addr() + done, range.len() - done).unwrap();
+            let n = hostfs::pread(self.fd(), rest, (offset + done as u64) as i64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Writes all of `range` at `offset` (shared mapping write-back).
+    pub fn write_at_from(&self, range: GuestRange, offset: u64) -> Result<(), Errno> {
+        let mut done = 0;
+        while done < range.len() {
+            let rest = GuestRange::new(range.addr() + done, range.len() - done).unwrap();
+            done += hostfs::pwrite(self.fd(), rest, (offset + done as u64) as i64)?;
+        }
+        Ok(())
+    }
+
+    pub fn size(&self) -> Result<u64, Errno> {
+        Ok(hostfs::fstat(self.fd())?.st_size as u64)
+    }
+}

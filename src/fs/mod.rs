@@ -1,0 +1,5 @@
+//! Files: the guest's view of the file system, inside `--root`.
+
+pub mod fdtable;
+pub mod file;
+pub mod path;

@@ -1,0 +1,35 @@
+//! CPU facts the loader and the entry paths need.
+
+use std::arch::x86_64::{__cpuid, __cpuid_count};
+
+/// CPUID leaf 1 EDX, which Linux reports as AT_HWCAP on x86-64.
+pub fn hwcap() -> u64 {
+    __cpuid(1).edx as u64
+}
+
+/// The host's AT_HWCAP2 (bit 1: the kernel allows FSGSBASE instructions).
+pub fn hwcap2() -> u64 {
+    // SAFETY: getauxval only reads the auxiliary vector.
+    unsafe { libc::getauxval(libc::AT_HWCAP2) }
+}
+
+/// AT_MINSIGSTKSZ as the host reports it.
+pub fn minsigstksz() -> u64 {
+    // SAFETY: as above. 51 is AT_MINSIGSTKSZ.
+    unsafe { libc::getauxval(51) }
+}
+
+/// Whether rdfsbase/wrfsbase may be used in user mode.
+pub fn has_fsgsbase() -> bool {
+    hwcap2() & 2 != 0
+}
+
+/// Size in bytes of the XSAVE area for the features the OS enabled.
+pub fn xsave_size() -> usize {
+    let leaf1 = __cpuid(1);
+    if leaf1.ecx & (1 << 26) == 0 {
+        return 512; // FXSAVE only
+    }
+    // Leaf 0xD is valid when XSAVE exists (leaf 1 ECX bit 26, checked).
+    __cpuid_count(0xd, 0).ebx as usize
+}

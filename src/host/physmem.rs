@@ -1,0 +1,182 @@
+//! nomu's "physical memory": one memfd, mapped once as the kernel's direct map.
+//!
+//! Every guest address is a direct-map address, as on a no-MMU Linux. The
+//! host allocates the memfd's pages lazily, and `discard` gives them back
+//! (and makes them read as zero again), so a large `--mem` costs nothing
+//! until the guest touches it.
+
+use super::{check, last_errno};
+use crate::kernel::errno::Errno;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
+
+pub const PAGE_SIZE: usize = 4096;
+
+/// Where nomu asks the host to place the direct map. Low enough that the
+/// usual ET_EXEC load address (0x400000) falls inside it, so a fixed-address
+/// program can run when its pages are free; high enough to stay clear of
+/// `vm.mmap_min_addr` and page 0 (which the zpoline entry path wants).
+const PREFERRED_BASE: usize = 0x20_0000;
+
+pub struct PhysMem {
+    memfd: OwnedFd,
+    base: usize,
+    size: usize,
+}
+
+static PHYSMEM: OnceLock<PhysMem> = OnceLock::new();
+
+/// Guest memory access rights, as mmap's PROT_* bits.
+pub type Prot = i32;
+
+impl PhysMem {
+    /// Creates and maps physical memory of `size` bytes (a multiple of the
+    /// page size). May be called once per host process.
+    pub fn init(size: usize) -> Result<&'static PhysMem, String> {
+        assert!(size % PAGE_SIZE == 0 && size > 0);
+        // SAFETY: memfd_create with a valid NUL-terminated name; the result is
+        // a new descriptor we own.
+        let fd = unsafe { libc::memfd_create(c"nomu-physmem".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("memfd_create: {}", last_errno()));
+        }
+        // SAFETY: fd was just returned by memfd_create and is owned by nobody else.
+        let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ftruncate on our own descriptor.
+        if unsafe { libc::ftruncate(memfd.as_raw_fd(), size as libc::off_t) } < 0 {
+            return Err(format!("sizing physical memory to {size} bytes: {}", last_errno()));
+        }
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let flags = libc::MAP_SHARED | libc::MAP_NORESERVE;
+        // SAFETY: a new shared mapping of our memfd; MAP_FIXED_NOREPLACE never
+        // replaces an existing mapping, and the fallback lets the host choose.
+        let mut addr = unsafe {
+            libc::mmap(
+                PREFERRED_BASE as *mut libc::c_void,
+                size,
+                prot,
+                flags | libc::MAP_FIXED_NOREPLACE,
+                memfd.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            // SAFETY: as above, at an address of the host's choice.
+            addr = unsafe { libc::mmap(std::ptr::null_mut(), size, prot, flags, memfd.as_raw_fd(), 0) };
+        }
+        if addr == libc::MAP_FAILED {
+            return Err(format!("mapping {size} bytes of physical memory: {}", last_errno()));
+        }
+        let pm = PhysMem { memfd, base: addr as usize, size };
+        PHYSMEM.set(pm).map_err(|_| "physical memory initialised twice".to_string())?;
+        Ok(PHYSMEM.get().unwrap())
+    }
+
+    pub fn get() -> &'static PhysMem {
+        PHYSMEM.get().expect("physical memory not initialised")
+    }
+
+    pub fn base(&self) -> usize {
+        self.base
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn end(&self) -> usize {
+        self.base + self.size
+    }
+
+    pub fn contains(&self, addr: usize, len: usize) -> bool {
+        addr >= self.base && addr.checked_add(len).is_some_and(|end| end <= self.end())
+    }
+
+    fn assert_pages(&self, addr: usize, len: usize) {
+        assert!(
+            self.contains(addr, len) && addr % PAGE_SIZE == 0 && len % PAGE_SIZE == 0,
+            "physmem range {addr:#x}+{len:#x} out of bounds"
+        );
+    }
+
+    /// Sets the host protection of whole pages of physical memory.
+    pub fn protect(&self, addr: usize, len: usize, prot: Prot) -> Result<(), Errno> {
+        self.assert_pages(addr, len);
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside our own direct map (checked above), so
+        // changing its protection cannot affect nomu's own memory.
+        check(unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) } as libc::c_long)?;
+        Ok(())
+    }
+
+    /// Zeroes whole pages and returns their memory to the host.
+    pub fn discard(&self, addr: usize, len: usize) {
+        self.assert_pages(addr, len);
+        if len == 0 {
+            return;
+        }
+        let off = (addr - self.base) as libc::off_t;
+        // SAFETY: fallocate on our own memfd, inside its size.
+        let r = unsafe {
+            libc::fallocate(
+                self.memfd.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len as libc::off_t,
+            )
+        };
+        if r < 0 {
+            // Punching holes in shmem cannot fail short of a kernel bug; fall
+            // back to zeroing by hand so the contract (zero pages) still holds.
+            self.zero(addr, len);
+        }
+    }
+
+    /// Zeroes bytes of physical memory that are mapped writable.
+    pub fn zero(&self, addr: usize, len: usize) {
+        assert!(self.contains(addr, len));
+        // SAFETY: the range lies inside our direct map and the caller made it
+        // writable; nothing in nomu holds a Rust reference into guest memory.
+        unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len) };
+    }
+
+    /// Copies bytes inside physical memory (for mremap moves and the loader).
+    pub fn copy_within(&self, dst: usize, src: usize, len: usize) {
+        assert!(self.contains(dst, len) && self.contains(src, len));
+        // SAFETY: both ranges lie inside the direct map; ptr::copy handles overlap.
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+    }
+}
+
+/// A byte range of guest memory that has been checked to lie inside physical
+/// memory. Only such ranges are handed to host syscalls that write to memory,
+/// so a hostile guest pointer can never aim the host at nomu's own data.
+#[derive(Clone, Copy, Debug)]
+pub struct GuestRange {
+    addr: usize,
+    len: usize,
+}
+
+impl GuestRange {
+    pub fn new(addr: usize, len: usize) -> Option<GuestRange> {
+        PhysMem::get().contains(addr, len).then_some(GuestRange { addr, len })
+    }
+
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(super) fn ptr(&self) -> *mut libc::c_void {
+        self.addr as *mut libc::c_void
+    }
+}

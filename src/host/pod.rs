@@ -1,0 +1,39 @@
+//! Plain-old-data: types that may be copied to and from raw bytes (guest
+//! memory, host structs). Implementing [`Pod`] is the unsafe promise that
+//! every bit pattern is a valid value and there is no padding that matters.
+
+/// # Safety
+/// Implement only for `repr(C)` types made of integers (and arrays of them)
+/// for which every bit pattern is valid.
+pub unsafe trait Pod: Copy + 'static {}
+
+macro_rules! pod {
+    ($($t:ty),* $(,)?) => { $(
+        // SAFETY: integer-only repr(C) types; every bit pattern is valid.
+        unsafe impl Pod for $t {}
+    )* };
+}
+
+pod!(u8, u16, u32, u64, i32, i64, usize, libc::stat, libc::timespec, libc::timeval, libc::utsname);
+pod!(libc::sysinfo, libc::rlimit, libc::winsize, libc::tms);
+pod!(crate::kernel::abi::Termios, crate::kernel::abi::KernelSigaction, crate::kernel::abi::GuestIovec);
+
+// SAFETY: an array of Pod values is Pod.
+unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}
+
+pub fn as_bytes<T: Pod>(v: &T) -> &[u8] {
+    // SAFETY: T is Pod, so viewing its bytes is sound.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
+/// Reads a T from the start of `bytes` (which must be long enough).
+pub fn from_bytes<T: Pod>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= std::mem::size_of::<T>());
+    // SAFETY: length checked; T is Pod so any bytes form a valid T.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+pub fn zeroed<T: Pod>() -> T {
+    // SAFETY: T is Pod, so all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}

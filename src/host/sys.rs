@@ -1,0 +1,143 @@
+//! Miscellaneous host calls: time, identity, limits, randomness, futexes.
+
+use super::physmem::GuestRange;
+use super::{check, check_retry};
+use crate::kernel::errno::Errno;
+
+type R<T> = Result<T, Errno>;
+
+pub fn clock_gettime(clock: i32) -> R<libc::timespec> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid output pointer. The host validates the clock id.
+    check(unsafe { libc::syscall(libc::SYS_clock_gettime, clock, &mut ts as *mut libc::timespec) })?;
+    Ok(ts)
+}
+
+pub fn clock_getres(clock: i32) -> R<libc::timespec> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid output pointer.
+    check(unsafe { libc::syscall(libc::SYS_clock_getres, clock, &mut ts as *mut libc::timespec) })?;
+    Ok(ts)
+}
+
+/// clock_nanosleep; returns the remaining time when interrupted (EINTR).
+pub fn clock_nanosleep(clock: i32, flags: i32, req: &libc::timespec) -> Result<(), (Errno, libc::timespec)> {
+    let mut rem = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid input and output pointers.
+    let r = unsafe { libc::clock_nanosleep(clock, flags, req, &mut rem) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err((Errno(r), rem))
+    }
+}
+
+pub fn getrandom(buf: &mut [u8], flags: u32) -> R<usize> {
+    // SAFETY: valid buffer of buf.len() bytes.
+    check_retry(|| unsafe { libc::syscall(libc::SYS_getrandom, buf.as_mut_ptr(), buf.len(), flags) })
+}
+
+pub fn uname() -> libc::utsname {
+    // SAFETY: zeroed utsname is valid; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: valid output pointer.
+    unsafe { libc::uname(&mut u) };
+    u
+}
+
+pub fn sysinfo() -> libc::sysinfo {
+    // SAFETY: zeroed sysinfo is valid; sysinfo fills it.
+    let mut s: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: valid output pointer.
+    unsafe { libc::sysinfo(&mut s) };
+    s
+}
+
+pub fn getrlimit(resource: u32) -> libc::rlimit {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid output pointer.
+    unsafe { libc::getrlimit(resource as _, &mut r) };
+    r
+}
+
+pub struct Ids {
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub egid: u32,
+}
+
+pub fn ids() -> Ids {
+    // SAFETY: these calls cannot fail.
+    unsafe { Ids { uid: libc::getuid(), euid: libc::geteuid(), gid: libc::getgid(), egid: libc::getegid() } }
+}
+
+pub fn host_pid() -> u32 {
+    std::process::id()
+}
+
+pub fn sched_yield() {
+    // SAFETY: cannot fail.
+    unsafe { libc::sched_yield() };
+}
+
+pub fn umask(mask: u32) -> u32 {
+    // SAFETY: cannot fail.
+    unsafe { libc::umask(mask) }
+}
+
+/// Blocks while the guest word at `word` holds `val` (FUTEX_WAIT_BITSET).
+/// All guest threads live in nomu's one host address space, so a private
+/// host futex keyed by address serves private and shared guest futexes.
+pub fn futex_wait(word: GuestRange, val: u32, deadline: Option<&libc::timespec>, realtime: bool, bitset: u32) -> R<()> {
+    let mut op = libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG;
+    if realtime {
+        op |= libc::FUTEX_CLOCK_REALTIME;
+    }
+    let ts = deadline.map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: word is a 4-byte range inside physical memory; ts is null or valid.
+    check(unsafe { libc::syscall(libc::SYS_futex, word.addr(), op, val, ts, 0usize, bitset) }).map(drop)
+}
+
+/// Wakes up to `n` waiters on the guest word at `word` whose bitset matches.
+pub fn futex_wake(word: GuestRange, n: u32, bitset: u32) -> R<usize> {
+    let op = libc::FUTEX_WAKE_BITSET | libc::FUTEX_PRIVATE_FLAG;
+    // SAFETY: word lies inside physical memory; FUTEX_WAKE does not write it.
+    check(unsafe { libc::syscall(libc::SYS_futex, word.addr(), op, n, 0usize, 0usize, bitset) })
+}
+
+/// Writes all of `buf` to a host descriptor of nomu's own (its log).
+pub fn write_all(fd: i32, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: valid buffer.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            if n < 0 && super::last_errno() == Errno::EINTR {
+                continue;
+            }
+            return;
+        }
+        buf = &buf[n as usize..];
+    }
+}
+
+/// FUTEX_REQUEUE, FUTEX_CMP_REQUEUE and FUTEX_WAKE_OP on two guest words
+/// (`val2` is the second count, passed in the timeout slot as Linux does).
+pub fn futex_raw(w1: GuestRange, cmd: i32, val: u32, val2: u64, w2: GuestRange, val3: u32) -> R<usize> {
+    let op = cmd | libc::FUTEX_PRIVATE_FLAG;
+    // SAFETY: both words lie inside physical memory; these commands take a
+    // count, not a pointer, in the timeout slot.
+    check(unsafe { libc::syscall(libc::SYS_futex, w1.addr(), op, val, val2, w2.addr(), val3) })
+}
+
+pub fn set_gs_base(v: u64) -> R<()> {
+    // SAFETY: ARCH_SET_GS only changes this thread's gs base, which nomu never uses.
+    check(unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1001, v) }).map(drop)
+}
+
+pub fn gs_base() -> u64 {
+    let mut v = 0u64;
+    // SAFETY: ARCH_GET_GS writes one u64.
+    unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1004, &mut v as *mut u64) };
+    v
+}

@@ -1,0 +1,97 @@
+//! The kernel proper: Linux semantics, with no `unsafe` of its own.
+
+pub mod abi;
+pub mod errno;
+pub mod process;
+pub mod signal;
+pub mod trap;
+
+use crate::entry::seccomp::SeccompEntry;
+use crate::entry::EntryPath;
+use crate::fs::file::OpenFile;
+use crate::fs::path::Root;
+use crate::host::physmem::PhysMem;
+use crate::mm::phys::PhysicalMemory;
+use errno::Errno;
+use process::{ExitStatus, PidAllocator, Process, Thread};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+pub struct Config {
+    pub root: std::path::PathBuf,
+    pub mem: usize,
+    pub trace: bool,
+}
+
+pub struct Kernel {
+    pub phys: &'static PhysicalMemory,
+    pub root: Root,
+    pub trace: bool,
+    pub entry: Box<dyn EntryPath>,
+    pub boot_time: Instant,
+    /// nomu's own stderr, for trace lines and messages; the guest's fd 2 is
+    /// a separate descriptor it may close.
+    log: std::os::fd::OwnedFd,
+    pids: PidAllocator,
+}
+
+static KERNEL: OnceLock<Kernel> = OnceLock::new();
+
+/// Sets up physical memory, the root and the entry path. Once per process.
+pub fn boot(config: Config) -> Result<&'static Kernel, String> {
+    let root = Root::open(&config.root).map_err(|e| format!("--root {e}"))?;
+    let mem = PhysMem::init(config.mem)?;
+    let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem)));
+    let entry = Box::new(SeccompEntry::install(mem)?);
+    // A dup of nomu's stderr, kept even if the guest closes its own fd 2.
+    let log = crate::host::fs::dup_raw(2).map_err(|e| format!("dup(stderr): {e}"))?;
+    let kernel = Kernel { phys, root, trace: config.trace, entry, boot_time: Instant::now(), log, pids: PidAllocator::new() };
+    KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;
+    Ok(KERNEL.get().unwrap())
+}
+
+/// Why the first program could not start.
+pub struct StartError {
+    pub errno: Errno,
+    pub message: String,
+}
+
+impl Kernel {
+    /// Writes one line to nomu's own stderr.
+    pub fn log(&self, line: &str) {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        crate::host::sys::write_all(self.log.as_raw_fd(), &buf);
+    }
+
+    /// Starts the first guest process and waits until it ends.
+    pub fn run_init(&'static self, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>) -> Result<ExitStatus, StartError> {
+        let pid = self.pids.next();
+        let process = Arc::new(Process::new(pid, 0, self.phys));
+        self.inherit_stdio(&process);
+        let start = crate::loader::exec(self, &process, path, argv, envp)
+            .map_err(|e| StartError { errno: e.errno, message: e.message })?;
+        let thread = Arc::new(Thread::new(pid, process.clone()));
+        let guest = std::thread::Builder::new()
+            .name(format!("guest-{pid}"))
+            .spawn(move || trap::run_thread(self, thread, start))
+            .map_err(|e| StartError { errno: Errno::EAGAIN, message: format!("spawning a host thread: {e}") })?;
+        let status = process.wait_exit();
+        let _ = guest.join();
+        Ok(status)
+    }
+
+    fn inherit_stdio(&self, process: &Process) {
+        let mut files = process.files.lock().unwrap();
+        for fd in 0..3 {
+            // A descriptor nomu was started without stays closed for the guest.
+            let Ok(host) = crate::host::fs::dup_raw(fd) else { continue };
+            let path = format!("/dev/fd/{fd}").into_bytes();
+            if let Ok(file) = OpenFile::new(host, path, false) {
+                files.install_at(fd as usize, Arc::new(file), false);
+            }
+        }
+    }
+}

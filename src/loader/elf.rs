@@ -1,0 +1,241 @@
+//! ELF64 x86-64 loading into a fresh address space.
+
+use super::ExecError;
+use crate::fs::file::OpenFile;
+use crate::host::fs as hostfs;
+use crate::host::physmem::GuestRange;
+use crate::kernel::errno::Errno;
+use crate::kernel::Kernel;
+use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE};
+use crate::mm::{page_down, page_up, PAGE_SIZE};
+use std::sync::Arc;
+
+const ET_EXEC: u16 = 2;
+const ET_DYN: u16 = 3;
+const EM_X86_64: u16 = 62;
+const PT_LOAD: u32 = 1;
+const PT_INTERP: u32 = 3;
+const PT_PHDR: u32 = 6;
+const PT_GNU_STACK: u32 = 0x6474_e551;
+const PHDR_SIZE: usize = 56;
+/// Largest segment alignment honoured (larger ones fall back to this).
+const MAX_ALIGN: usize = 2 << 20;
+
+#[derive(Clone, Copy)]
+struct Phdr {
+    p_type: u32,
+    flags: u32,
+    offset: u64,
+    vaddr: u64,
+    filesz: u64,
+    memsz: u64,
+    align: u64,
+}
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes(b[o..o + 2].try_into().unwrap())
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+/// What the initial stack and registers need to know about the image.
+pub struct Image {
+    pub entry: usize,
+    pub main_entry: usize,
+    pub phdr: usize,
+    pub phnum: usize,
+    pub interp_base: usize,
+    pub exec_stack: bool,
+}
+
+struct Loaded {
+    bias: usize,
+    entry: usize,
+    phdr: usize,
+    phnum: usize,
+    interp: Option<Vec<u8>>,
+    exec_stack: bool,
+}
+
+fn noexec(msg: &str) -> ExecError {
+    ExecError::new(Errno::ENOEXEC, msg)
+}
+
+fn parse(file: &OpenFile, head: &[u8]) -> Result<(u16, u64, u64, Vec<Phdr>), ExecError> {
+    if head.len() < 64 || &head[..4] != b"\x7fELF" {
+        return Err(noexec("not an ELF file or #! script"));
+    }
+    if head[4] != 2 || head[5] != 1 {
+        return Err(noexec("not a 64-bit little-endian ELF"));
+    }
+    let (etype, machine) = (u16_at(head, 16), u16_at(head, 18));
+    if machine != EM_X86_64 {
+        return Err(noexec("not an x86-64 ELF"));
+    }
+    if etype != ET_EXEC && etype != ET_DYN {
+        return Err(noexec("not an executable ELF (ET_EXEC or ET_DYN)"));
+    }
+    let (entry, phoff) = (u64_at(head, 24), u64_at(head, 32));
+    let (phentsize, phnum) = (u16_at(head, 54) as usize, u16_at(head, 56) as usize);
+    if phentsize != PHDR_SIZE || phnum == 0 || phnum * PHDR_SIZE > 65536 {
+        return Err(noexec("bad program header table"));
+    }
+    let mut raw = vec![0u8; phnum * PHDR_SIZE];
+    if hostfs::pread_local(file.fd(), &mut raw, phoff)? != raw.len() {
+        return Err(noexec("truncated program header table"));
+    }
+    let phdrs = raw
+        .chunks(PHDR_SIZE)
+        .map(|p| Phdr {
+            p_type: u32_at(p, 0),
+            flags: u32_at(p, 4),
+            offset: u64_at(p, 8),
+            vaddr: u64_at(p, 16),
+            filesz: u64_at(p, 32),
+            memsz: u64_at(p, 40),
+            align: u64_at(p, 48),
+        })
+        .collect();
+    Ok((etype, entry, phoff, phdrs))
+}
+
+fn prot_of(flags: u32) -> i32 {
+    let mut p = 0;
+    if flags & 4 != 0 {
+        p |= PROT_READ;
+    }
+    if flags & 2 != 0 {
+        p |= PROT_WRITE;
+    }
+    if flags & 1 != 0 {
+        p |= PROT_EXEC;
+    }
+    p
+}
+
+/// Maps one ELF file. `with_brk` reserves room for the heap after it.
+fn load_one(kernel: &Kernel, space: &mut AddressSpace, file: &Arc<OpenFile>, head: &[u8], with_brk: bool) -> Result<Loaded, ExecError> {
+    let (etype, entry, phoff, phdrs) = parse(file, head)?;
+    let loads: Vec<&Phdr> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
+    if loads.is_empty() {
+        return Err(noexec("no PT_LOAD segment"));
+    }
+    for p in &loads {
+        if p.filesz > p.memsz || (p.vaddr % PAGE_SIZE as u64) != (p.offset % PAGE_SIZE as u64) {
+            return Err(ExecError::new(Errno::EINVAL, "misaligned or inconsistent PT_LOAD segment"));
+        }
+    }
+    let lo = page_down(loads.iter().map(|p| p.vaddr).min().unwrap() as usize);
+    let hi_raw = loads.iter().map(|p| p.vaddr.saturating_add(p.memsz)).max().unwrap();
+    let hi = usize::try_from(hi_raw).ok().and_then(page_up).ok_or(Errno::ENOMEM)?;
+    let span = hi.checked_sub(lo).filter(|&s| s > 0).ok_or(Errno::ENOEXEC)?;
+    let align = loads.iter().map(|p| p.align as usize).max().unwrap().clamp(PAGE_SIZE, MAX_ALIGN);
+    let align = if align.is_power_of_two() { align } else { PAGE_SIZE };
+    let phys = kernel.phys;
+    let reserve = if with_brk { BRK_RESERVE } else { 0 };
+
+    let (start, heap_reserve) = if etype == ET_DYN {
+        let start = phys
+            .alloc(span + reserve, align)
+            .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
+        (start, reserve)
+    } else {
+        phys.alloc_at(lo, span).map_err(|_| {
+            ExecError::new(
+                Errno::ENOMEM,
+                format!(
+                    "fixed-address (ET_EXEC) program wants {lo:#x}-{hi:#x}, which is outside nomu's physical memory or in use; rebuild it as PIE"
+                ),
+            )
+        })?;
+        // The heap reservation is best effort for fixed-address programs.
+        let heap = if reserve > 0 && phys.alloc_at(hi, reserve).is_ok() { reserve } else { 0 };
+        (lo, heap)
+    };
+    let bias = start - lo;
+    let filled = space.map(Placement::Allocated(start), span, Vma::new(0, 0, VmaKind::Image), |_| {
+        for p in &loads {
+            let dst = GuestRange::new(bias + p.vaddr as usize, p.filesz as usize).ok_or(Errno::ENOEXEC)?;
+            if file.read_at_into(dst, p.offset)? != p.filesz as usize {
+                return Err(Errno::EIO);
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = filled {
+        phys.free(start + span, heap_reserve);
+        return Err(e.into());
+    }
+    if with_brk {
+        space.init_brk(start + span, start + span + heap_reserve);
+    }
+    // Page protections per segment; a page two segments share gets both.
+    let ranges: Vec<(usize, usize, i32)> = loads
+        .iter()
+        .map(|p| {
+            let s = page_down(bias + p.vaddr as usize);
+            let e = page_up(bias + (p.vaddr + p.memsz) as usize).unwrap();
+            (s, e, prot_of(p.flags))
+        })
+        .collect();
+    for &(s, e, prot) in &ranges {
+        let shared = ranges.iter().filter(|&&(s2, e2, _)| s2 < e && s < e2).fold(prot, |acc, &(_, _, p2)| acc | p2);
+        space.protect(s, e - s, prot)?;
+        if shared != prot {
+            for &(s2, e2, _) in ranges.iter().filter(|&&(s2, e2, _)| s2 < e && s < e2 && (s2, e2) != (s, e)) {
+                let (os, oe) = (s.max(s2), e.min(e2));
+                space.protect(os, oe - os, shared)?;
+            }
+        }
+    }
+
+    let phdr = phdrs
+        .iter()
+        .find(|p| p.p_type == PT_PHDR)
+        .map(|p| p.vaddr)
+        .or_else(|| loads.iter().find(|p| p.offset <= phoff && phoff < p.offset + p.filesz).map(|p| p.vaddr + (phoff - p.offset)))
+        .ok_or(noexec("program headers are not loaded"))? as usize
+        + bias;
+    let interp = match phdrs.iter().find(|p| p.p_type == PT_INTERP) {
+        Some(p) => {
+            if p.filesz < 2 || p.filesz > 4096 {
+                return Err(noexec("bad PT_INTERP"));
+            }
+            let mut buf = vec![0u8; p.filesz as usize];
+            hostfs::pread_local(file.fd(), &mut buf, p.offset)?;
+            if buf.pop() != Some(0) || buf.contains(&0) {
+                return Err(noexec("bad PT_INTERP"));
+            }
+            Some(buf)
+        }
+        None => None,
+    };
+    let exec_stack = phdrs.iter().find(|p| p.p_type == PT_GNU_STACK).is_some_and(|p| p.flags & 1 != 0);
+    Ok(Loaded { bias, entry: entry as usize + bias, phdr, phnum: phdrs.len(), interp, exec_stack })
+}
+
+/// Loads the program and, if it names one, its interpreter.
+pub fn load(kernel: &Kernel, space: &mut AddressSpace, file: &Arc<OpenFile>, head: &[u8], cwd: &[u8]) -> Result<Image, ExecError> {
+    let main = load_one(kernel, space, file, head, true)?;
+    let (entry, interp_base) = match &main.interp {
+        Some(interp) => {
+            let (_, ifile) = super::open_exec(kernel, cwd, interp).map_err(|e| {
+                ExecError::new(e.errno, format!("interpreter {}: {}", String::from_utf8_lossy(interp), e.errno.description()))
+            })?;
+            let mut ihead = vec![0u8; super::BINPRM_BUF_SIZE];
+            let n = hostfs::pread_local(ifile.fd(), &mut ihead, 0)?;
+            ihead.truncate(n);
+            let l = load_one(kernel, space, &ifile, &ihead, false)?;
+            if l.interp.is_some() {
+                return Err(noexec("the interpreter itself names an interpreter"));
+            }
+            (l.entry, l.bias)
+        }
+        None => (main.entry, 0),
+    };
+    Ok(Image { entry, main_entry: main.entry, phdr: main.phdr, phnum: main.phnum, interp_base, exec_stack: main.exec_stack })
+}

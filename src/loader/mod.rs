@@ -1,0 +1,131 @@
+//! Program loading: ELF (static-PIE, dynamic PIE with PT_INTERP, ET_EXEC
+//! when its fixed range is free) and `#!` scripts, plus the Linux initial
+//! stack.
+
+mod elf;
+mod stack;
+
+use crate::entry::{GuestRegs, StartState};
+use crate::fs::file::{FileKind, OpenFile};
+use crate::fs::path;
+use crate::host::fs as hostfs;
+use crate::kernel::errno::Errno;
+use crate::kernel::process::Process;
+use crate::kernel::Kernel;
+use crate::mm::space::AddressSpace;
+use std::sync::Arc;
+
+/// Linux's BINPRM_BUF_SIZE: how much of a file decides its format.
+const BINPRM_BUF_SIZE: usize = 256;
+/// Nested `#!` interpreters allowed, as Linux.
+const MAX_SCRIPT_DEPTH: usize = 4;
+/// Linux's MAX_ARG_STRLEN.
+const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+pub struct ExecError {
+    pub errno: Errno,
+    pub message: String,
+}
+
+impl ExecError {
+    fn new(errno: Errno, message: impl Into<String>) -> ExecError {
+        ExecError { errno, message: message.into() }
+    }
+}
+
+impl From<Errno> for ExecError {
+    fn from(errno: Errno) -> ExecError {
+        ExecError { errno, message: String::new() }
+    }
+}
+
+/// Opens an executable by guest path, with execve's permission checks.
+fn open_exec(kernel: &Kernel, cwd: &[u8], file: &[u8]) -> Result<(Vec<u8>, Arc<OpenFile>), ExecError> {
+    if file.is_empty() {
+        return Err(Errno::ENOENT.into());
+    }
+    let abs = path::join(cwd, file);
+    let host = kernel.root.open_path(&abs, libc::O_RDONLY, 0)?;
+    let f = OpenFile::new(host, abs.clone(), false)?;
+    if f.kind != FileKind::Regular {
+        return Err(Errno::EACCES.into());
+    }
+    let proc_path = std::ffi::CString::new(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f.fd())))
+        .unwrap();
+    hostfs::faccessat(hostfs::cwd(), &proc_path, libc::X_OK, 0)?;
+    Ok((abs, Arc::new(f)))
+}
+
+/// Replaces `process`'s image with the program at `file`. Returns the
+/// register state the first guest thread starts from.
+pub fn exec(
+    kernel: &Kernel,
+    process: &Process,
+    file: &[u8],
+    mut argv: Vec<Vec<u8>>,
+    envp: Vec<Vec<u8>>,
+) -> Result<StartState, ExecError> {
+    if argv.iter().chain(envp.iter()).any(|s| s.len() + 1 > MAX_ARG_STRLEN) {
+        return Err(Errno::E2BIG.into());
+    }
+    let cwd = process.cwd.lock().unwrap().clone();
+    let execfn = file.to_vec();
+    let mut target = file.to_vec();
+    for _ in 0..=MAX_SCRIPT_DEPTH {
+        let (abs, f) = open_exec(kernel, &cwd, &target)?;
+        let mut head = vec![0u8; BINPRM_BUF_SIZE];
+        let n = hostfs::pread_local(f.fd(), &mut head, 0)?;
+        head.truncate(n);
+        if head.starts_with(b"#!") {
+            let (interp, arg) = parse_shebang(&head).ok_or(ExecError::new(Errno::ENOEXEC, "bad #! line"))?;
+            // argv becomes: interpreter [arg] script original-args...
+            let mut new_argv = vec![interp.clone()];
+            new_argv.extend(arg);
+            new_argv.push(target.clone());
+            new_argv.extend(argv.drain(..).skip(1));
+            argv = new_argv;
+            target = interp;
+            continue;
+        }
+        let mut space = AddressSpace::new(kernel.phys);
+        let image = elf::load(kernel, &mut space, &f, &head, &cwd)?;
+        let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, kernel)?;
+        // Point of no return: the old image (if any) goes away here.
+        *process.mm.lock().unwrap() = space;
+        *process.exe.lock().unwrap() = abs;
+        let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
+        return Ok(StartState { regs, fs_base: 0 });
+    }
+    Err(ExecError::new(Errno::ELOOP, "too many levels of #! interpreters"))
+}
+
+/// Splits a `#!` line into the interpreter and its optional single argument.
+fn parse_shebang(head: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let line = &head[2..];
+    let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+    let line = &line[..end];
+    let is_space = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = line.iter().position(|b| !is_space(b))?;
+    let line = &line[start..];
+    let interp_end = line.iter().position(is_space).unwrap_or(line.len());
+    let interp = line[..interp_end].to_vec();
+    let rest = &line[interp_end..];
+    let arg = rest.iter().position(|b| !is_space(b)).map(|s| {
+        let a = &rest[s..];
+        let e = a.iter().rposition(|b| !is_space(b)).map_or(0, |e| e + 1);
+        a[..e].to_vec()
+    });
+    (!interp.is_empty()).then_some((interp, arg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_shebang;
+
+    #[test]
+    fn shebang_lines() {
+        assert_eq!(parse_shebang(b"#!/bin/sh\n"), Some((b"/bin/sh".to_vec(), None)));
+        assert_eq!(parse_shebang(b"#! /bin/sh  -x -y \nrest"), Some((b"/bin/sh".to_vec(), Some(b"-x -y".to_vec()))));
+        assert_eq!(parse_shebang(b"#!\n"), None);
+    }
+}

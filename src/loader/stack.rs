@@ -1,0 +1,142 @@
+//! The initial stack, laid out exactly as Linux's create_elf_tables does:
+//! from the top, an 8-byte end marker, the AT_EXECFN string, the envp and
+//! argv strings, the platform string, 16 random bytes, then (16-aligned)
+//! argc, argv[], NULL, envp[], NULL and the auxiliary vector.
+
+use super::elf::Image;
+use super::ExecError;
+use crate::host::{cpu, safecopy, sys as hostsys};
+use crate::kernel::errno::Errno;
+use crate::kernel::Kernel;
+use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_EXEC, PROT_READ, PROT_WRITE};
+use crate::mm::PAGE_SIZE;
+
+/// Guest stacks are fixed-size, as on no-MMU Linux (the RLIMIT_STACK soft
+/// limit, within these bounds); a guard page below catches overflow.
+const MIN_STACK: usize = 128 << 10;
+const MAX_STACK: usize = 64 << 20;
+/// Linux limits argv+envp to a quarter of the stack limit.
+const PLATFORM: &[u8] = b"x86_64\0";
+
+const AT_NULL: u64 = 0;
+const AT_PHDR: u64 = 3;
+const AT_PHENT: u64 = 4;
+const AT_PHNUM: u64 = 5;
+const AT_PAGESZ: u64 = 6;
+const AT_BASE: u64 = 7;
+const AT_FLAGS: u64 = 8;
+const AT_ENTRY: u64 = 9;
+const AT_UID: u64 = 11;
+const AT_EUID: u64 = 12;
+const AT_GID: u64 = 13;
+const AT_EGID: u64 = 14;
+const AT_PLATFORM: u64 = 15;
+const AT_HWCAP: u64 = 16;
+const AT_CLKTCK: u64 = 17;
+const AT_SECURE: u64 = 23;
+const AT_RANDOM: u64 = 25;
+const AT_HWCAP2: u64 = 26;
+const AT_EXECFN: u64 = 31;
+const AT_MINSIGSTKSZ: u64 = 51;
+
+fn stack_size() -> usize {
+    let lim = hostsys::getrlimit(libc::RLIMIT_STACK).rlim_cur;
+    (lim.min(MAX_STACK as u64) as usize).clamp(MIN_STACK, MAX_STACK) & !(PAGE_SIZE - 1)
+}
+
+/// Allocates the stack and writes the initial frame. Returns the initial
+/// stack pointer (pointing at argc) and the stack's lowest address.
+pub fn build(
+    space: &mut AddressSpace,
+    image: &Image,
+    argv: &[Vec<u8>],
+    envp: &[Vec<u8>],
+    execfn: &[u8],
+    _kernel: &Kernel,
+) -> Result<(usize, usize), ExecError> {
+    let size = stack_size();
+    let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
+    if strings > size / 4 {
+        return Err(Errno::E2BIG.into());
+    }
+    let prot = PROT_READ | PROT_WRITE | if image.exec_stack { PROT_EXEC } else { 0 };
+    let mut sp = 0;
+    let base = space.map(Placement::Anywhere { align: PAGE_SIZE }, size, Vma::new(0, prot, VmaKind::Stack), |range| {
+        sp = write_frame(range.addr() + range.len(), image, argv, envp, execfn)?;
+        Ok(())
+    })?;
+    // The guard page: a stack overflow faults instead of running into
+    // whatever lies below (no-MMU Linux cannot do this; nomu can).
+    space.protect(base, PAGE_SIZE, 0)?;
+    Ok((sp, base))
+}
+
+fn write_frame(top: usize, image: &Image, argv: &[Vec<u8>], envp: &[Vec<u8>], execfn: &[u8]) -> Result<usize, Errno> {
+    let put = |addr: usize, bytes: &[u8]| {
+        if safecopy::copy_to_guest(addr, bytes) == bytes.len() {
+            Ok(())
+        } else {
+            Err(Errno::EFAULT)
+        }
+    };
+    // Strings, lowest first: argv, envp, execfn; then the 8-byte end marker.
+    let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
+    let strings_start = top - 8 - strings;
+    let mut at = strings_start;
+    let mut ptrs = Vec::with_capacity(argv.len() + envp.len());
+    for s in argv.iter().chain(envp).chain(std::iter::once(&execfn.to_vec())) {
+        ptrs.push(at as u64);
+        put(at, s)?;
+        put(at + s.len(), &[0])?;
+        at += s.len() + 1;
+    }
+    let execfn_addr = ptrs.pop().unwrap();
+    let mut p = strings_start & !15;
+    p -= PLATFORM.len();
+    let platform = p;
+    put(platform, PLATFORM)?;
+    p -= 16;
+    let random = p;
+    let mut rnd = [0u8; 16];
+    hostsys::getrandom(&mut rnd, 0)?;
+    put(random, &rnd)?;
+
+    let ids = hostsys::ids();
+    let auxv: [(u64, u64); 19] = [
+        (AT_MINSIGSTKSZ, cpu::minsigstksz()),
+        (AT_HWCAP, cpu::hwcap()),
+        (AT_PAGESZ, PAGE_SIZE as u64),
+        (AT_CLKTCK, 100),
+        (AT_PHDR, image.phdr as u64),
+        (AT_PHENT, 56),
+        (AT_PHNUM, image.phnum as u64),
+        (AT_BASE, image.interp_base as u64),
+        (AT_FLAGS, 0),
+        (AT_ENTRY, image.main_entry as u64),
+        (AT_UID, ids.uid as u64),
+        (AT_EUID, ids.euid as u64),
+        (AT_GID, ids.gid as u64),
+        (AT_EGID, ids.egid as u64),
+        (AT_SECURE, 0),
+        (AT_RANDOM, random as u64),
+        (AT_HWCAP2, cpu::hwcap2()),
+        (AT_EXECFN, execfn_addr),
+        (AT_PLATFORM, platform as u64),
+    ];
+    let mut words: Vec<u64> = Vec::new();
+    words.push(argv.len() as u64);
+    words.extend(&ptrs[..argv.len()]);
+    words.push(0);
+    words.extend(&ptrs[argv.len()..]);
+    words.push(0);
+    for (k, v) in auxv {
+        words.push(k);
+        words.push(v);
+    }
+    words.extend([AT_NULL, 0]);
+    let sp = (p & !15) - words.len() * 8;
+    let sp = sp & !15;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    put(sp, &bytes)?;
+    Ok(sp)
+}

@@ -1,0 +1,22 @@
+//! Memory: the physical page allocator (one home for physical memory), each
+//! process's address space of VMAs, and checked access to guest memory.
+
+pub mod buddy;
+pub mod phys;
+pub mod space;
+pub mod uaccess;
+
+pub use crate::host::physmem::PAGE_SIZE;
+
+pub fn page_down(addr: usize) -> usize {
+    addr & !(PAGE_SIZE - 1)
+}
+
+/// Rounds up to a page boundary; None on overflow.
+pub fn page_up(addr: usize) -> Option<usize> {
+    addr.checked_add(PAGE_SIZE - 1).map(page_down)
+}
+
+pub fn is_page_aligned(addr: usize) -> bool {
+    addr % PAGE_SIZE == 0
+}

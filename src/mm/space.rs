@@ -1,0 +1,386 @@
+//! A process's address space: the VMAs it owns in the shared direct map.
+//!
+//! On no-MMU every mapping is a run of physical pages, so a VMA's range *is*
+//! the pages it owns: mapping allocates pages, unmapping frees them. The
+//! host MMU still enforces each VMA's protection (mprotect is real), which
+//! no-MMU Linux cannot do.
+
+use super::phys::PhysicalMemory;
+use super::{is_page_aligned, page_up, PAGE_SIZE};
+use crate::fs::file::OpenFile;
+use crate::host::physmem::GuestRange;
+use crate::kernel::errno::Errno;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const PROT_READ: i32 = libc::PROT_READ;
+pub const PROT_WRITE: i32 = libc::PROT_WRITE;
+pub const PROT_EXEC: i32 = libc::PROT_EXEC;
+
+/// Room kept after a program image for brk to grow into without moving.
+pub const BRK_RESERVE: usize = 1 << 20;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum VmaKind {
+    Anon,
+    File,
+    Image,
+    Stack,
+    Heap,
+}
+
+/// A file a VMA was read from, kept so MADV_DONTNEED can re-read it.
+#[derive(Clone)]
+pub struct Backing {
+    pub file: Arc<OpenFile>,
+    pub offset: u64,
+}
+
+#[derive(Clone)]
+pub struct Vma {
+    pub end: usize,
+    pub prot: i32,
+    pub kind: VmaKind,
+    pub shared: bool,
+    pub backing: Option<Backing>,
+}
+
+impl Vma {
+    pub fn new(end: usize, prot: i32, kind: VmaKind) -> Vma {
+        Vma { end, prot, kind, shared: false, backing: None }
+    }
+}
+
+/// Where a new mapping goes.
+#[derive(Clone, Copy)]
+pub enum Placement {
+    Anywhere { align: usize },
+    /// MAP_FIXED: replaces this process's own mappings in the range, or
+    /// claims free physical pages.
+    Fixed(usize),
+    /// Pages the caller already took from physical memory (the loader).
+    Allocated(usize),
+}
+
+pub struct AddressSpace {
+    phys: &'static PhysicalMemory,
+    vmas: BTreeMap<usize, Vma>,
+    brk_start: usize,
+    brk: usize,
+    /// End of the pages owned for the heap (mapped or reserved).
+    brk_owned_end: usize,
+}
+
+fn host_prot(prot: i32) -> i32 {
+    prot & (PROT_READ | PROT_WRITE | PROT_EXEC)
+}
+
+impl AddressSpace {
+    pub fn new(phys: &'static PhysicalMemory) -> AddressSpace {
+        AddressSpace { phys, vmas: BTreeMap::new(), brk_start: 0, brk: 0, brk_owned_end: 0 }
+    }
+
+    pub fn phys(&self) -> &'static PhysicalMemory {
+        self.phys
+    }
+
+    pub fn vmas(&self) -> impl Iterator<Item = (usize, &Vma)> {
+        self.vmas.iter().map(|(&s, v)| (s, v))
+    }
+
+    /// The VMA containing `addr`.
+    pub fn find(&self, addr: usize) -> Option<(usize, &Vma)> {
+        self.vmas.range(..=addr).next_back().filter(|(_, v)| addr < v.end).map(|(&s, v)| (s, v))
+    }
+
+    /// How many bytes from `addr` (up to `len`) lie in mappings that allow
+    /// the access: the part of a buffer the guest may really use.
+    pub fn accessible_prefix(&self, addr: usize, len: usize, write: bool) -> usize {
+        let need = if write { PROT_WRITE } else { PROT_READ };
+        let end = addr.saturating_add(len);
+        let mut at = addr;
+        while at < end {
+            match self.find(at) {
+                Some((_, v)) if v.prot & need != 0 => at = v.end,
+                _ => break,
+            }
+        }
+        at.min(end).saturating_sub(addr)
+    }
+
+    /// Splits the VMA containing `addr` so a VMA starts exactly at `addr`.
+    fn split_at(&mut self, addr: usize) {
+        let Some((start, vma)) = self.find(addr) else { return };
+        if start == addr {
+            return;
+        }
+        let mut tail = vma.clone();
+        if let Some(b) = tail.backing.as_mut() {
+            b.offset += (addr - start) as u64;
+        }
+        self.vmas.get_mut(&start).unwrap().end = addr;
+        self.vmas.insert(addr, tail);
+    }
+
+    /// Removes the VMAs covering [start, end) (splitting at the edges) and
+    /// returns the ranges they covered. Shared file mappings are written
+    /// back first, so nothing the guest wrote through them is lost.
+    fn take_range(&mut self, start: usize, end: usize) -> Vec<(usize, usize)> {
+        self.split_at(start);
+        self.split_at(end);
+        let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
+        keys.into_iter()
+            .map(|s| {
+                let v = self.vmas.remove(&s).unwrap();
+                Self::write_back_vma(self.phys, s, &v);
+                (s, v.end)
+            })
+            .collect()
+    }
+
+    /// Copies a shared, writable file mapping's pages back to its file
+    /// (never past the file's current end, which a mapping cannot extend).
+    fn write_back_vma(phys: &PhysicalMemory, start: usize, v: &Vma) {
+        let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.prot & PROT_WRITE != 0) else { return };
+        let Ok(size) = b.file.size() else { return };
+        let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
+        if len > 0 {
+            // The pages are writable (PROT_WRITE), so readable by the host.
+            let _ = phys;
+            let _ = b.file.write_at_from(GuestRange::new(start, len).unwrap(), b.offset);
+        }
+    }
+
+    /// msync: writes back shared file mappings in the range.
+    pub fn write_back(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
+        let end = addr.saturating_add(len);
+        if self.accessible_prefix(addr, len, false) < len && self.find(addr).is_none() {
+            return Err(Errno::ENOMEM);
+        }
+        for (&s, v) in self.vmas.range(..end) {
+            if v.end > addr {
+                Self::write_back_vma(self.phys, s, v);
+            }
+        }
+        Ok(())
+    }
+
+    fn owned_by_heap(&self, addr: usize) -> bool {
+        addr >= self.brk_start && addr < self.brk_owned_end
+    }
+
+    /// Maps `len` bytes (page multiple, > 0). `fill` writes the initial
+    /// contents while the pages are still writable; then `vma.prot` applies.
+    pub fn map(
+        &mut self,
+        place: Placement,
+        len: usize,
+        vma: Vma,
+        fill: impl FnOnce(GuestRange) -> Result<(), Errno>,
+    ) -> Result<usize, Errno> {
+        debug_assert!(len > 0 && is_page_aligned(len));
+        let start = match place {
+            Placement::Anywhere { align } => self.phys.alloc(len, align)?,
+            Placement::Fixed(addr) => {
+                self.claim_fixed(addr, len)?;
+                addr
+            }
+            Placement::Allocated(addr) => addr,
+        };
+        let range = GuestRange::new(start, len).expect("allocated pages lie in physical memory");
+        if let Err(e) = fill(range) {
+            self.phys.free(start, len);
+            return Err(e);
+        }
+        self.phys.protect(start, len, host_prot(vma.prot))?;
+        self.vmas.insert(start, Vma { end: start + len, ..vma });
+        Ok(start)
+    }
+
+    /// Makes [addr, addr+len) this process's, zeroed, writable and unmapped:
+    /// pages it already maps are reused, free physical pages are claimed.
+    fn claim_fixed(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
+        let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
+        if !self.phys.contains(addr, len) {
+            return Err(Errno::ENOMEM);
+        }
+        // Check first: every page must be ours or free.
+        let mut p = addr;
+        while p < end {
+            if let Some((_, v)) = self.find(p) {
+                p = v.end.min(end);
+            } else if self.owned_by_heap(p) {
+                p += PAGE_SIZE;
+            } else if self.phys.is_free(p, PAGE_SIZE) {
+                p += PAGE_SIZE;
+            } else {
+                return Err(Errno::ENOMEM);
+            }
+        }
+        // Then claim: our own VMAs' pages are reused as they are, free pages
+        // are taken from the allocator, heap-reserved pages are ours already.
+        let owned = self.take_range(addr, end);
+        let mut p = addr;
+        while p < end {
+            if owned.iter().any(|&(s, e)| s <= p && p < e) || self.owned_by_heap(p) {
+                p += PAGE_SIZE;
+                continue;
+            }
+            self.phys.alloc_at(p, PAGE_SIZE)?;
+            p += PAGE_SIZE;
+        }
+        self.phys.scrub(addr, len);
+        Ok(())
+    }
+
+    /// munmap: frees the pages of every mapping in the range.
+    pub fn unmap(&mut self, addr: usize, len: usize) {
+        let end = addr.saturating_add(len);
+        for (s, e) in self.take_range(addr, end) {
+            self.release_pages(s, e);
+        }
+    }
+
+    /// Gives back the pages of a removed mapping: to the allocator, or, for
+    /// pages inside the heap's reservation, back to that reservation.
+    fn release_pages(&self, s: usize, e: usize) {
+        let heap_s = self.brk_start.clamp(s, e);
+        let heap_e = self.brk_owned_end.clamp(heap_s, e);
+        self.phys.free(s, heap_s - s);
+        self.phys.scrub(heap_s, heap_e - heap_s);
+        self.phys.free(heap_e, e - heap_e);
+    }
+
+    /// mprotect: the whole range must be mapped.
+    pub fn protect(&mut self, addr: usize, len: usize, prot: i32) -> Result<(), Errno> {
+        let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
+        let mut p = addr;
+        while p < end {
+            match self.find(p) {
+                Some((_, v)) => p = v.end,
+                None => return Err(Errno::ENOMEM),
+            }
+        }
+        self.split_at(addr);
+        self.split_at(end);
+        for (_, v) in self.vmas.range_mut(addr..end) {
+            v.prot = prot;
+        }
+        self.phys.protect(addr, len, host_prot(prot))
+    }
+
+    /// MADV_DONTNEED: private anonymous pages read as zero again, private
+    /// file pages as the file's contents.
+    pub fn discard(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
+        let end = addr.saturating_add(len);
+        let mut p = addr;
+        while p < end {
+            let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
+            let run_end = v.end.min(end);
+            let (prot, backing) = (v.prot, v.backing.clone());
+            self.phys.scrub(p, run_end - p);
+            if let Some(b) = backing {
+                let range = GuestRange::new(p, run_end - p).unwrap();
+                let _ = b.file.read_at_into(range, b.offset + (p - s) as u64);
+            }
+            self.phys.protect(p, run_end - p, host_prot(prot))?;
+            p = run_end;
+        }
+        Ok(())
+    }
+
+    /// mremap for the page-aligned, validated arguments.
+    pub fn remap(&mut self, old: usize, old_len: usize, new_len: usize, may_move: bool) -> Result<usize, Errno> {
+        let (start, vma) = self.find(old).ok_or(Errno::EFAULT)?;
+        let vma = vma.clone();
+        let old_end = old.checked_add(old_len).ok_or(Errno::EINVAL)?;
+        if old_end > vma.end {
+            return Err(Errno::EFAULT);
+        }
+        if new_len <= old_len {
+            self.unmap(old + new_len, old_len - new_len);
+            return Ok(old);
+        }
+        let grow = new_len - old_len;
+        if old_end == vma.end && self.phys.alloc_at(old_end, grow).is_ok() {
+            self.phys.protect(old_end, grow, host_prot(vma.prot))?;
+            self.vmas.get_mut(&start).unwrap().end = old_end + grow;
+            return Ok(old);
+        }
+        if !may_move {
+            return Err(Errno::ENOMEM);
+        }
+        let mut moved = vma.clone();
+        if let Some(b) = moved.backing.as_mut() {
+            b.offset += (old - start) as u64;
+        }
+        let phys = self.phys;
+        let new = self.map(Placement::Anywhere { align: PAGE_SIZE }, new_len, moved, |dst| {
+            // The old pages may be unreadable to the guest, never to nomu:
+            // give them read access for the copy.
+            phys.protect(old, old_len, PROT_READ)?;
+            phys.copy_within(dst.addr(), old, old_len);
+            Ok(())
+        })?;
+        self.unmap(old, old_len);
+        Ok(new)
+    }
+
+    /// Sets up the heap after a freshly loaded image: `owned_end` is the end
+    /// of the pages the loader allocated for the heap reservation.
+    pub fn init_brk(&mut self, start: usize, owned_end: usize) {
+        self.brk_start = start;
+        self.brk = start;
+        self.brk_owned_end = owned_end;
+    }
+
+    /// brk(2): returns the new break, or the old one when it cannot move.
+    pub fn set_brk(&mut self, new: usize) -> usize {
+        if self.brk_start == 0 || new < self.brk_start {
+            return self.brk;
+        }
+        let Some(new_end) = page_up(new) else { return self.brk };
+        let old_end = page_up(self.brk).unwrap();
+        if new_end > self.brk_owned_end && self.vmas.range(self.brk_owned_end..new_end).next().is_none() {
+            // Grow the reservation in place if the next pages are free.
+            let more = new_end - self.brk_owned_end;
+            if self.phys.alloc_at(self.brk_owned_end, more).is_err() {
+                return self.brk;
+            }
+            self.brk_owned_end = new_end;
+        }
+        if new_end > old_end {
+            // Like Linux, the heap may not grow over another mapping.
+            if self.vmas.range(old_end..new_end).next().is_some()
+                || self.phys.protect(old_end, new_end - old_end, PROT_READ | PROT_WRITE).is_err()
+            {
+                return self.brk;
+            }
+            self.vmas.insert(old_end, Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap));
+        } else if new_end < old_end {
+            for (s, e) in self.take_range(new_end, old_end) {
+                self.phys.scrub(s, e - s);
+            }
+        }
+        self.brk = new;
+        self.brk
+    }
+
+    /// Frees every page this address space owns.
+    pub fn release_all(&mut self) {
+        let vmas = std::mem::take(&mut self.vmas);
+        for (s, v) in vmas {
+            self.release_pages(s, v.end);
+        }
+        self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start);
+        self.brk_start = 0;
+        self.brk = 0;
+        self.brk_owned_end = 0;
+    }
+}
+
+impl Drop for AddressSpace {
+    fn drop(&mut self) {
+        self.release_all();
+    }
+}

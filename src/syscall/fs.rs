@@ -1,0 +1,370 @@
+//! Path-based calls: open, stat, directories, links, permissions, cwd.
+
+use super::{int, Args, Ctx, SysResult};
+use crate::fs::file::{FileKind, OpenFile};
+use crate::fs::path::{self, Special, PATH_MAX};
+use crate::host::fs as hostfs;
+use crate::kernel::errno::Errno;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+const AT_FDCWD: i32 = libc::AT_FDCWD;
+
+/// What a path names, resolved inside the root.
+enum Target {
+    /// The object itself, as a host O_PATH (or real) descriptor.
+    Object(Arc<OwnedFd>),
+    /// A directory entry that must not be followed: parent and name.
+    Entry(OwnedFd, CString),
+}
+
+impl Ctx<'_, '_> {
+    /// Absolute guest path of a directory descriptor (or the cwd).
+    fn base_dir(&self, dirfd: i32) -> Result<Vec<u8>, Errno> {
+        if dirfd == AT_FDCWD {
+            return Ok(self.process().cwd.lock().unwrap().clone());
+        }
+        let f = self.file(dirfd as u32 as u64)?;
+        if f.kind != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(f.path.clone())
+    }
+
+    fn read_path(&self, ptr: u64) -> Result<Vec<u8>, Errno> {
+        self.mem().read_cstring(ptr, PATH_MAX - 1)
+    }
+
+    /// Reads a guest path argument and makes it absolute. Empty paths are
+    /// ENOENT, unless `empty_ok` (AT_EMPTY_PATH), when they come back empty.
+    fn abs_path(&self, dirfd: i32, ptr: u64, empty_ok: bool) -> Result<Vec<u8>, Errno> {
+        let p = self.read_path(ptr)?;
+        if p.is_empty() {
+            return if empty_ok { Ok(p) } else { Err(Errno::ENOENT) };
+        }
+        if p.starts_with(b"/") {
+            return Ok(p);
+        }
+        Ok(path::join(&self.base_dir(dirfd)?, &p))
+    }
+
+    /// Opens an absolute guest path, answering nomu's built-in paths itself.
+    fn open_abs(&self, abs: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
+        match path::special(abs) {
+            Some(Special::HostDevice(dev)) => hostfs::open_host(&CString::new(dev).unwrap(), flags & !libc::O_CREAT),
+            Some(Special::GuestFd(n)) => {
+                let f = self.file(n as u32 as u64)?;
+                let link = CString::new(format!("/proc/self/fd/{}", f.fd().as_raw_fd())).unwrap();
+                hostfs::open_host(&link, flags & !(libc::O_CREAT | libc::O_EXCL))
+            }
+            Some(Special::Hidden) => Err(Errno::ENOENT),
+            None => self.kernel().root.open_path(abs, flags, mode),
+        }
+    }
+
+    fn target(&self, dirfd: i32, ptr: u64, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
+        let abs = self.abs_path(dirfd, ptr, empty_ok)?;
+        if abs.is_empty() {
+            let fd = if dirfd == AT_FDCWD {
+                let cwd = self.process().cwd.lock().unwrap().clone();
+                Arc::new(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?)
+            } else {
+                let f = self.file(dirfd as u32 as u64)?;
+                Arc::new(hostfs::dup(f.fd())?)
+            };
+            return Ok(Target::Object(fd));
+        }
+        if follow || path::special(&abs).is_some() {
+            return Ok(Target::Object(Arc::new(self.open_abs(&abs, libc::O_PATH, 0)?)));
+        }
+        let (dir, name) = self.kernel().root.parent_of(&abs)?;
+        Ok(Target::Entry(dir, name))
+    }
+
+    fn umask(&self) -> u32 {
+        self.process().umask.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// `/proc/self/fd/N` of a host descriptor: lets calls that cannot take an
+/// O_PATH descriptor (chmod, access, link) act on a resolved object.
+fn proc_fd_path(fd: &OwnedFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
+}
+
+pub fn sys_openat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_open(ctx, int(a[0]), a[1], int(a[2]), a[3] as u32)
+}
+
+pub fn sys_open(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_open(ctx, AT_FDCWD, a[0], int(a[1]), a[2] as u32)
+}
+
+pub fn sys_creat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_open(ctx, AT_FDCWD, a[0], libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, a[1] as u32)
+}
+
+fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysResult {
+    let abs = ctx.abs_path(dirfd, ptr, false)?;
+    let mode = mode & 0o7777 & !ctx.umask();
+    let host = ctx.open_abs(&abs, flags & !libc::O_CLOEXEC, mode)?;
+    let path_only = flags & libc::O_PATH != 0;
+    let mut file = OpenFile::new(host, abs, path_only)?;
+    if file.kind == FileKind::Directory {
+        file.path = ctx.kernel().root.guest_path_of(file.fd())?;
+    }
+    ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
+}
+
+fn write_stat(ctx: &Ctx, buf: u64, st: &libc::stat) -> SysResult {
+    ctx.mem().write(buf, st)?;
+    Ok(0)
+}
+
+fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
+    match t {
+        Target::Object(fd) => hostfs::fstat(fd.as_fd()),
+        Target::Entry(dir, name) => hostfs::fstatat(dir.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW),
+    }
+}
+
+pub fn sys_stat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let st = stat_target(&ctx.target(AT_FDCWD, a[0], true, false)?)?;
+    write_stat(ctx, a[1], &st)
+}
+
+pub fn sys_lstat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let st = stat_target(&ctx.target(AT_FDCWD, a[0], false, false)?)?;
+    write_stat(ctx, a[1], &st)
+}
+
+pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let st = hostfs::fstat(ctx.file(a[0])?.fd())?;
+    write_stat(ctx, a[1], &st)
+}
+
+pub fn sys_newfstatat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = int(a[3]);
+    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    let st = stat_target(&ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?)?;
+    write_stat(ctx, a[2], &st)
+}
+
+pub fn sys_statx(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = int(a[2]);
+    let allowed = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_SYNC_TYPE;
+    if flags & !allowed != 0 || flags & libc::AT_STATX_SYNC_TYPE == libc::AT_STATX_SYNC_TYPE {
+        return Err(Errno::EINVAL);
+    }
+    let mask = a[3] as u32;
+    if mask & 0x8000_0000 != 0 {
+        return Err(Errno::EINVAL); // STATX__RESERVED
+    }
+    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    let t = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let sync = flags & libc::AT_STATX_SYNC_TYPE;
+    let buf = match &t {
+        Target::Object(fd) => hostfs::statx(fd.as_fd(), c"", libc::AT_EMPTY_PATH | sync, mask)?,
+        Target::Entry(dir, name) => hostfs::statx(dir.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW | sync, mask)?,
+    };
+    ctx.mem().write_bytes(a[4], &buf)?;
+    Ok(0)
+}
+
+fn do_access(ctx: &mut Ctx, dirfd: i32, ptr: u64, mode: i32, flags: i32) -> SysResult {
+    if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0
+        || flags & !(libc::AT_EACCESS | libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    let eaccess = flags & libc::AT_EACCESS;
+    match ctx.target(dirfd, ptr, follow, flags & libc::AT_EMPTY_PATH != 0)? {
+        Target::Object(fd) => hostfs::faccessat(crate::host::fs::cwd(), &proc_fd_path(&fd), mode, eaccess),
+        Target::Entry(dir, name) => {
+            hostfs::faccessat(dir.as_fd(), &name, mode, eaccess | libc::AT_SYMLINK_NOFOLLOW)
+        }
+    }
+    .map(|_| 0)
+}
+
+pub fn sys_access(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_access(ctx, AT_FDCWD, a[0], int(a[1]), 0)
+}
+
+pub fn sys_faccessat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_access(ctx, int(a[0]), a[1], int(a[2]), 0)
+}
+
+pub fn sys_faccessat2(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_access(ctx, int(a[0]), a[1], int(a[2]), int(a[3]))
+}
+
+pub fn sys_getcwd(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let mut cwd = ctx.process().cwd.lock().unwrap().clone();
+    cwd.push(0);
+    if (a[1] as usize) < cwd.len() {
+        return Err(Errno::ERANGE);
+    }
+    ctx.mem().write_bytes(a[0], &cwd)?;
+    Ok(cwd.len() as u64)
+}
+
+fn set_cwd_to(ctx: &Ctx, host: &OwnedFd) -> SysResult {
+    let st = hostfs::fstat(host.as_fd())?;
+    if FileKind::from_mode(st.st_mode) != FileKind::Directory {
+        return Err(Errno::ENOTDIR);
+    }
+    hostfs::faccessat(hostfs::cwd(), &proc_fd_path(host), libc::X_OK, 0)?;
+    let path = ctx.kernel().root.guest_path_of(host.as_fd())?;
+    *ctx.process().cwd.lock().unwrap() = path;
+    Ok(0)
+}
+
+pub fn sys_chdir(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let abs = ctx.abs_path(AT_FDCWD, a[0], false)?;
+    let host = ctx.open_abs(&abs, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    set_cwd_to(ctx, &host)
+}
+
+pub fn sys_fchdir(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.file(a[0])?;
+    let host = hostfs::dup(f.fd())?;
+    set_cwd_to(ctx, &host)
+}
+
+fn entry(ctx: &Ctx, dirfd: i32, ptr: u64) -> Result<(OwnedFd, CString), Errno> {
+    let abs = ctx.abs_path(dirfd, ptr, false)?;
+    if matches!(path::special(&abs), Some(Special::Hidden)) {
+        return Err(Errno::ENOENT);
+    }
+    ctx.kernel().root.parent_of(&abs)
+}
+
+pub fn sys_mkdirat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (dir, name) = entry(ctx, int(a[0]), a[1])?;
+    hostfs::mkdirat(dir.as_fd(), &name, a[2] as u32 & 0o7777 & !ctx.umask()).map(|_| 0)
+}
+
+pub fn sys_mkdir(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_mkdirat(ctx, &[AT_FDCWD as u32 as u64, a[0], a[1], 0, 0, 0])
+}
+
+pub fn sys_unlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = int(a[2]);
+    if flags & !libc::AT_REMOVEDIR != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (dir, name) = entry(ctx, int(a[0]), a[1])?;
+    hostfs::unlinkat(dir.as_fd(), &name, flags).map(|_| 0)
+}
+
+pub fn sys_unlink(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_unlinkat(ctx, &[AT_FDCWD as u32 as u64, a[0], 0, 0, 0, 0])
+}
+
+pub fn sys_rmdir(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_unlinkat(ctx, &[AT_FDCWD as u32 as u64, a[0], libc::AT_REMOVEDIR as u64, 0, 0, 0])
+}
+
+pub fn sys_renameat2(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = a[4] as u32;
+    if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (od, on) = entry(ctx, int(a[0]), a[1])?;
+    let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
+    hostfs::renameat2(od.as_fd(), &on, nd.as_fd(), &nn, flags).map(|_| 0)
+}
+
+pub fn sys_renameat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_renameat2(ctx, &[a[0], a[1], a[2], a[3], 0, 0])
+}
+
+pub fn sys_rename(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let cwd = AT_FDCWD as u32 as u64;
+    sys_renameat2(ctx, &[cwd, a[0], cwd, a[1], 0, 0])
+}
+
+pub fn sys_readlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if int(a[3]) <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (dir, name) = entry(ctx, int(a[0]), a[1])?;
+    let target = hostfs::readlinkat(dir.as_fd(), &name)?;
+    let n = target.len().min(a[3] as u32 as usize);
+    ctx.mem().write_bytes(a[2], &target[..n])?;
+    Ok(n as u64)
+}
+
+pub fn sys_readlink(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_readlinkat(ctx, &[AT_FDCWD as u32 as u64, a[0], a[1], a[2], 0, 0])
+}
+
+pub fn sys_symlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let target = ctx.read_path(a[0])?;
+    if target.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    let (dir, name) = entry(ctx, int(a[1]), a[2])?;
+    hostfs::symlinkat(&CString::new(target).unwrap(), dir.as_fd(), &name).map(|_| 0)
+}
+
+pub fn sys_symlink(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_symlinkat(ctx, &[a[0], AT_FDCWD as u32 as u64, a[1], 0, 0, 0])
+}
+
+pub fn sys_linkat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = int(a[4]);
+    if flags & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
+    let old = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
+    match old {
+        Target::Object(fd) => {
+            hostfs::linkat(hostfs::cwd(), &proc_fd_path(&fd), nd.as_fd(), &nn, libc::AT_SYMLINK_FOLLOW)
+        }
+        Target::Entry(od, on) => hostfs::linkat(od.as_fd(), &on, nd.as_fd(), &nn, 0),
+    }
+    .map(|_| 0)
+}
+
+pub fn sys_link(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let cwd = AT_FDCWD as u32 as u64;
+    sys_linkat(ctx, &[cwd, a[0], cwd, a[1], 0, 0])
+}
+
+pub fn sys_fchmodat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let Target::Object(fd) = ctx.target(int(a[0]), a[1], true, false)? else { unreachable!() };
+    hostfs::fchmodat(hostfs::cwd(), &proc_fd_path(&fd), a[2] as u32 & 0o7777).map(|_| 0)
+}
+
+pub fn sys_chmod(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_fchmodat(ctx, &[AT_FDCWD as u32 as u64, a[0], a[1], 0, 0, 0])
+}
+
+pub fn sys_fchmod(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.file(a[0])?;
+    hostfs::fchmod(f.fd(), a[1] as u32 & 0o7777).map(|_| 0)
+}
+
+pub fn sys_truncate(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if (a[1] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let abs = ctx.abs_path(AT_FDCWD, a[0], false)?;
+    let fd = ctx.open_abs(&abs, libc::O_WRONLY, 0)?;
+    hostfs::ftruncate(fd.as_fd(), a[1] as i64).map(|_| 0)
+}
+
+pub fn sys_umask(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let old = ctx.process().umask.swap(a[0] as u32 & 0o777, std::sync::atomic::Ordering::Relaxed);
+    Ok(old as u64)
+}
+

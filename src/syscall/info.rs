@@ -1,0 +1,110 @@
+//! System information, resource limits, randomness.
+
+use super::{int, Args, Ctx, SysResult};
+use crate::host::sys as hostsys;
+use crate::kernel::errno::Errno;
+use crate::kernel::process::RLIM_NLIMITS;
+
+fn set_field(field: &mut [libc::c_char], value: &str) {
+    field.fill(0);
+    for (d, s) in field.iter_mut().zip(value.bytes().take(64)) {
+        *d = s as libc::c_char;
+    }
+}
+
+pub fn sys_uname(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let mut u = hostsys::uname();
+    set_field(&mut u.sysname, "Linux");
+    set_field(&mut u.machine, "x86_64");
+    ctx.mem().write(a[0], &u)?;
+    Ok(0)
+}
+
+pub fn sys_sysinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let mut si = hostsys::sysinfo();
+    let phys = ctx.kernel().phys;
+    si.uptime = ctx.kernel().boot_time.elapsed().as_secs() as i64;
+    si.totalram = phys.total_bytes() as u64;
+    si.freeram = phys.free_bytes() as u64;
+    si.sharedram = 0;
+    si.bufferram = 0;
+    si.totalswap = 0;
+    si.freeswap = 0;
+    si.procs = 1;
+    si.totalhigh = 0;
+    si.freehigh = 0;
+    si.mem_unit = 1;
+    ctx.mem().write(a[0], &si)?;
+    Ok(0)
+}
+
+const GRND_NONBLOCK: u32 = 1;
+const GRND_RANDOM: u32 = 2;
+const GRND_INSECURE: u32 = 4;
+
+pub fn sys_getrandom(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = a[2] as u32;
+    if flags & !(GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE) != 0
+        || flags & (GRND_RANDOM | GRND_INSECURE) == GRND_RANDOM | GRND_INSECURE
+    {
+        return Err(Errno::EINVAL);
+    }
+    let len = (a[1] as usize).min(i32::MAX as usize);
+    let mut done = 0;
+    let mut chunk = [0u8; 256];
+    while done < len {
+        let n = (len - done).min(chunk.len());
+        let got = hostsys::getrandom(&mut chunk[..n], flags)?;
+        if ctx.mem().write_bytes(a[0] + done as u64, &chunk[..got]).is_err() {
+            return if done == 0 { Err(Errno::EFAULT) } else { Ok(done as u64) };
+        }
+        done += got;
+    }
+    Ok(done as u64)
+}
+
+fn check_pid(ctx: &Ctx, pid: i32) -> Result<(), Errno> {
+    if pid != 0 && pid as u32 != ctx.process().pid {
+        return Err(Errno::ESRCH);
+    }
+    Ok(())
+}
+
+fn do_prlimit(ctx: &Ctx, resource: u32, new: u64, old: u64) -> SysResult {
+    if resource as usize >= RLIM_NLIMITS {
+        return Err(Errno::EINVAL);
+    }
+    let new = if new != 0 {
+        let r: libc::rlimit = ctx.mem().read(new)?;
+        if r.rlim_cur > r.rlim_max {
+            return Err(Errno::EINVAL);
+        }
+        if resource == libc::RLIMIT_NOFILE && r.rlim_max > 1 << 20 {
+            return Err(Errno::EPERM); // above fs.nr_open
+        }
+        Some(r)
+    } else {
+        None
+    };
+    let mut limits = ctx.process().rlimits.lock().unwrap();
+    if old != 0 {
+        ctx.mem().write(old, &limits[resource as usize])?;
+    }
+    if let Some(r) = new {
+        limits[resource as usize] = r;
+    }
+    Ok(0)
+}
+
+pub fn sys_prlimit64(ctx: &mut Ctx, a: &Args) -> SysResult {
+    check_pid(ctx, int(a[0]))?;
+    do_prlimit(ctx, a[1] as u32, a[2], a[3])
+}
+
+pub fn sys_getrlimit(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_prlimit(ctx, a[0] as u32, 0, a[1])
+}
+
+pub fn sys_setrlimit(ctx: &mut Ctx, a: &Args) -> SysResult {
+    do_prlimit(ctx, a[0] as u32, a[1], 0)
+}

@@ -1,0 +1,343 @@
+//! Descriptor I/O: read/write and friends, ioctl, fcntl, dup, pipe, close.
+
+use super::{int, Args, Ctx, SysResult};
+use crate::fs::file::{FileKind, OpenFile};
+use crate::host::fs as hostfs;
+use crate::host::physmem::GuestRange;
+use crate::kernel::abi::{GuestIovec, Termios};
+use crate::kernel::errno::Errno;
+use std::sync::Arc;
+
+/// Linux caps one read or write at this many bytes.
+pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+const UIO_MAXIOV: usize = 1024;
+
+impl Ctx<'_, '_> {
+    pub fn file(&self, fd: u64) -> Result<Arc<OpenFile>, Errno> {
+        self.process().files.lock().unwrap().file(int(fd))
+    }
+
+    /// A descriptor that allows I/O (not an O_PATH handle).
+    pub fn io_file(&self, fd: u64) -> Result<Arc<OpenFile>, Errno> {
+        let f = self.file(fd)?;
+        if f.path_only {
+            return Err(Errno::EBADF);
+        }
+        Ok(f)
+    }
+
+    pub fn install_fd(&self, file: Arc<OpenFile>, cloexec: bool) -> SysResult {
+        let limit = self.process().nofile_limit();
+        let fd = self.process().files.lock().unwrap().install(file, cloexec, 0, limit)?;
+        Ok(fd as u64)
+    }
+}
+
+fn count(len: u64) -> usize {
+    (len as usize).min(MAX_RW_COUNT)
+}
+
+pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    let buf = ctx.mem().range(a[1], count(a[2]), true)?;
+    if buf.len() < count(a[2]) && matches!(f.kind, FileKind::Fifo | FileKind::Socket) {
+        // A pipe read that would fault part-way fails whole, consuming
+        // nothing (Linux copies each pipe buffer in one piece).
+        let mut avail = [0u8; 4];
+        hostfs::ioctl(f.fd(), FIONREAD, Some(&mut avail), 0)?;
+        if u32::from_ne_bytes(avail) as usize > buf.len() {
+            return Err(Errno::EFAULT);
+        }
+    }
+    hostfs::read(f.fd(), buf).map(|n| n as u64)
+}
+
+pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    if f.is_null_device() {
+        // Linux's /dev/null never looks at the buffer.
+        return Ok(count(a[2]) as u64);
+    }
+    let buf = ctx.mem().range(a[1], count(a[2]), false)?;
+    hostfs::write(f.fd(), buf).map(|n| n as u64)
+}
+
+pub fn sys_pread64(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    if (a[3] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let buf = ctx.mem().range(a[1], count(a[2]), true)?;
+    hostfs::pread(f.fd(), buf, a[3] as i64).map(|n| n as u64)
+}
+
+pub fn sys_pwrite64(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    if (a[3] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let buf = ctx.mem().range(a[1], count(a[2]), false)?;
+    hostfs::pwrite(f.fd(), buf, a[3] as i64).map(|n| n as u64)
+}
+
+/// The guest's iovec array as checked ranges, stopping at the first buffer
+/// that is not fully accessible (so the host returns a partial count).
+fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<Vec<GuestRange>, Errno> {
+    let cnt = cnt as usize;
+    if cnt > UIO_MAXIOV {
+        return Err(Errno::EINVAL);
+    }
+    let mem = ctx.mem();
+    let mut ranges = Vec::with_capacity(cnt);
+    let mut total: u64 = 0;
+    let mut short = false;
+    for i in 0..cnt {
+        let v: GuestIovec = mem.read(iov + (i * 16) as u64)?;
+        total = total.checked_add(v.len).filter(|&t| t <= isize::MAX as u64).ok_or(Errno::EINVAL)?;
+        if short || v.len == 0 {
+            continue;
+        }
+        match mem.range(v.base, count(v.len), write) {
+            Ok(r) => {
+                short = r.len() < v.len as usize;
+                ranges.push(r);
+            }
+            Err(e) if ranges.is_empty() => return Err(e),
+            Err(_) => short = true,
+        }
+    }
+    Ok(ranges)
+}
+
+pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    let ranges = iov_ranges(ctx, a[1], a[2], true)?;
+    hostfs::readv(f.fd(), &ranges).map(|n| n as u64)
+}
+
+pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    let ranges = iov_ranges(ctx, a[1], a[2], false)?;
+    if f.is_null_device() {
+        return Ok(ranges.iter().map(|r| r.len() as u64).sum());
+    }
+    hostfs::writev(f.fd(), &ranges).map(|n| n as u64)
+}
+
+pub fn sys_lseek(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    hostfs::lseek(f.fd(), a[1] as i64, int(a[2]))
+}
+
+pub fn sys_close(ctx: &mut Ctx, a: &Args) -> SysResult {
+    ctx.process().files.lock().unwrap().close(int(a[0]))?;
+    Ok(0)
+}
+
+pub fn sys_fsync(ctx: &mut Ctx, a: &Args) -> SysResult {
+    hostfs::fsync(ctx.io_file(a[0])?.fd(), false).map(|_| 0)
+}
+
+pub fn sys_fdatasync(ctx: &mut Ctx, a: &Args) -> SysResult {
+    hostfs::fsync(ctx.io_file(a[0])?.fd(), true).map(|_| 0)
+}
+
+pub fn sys_ftruncate(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    if (a[1] as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    hostfs::ftruncate(f.fd(), a[1] as i64).map(|_| 0)
+}
+
+pub fn sys_getdents64(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    if f.kind != FileKind::Directory {
+        return Err(Errno::ENOTDIR);
+    }
+    let buf = ctx.mem().range(a[1], count(a[2]), true)?;
+    hostfs::getdents64(f.fd(), buf).map(|n| n as u64)
+}
+
+const TCGETS: u64 = 0x5401;
+const TCSETS: u64 = 0x5402;
+const TCSETSW: u64 = 0x5403;
+const TCSETSF: u64 = 0x5404;
+const TIOCGPGRP: u64 = 0x540f;
+const TIOCSPGRP: u64 = 0x5410;
+const TIOCGWINSZ: u64 = 0x5413;
+const TIOCSWINSZ: u64 = 0x5414;
+const FIONREAD: u64 = 0x541b;
+const FIONBIO: u64 = 0x5421;
+const FIONCLEX: u64 = 0x5450;
+const FIOCLEX: u64 = 0x5451;
+
+pub fn sys_ioctl(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let f = ctx.io_file(a[0])?;
+    let (req, arg) = (a[1] & 0xffff_ffff, a[2]);
+    let mem = ctx.mem();
+    match req {
+        FIOCLEX | FIONCLEX => {
+            ctx.process().files.lock().unwrap().set_cloexec(int(a[0]), req == FIOCLEX)?;
+            Ok(0)
+        }
+        FIONBIO => {
+            let on: i32 = mem.read(arg)?;
+            let fl = hostfs::getfl(f.fd())?;
+            hostfs::setfl(f.fd(), if on != 0 { fl | libc::O_NONBLOCK } else { fl & !libc::O_NONBLOCK })?;
+            Ok(0)
+        }
+        FIONREAD => {
+            let mut n = [0u8; 4];
+            hostfs::ioctl(f.fd(), req, Some(&mut n), 0)?;
+            mem.write_bytes(arg, &n)?;
+            Ok(0)
+        }
+        _ if !hostfs::isatty(f.fd()) => Err(Errno::ENOTTY),
+        TCGETS => {
+            let mut t = [0u8; std::mem::size_of::<Termios>()];
+            hostfs::ioctl(f.fd(), req, Some(&mut t), 0)?;
+            mem.write_bytes(arg, &t)?;
+            Ok(0)
+        }
+        TCSETS | TCSETSW | TCSETSF => {
+            let mut t = [0u8; std::mem::size_of::<Termios>()];
+            mem.read_into(arg, &mut t)?;
+            hostfs::ioctl(f.fd(), req, Some(&mut t), 0).map(|_| 0)
+        }
+        TIOCGWINSZ => {
+            let mut w = [0u8; 8];
+            hostfs::ioctl(f.fd(), req, Some(&mut w), 0)?;
+            mem.write_bytes(arg, &w)?;
+            Ok(0)
+        }
+        TIOCSWINSZ => {
+            let mut w = [0u8; 8];
+            mem.read_into(arg, &mut w)?;
+            hostfs::ioctl(f.fd(), req, Some(&mut w), 0).map(|_| 0)
+        }
+        // Job control comes with process groups; until then the guest's
+        // only process leads the foreground group.
+        TIOCGPGRP => {
+            mem.write(arg, &(ctx.process().pid as i32))?;
+            Ok(0)
+        }
+        TIOCSPGRP => {
+            let _pgrp: i32 = mem.read(arg)?;
+            Ok(0)
+        }
+        _ => Err(Errno::ENOTTY),
+    }
+}
+
+const F_DUPFD: i32 = 0;
+const F_GETFD: i32 = 1;
+const F_SETFD: i32 = 2;
+const F_GETFL: i32 = 3;
+const F_SETFL: i32 = 4;
+const F_DUPFD_CLOEXEC: i32 = 1030;
+const F_SETPIPE_SZ: i32 = 1031;
+const F_GETPIPE_SZ: i32 = 1032;
+
+fn dup_from(ctx: &Ctx, fd: u64, min: u64, cloexec: bool) -> SysResult {
+    let limit = ctx.process().nofile_limit();
+    if min as usize >= limit {
+        return Err(Errno::EINVAL);
+    }
+    let mut files = ctx.process().files.lock().unwrap();
+    let file = files.file(int(fd))?;
+    files.install(file, cloexec, min as usize, limit).map(|fd| fd as u64)
+}
+
+pub fn sys_fcntl(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (fd, cmd, arg) = (a[0], int(a[1]), a[2]);
+    match cmd {
+        F_DUPFD | F_DUPFD_CLOEXEC => dup_from(ctx, fd, arg as u32 as u64, cmd == F_DUPFD_CLOEXEC),
+        F_GETFD => Ok(ctx.process().files.lock().unwrap().get(int(fd))?.cloexec as u64),
+        F_SETFD => {
+            ctx.process().files.lock().unwrap().set_cloexec(int(fd), arg & 1 != 0)?;
+            Ok(0)
+        }
+        F_GETFL => {
+            let f = ctx.file(fd)?;
+            // The host descriptor is always O_CLOEXEC; that is a descriptor
+            // flag, not a status flag, and the guest never sees it here.
+            Ok((hostfs::getfl(f.fd())? & !libc::O_CLOEXEC) as u64)
+        }
+        F_SETFL => {
+            let f = ctx.file(fd)?;
+            let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
+            let old = hostfs::getfl(f.fd())?;
+            hostfs::setfl(f.fd(), (old & !changeable) | (int(arg) & changeable)).map(|_| 0)
+        }
+        F_GETPIPE_SZ | F_SETPIPE_SZ => {
+            let f = ctx.io_file(fd)?;
+            crate::host::fs::fcntl_int(f.fd(), cmd, arg as i32).map(|v| v as u64)
+        }
+        _ => {
+            ctx.file(fd)?;
+            Err(Errno::EINVAL)
+        }
+    }
+}
+
+pub fn sys_dup(ctx: &mut Ctx, a: &Args) -> SysResult {
+    dup_from(ctx, a[0], 0, false)
+}
+
+fn dup_to(ctx: &Ctx, old: u64, new: u64, cloexec: bool) -> SysResult {
+    let limit = ctx.process().nofile_limit();
+    if new as u32 as usize >= limit {
+        return Err(Errno::EBADF);
+    }
+    let mut files = ctx.process().files.lock().unwrap();
+    let file = files.file(int(old))?;
+    // The old file at `new` (if any) is closed when its last reference goes,
+    // after the lock is released.
+    let _replaced = files.install_at(new as u32 as usize, file, cloexec);
+    Ok(new as u32 as u64)
+}
+
+pub fn sys_dup2(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if int(a[0]) == int(a[1]) {
+        ctx.file(a[0])?;
+        return Ok(a[1] as u32 as u64);
+    }
+    dup_to(ctx, a[0], a[1], false)
+}
+
+pub fn sys_dup3(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = int(a[2]);
+    if flags & !libc::O_CLOEXEC != 0 || int(a[0]) == int(a[1]) {
+        return Err(Errno::EINVAL);
+    }
+    dup_to(ctx, a[0], a[1], flags & libc::O_CLOEXEC != 0)
+}
+
+pub fn sys_pipe2(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let flags = int(a[1]);
+    if flags & !(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_DIRECT) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (r, w) = hostfs::pipe2(flags & !libc::O_CLOEXEC)?;
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    let r = ctx.install_fd(Arc::new(OpenFile::new(r, b"pipe:[r]".to_vec(), false)?), cloexec)?;
+    let w = match OpenFile::new(w, b"pipe:[w]".to_vec(), false).map(Arc::new).and_then(|f| ctx.install_fd(f, cloexec)) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = ctx.process().files.lock().unwrap().close(r as i32);
+            return Err(e);
+        }
+    };
+    if let Err(e) = ctx.mem().write(a[0], &[r as i32, w as i32]) {
+        let mut files = ctx.process().files.lock().unwrap();
+        let _ = files.close(r as i32);
+        let _ = files.close(w as i32);
+        return Err(e);
+    }
+    Ok(0)
+}
+
+pub fn sys_pipe(ctx: &mut Ctx, a: &Args) -> SysResult {
+    sys_pipe2(ctx, &[a[0], 0, 0, 0, 0, 0])
+}

@@ -1,0 +1,160 @@
+//! mmap, munmap, mprotect, mremap, brk, madvise, msync.
+
+use super::{int, Args, Ctx, SysResult};
+use crate::fs::file::FileKind;
+use crate::host::fs as hostfs;
+use crate::kernel::errno::Errno;
+use crate::mm::space::{Backing, Placement, Vma, VmaKind};
+use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
+
+const PROT_ALL: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+const MAP_SHARED_VALIDATE: i32 = 3;
+
+pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (addr, len, prot, flags, fd, off) = (a[0] as usize, a[1] as usize, int(a[2]), int(a[3]), a[4], a[5]);
+    if len == 0 || !is_page_aligned(off as usize) || prot & !PROT_ALL != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let shared = match flags & 3 {
+        libc::MAP_PRIVATE => false,
+        libc::MAP_SHARED | MAP_SHARED_VALIDATE => true,
+        _ => return Err(Errno::EINVAL),
+    };
+    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    if off.checked_add(len as u64).is_none_or(|e| e > i64::MAX as u64) {
+        return Err(Errno::EOVERFLOW);
+    }
+    let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
+    if fixed && !is_page_aligned(addr) {
+        return Err(Errno::EINVAL);
+    }
+    let mut vma = Vma::new(0, prot, VmaKind::Anon);
+    vma.shared = shared;
+    let file = if flags & libc::MAP_ANONYMOUS != 0 {
+        None
+    } else {
+        let f = ctx.io_file(fd)?;
+        match f.kind {
+            FileKind::Regular => {}
+            FileKind::CharDevice if f.path.ends_with(b"/dev/zero") => {}
+            FileKind::Directory | FileKind::CharDevice | FileKind::Fifo | FileKind::Socket => {
+                return Err(Errno::ENODEV)
+            }
+            _ => return Err(Errno::EACCES),
+        }
+        let acc = hostfs::getfl(f.fd())? & libc::O_ACCMODE;
+        if acc == libc::O_WRONLY || (shared && prot & libc::PROT_WRITE != 0 && acc != libc::O_RDWR) {
+            return Err(Errno::EACCES);
+        }
+        if f.kind == FileKind::Regular {
+            vma.kind = VmaKind::File;
+            vma.backing = Some(Backing { file: f.clone(), offset: off });
+            Some(f)
+        } else {
+            None
+        }
+    };
+    let mut space = ctx.process().mm.lock().unwrap();
+    if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
+        return Err(Errno::EEXIST);
+    }
+    let place = if fixed { Placement::Fixed(addr) } else { Placement::Anywhere { align: PAGE_SIZE } };
+    let start = space.map(place, len, vma, |range| match &file {
+        Some(f) => f.read_at_into(range, off).map(drop),
+        None => Ok(()),
+    })?;
+    Ok(start as u64)
+}
+
+pub fn sys_munmap(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (addr, len) = (a[0] as usize, a[1] as usize);
+    if !is_page_aligned(addr) || len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_up(len).ok_or(Errno::EINVAL)?;
+    ctx.process().mm.lock().unwrap().unmap(addr, len);
+    Ok(0)
+}
+
+pub fn sys_mprotect(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (addr, len, prot) = (a[0] as usize, a[1] as usize, int(a[2]));
+    if !is_page_aligned(addr) || prot & !(PROT_ALL | libc::PROT_GROWSDOWN | libc::PROT_GROWSUP) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if len == 0 {
+        return Ok(0);
+    }
+    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    ctx.process().mm.lock().unwrap().protect(addr, len, prot & PROT_ALL)?;
+    Ok(0)
+}
+
+pub fn sys_mremap(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (old, old_len, new_len, flags) = (a[0] as usize, a[1] as usize, a[2] as usize, int(a[3]));
+    let may_move = flags & libc::MREMAP_MAYMOVE != 0;
+    if flags & !(libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | 4) != 0
+        || !is_page_aligned(old)
+        || (flags & libc::MREMAP_FIXED != 0 && !may_move)
+    {
+        return Err(Errno::EINVAL);
+    }
+    if flags & (libc::MREMAP_FIXED | 4) != 0 {
+        // MREMAP_FIXED and MREMAP_DONTUNMAP are not provided yet.
+        return Err(Errno::EINVAL);
+    }
+    let old_len = page_up(old_len).ok_or(Errno::EINVAL)?;
+    let new_len = page_up(new_len).ok_or(Errno::EINVAL)?;
+    if new_len == 0 || old_len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    ctx.process().mm.lock().unwrap().remap(old, old_len, new_len, may_move).map(|v| v as u64)
+}
+
+pub fn sys_brk(ctx: &mut Ctx, a: &Args) -> SysResult {
+    Ok(ctx.process().mm.lock().unwrap().set_brk(a[0] as usize) as u64)
+}
+
+pub fn sys_madvise(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (addr, len, advice) = (a[0] as usize, a[1] as usize, int(a[2]));
+    if !is_page_aligned(addr) {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_up(len).ok_or(Errno::EINVAL)?;
+    match advice {
+        libc::MADV_DONTNEED | libc::MADV_REMOVE => {
+            if len > 0 {
+                ctx.process().mm.lock().unwrap().discard(addr, len)?;
+            }
+            Ok(0)
+        }
+        // Hints nomu may ignore (MADV_FREE lets the pages keep their data).
+        libc::MADV_NORMAL
+        | libc::MADV_RANDOM
+        | libc::MADV_SEQUENTIAL
+        | libc::MADV_WILLNEED
+        | libc::MADV_FREE
+        | libc::MADV_DONTFORK
+        | libc::MADV_DOFORK
+        | libc::MADV_MERGEABLE
+        | libc::MADV_UNMERGEABLE
+        | libc::MADV_HUGEPAGE
+        | libc::MADV_NOHUGEPAGE
+        | libc::MADV_DONTDUMP
+        | libc::MADV_DODUMP
+        | 20 // MADV_COLD
+        | 21 // MADV_PAGEOUT
+        => Ok(0),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_msync(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (addr, len, flags) = (a[0] as usize, a[1] as usize, int(a[2]));
+    let known = libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE;
+    if !is_page_aligned(addr) || flags & !known != 0 || flags & libc::MS_ASYNC != 0 && flags & libc::MS_SYNC != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    ctx.process().mm.lock().unwrap().write_back(addr, len)?;
+    Ok(0)
+}

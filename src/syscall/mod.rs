@@ -1,0 +1,79 @@
+//! The syscall layer: one table of every syscall nomu knows, one module per
+//! family of handlers, and the strace-like `--trace`.
+//!
+//! A handler takes the raw arguments and returns `Ok(value)` or
+//! `Err(Errno)`; the conversion to `-errno` in rax happens once, here.
+
+mod fs;
+mod info;
+mod io;
+mod memory;
+pub mod names;
+mod process;
+mod signal;
+pub mod table;
+mod time;
+mod trace;
+
+use crate::entry::TrapFrame;
+use crate::kernel::errno::Errno;
+use crate::kernel::process::Process;
+use crate::kernel::trap::ThreadCtx;
+use crate::kernel::Kernel;
+use crate::mm::uaccess::UserMem;
+use std::sync::Arc;
+
+pub type SysResult = Result<u64, Errno>;
+pub type Args = [u64; 6];
+
+/// What a handler can reach: the calling thread and its trap frame.
+pub struct Ctx<'a, 'f> {
+    pub t: &'a mut ThreadCtx,
+    pub frame: &'a mut TrapFrame<'f>,
+}
+
+impl Ctx<'_, '_> {
+    pub fn kernel(&self) -> &'static Kernel {
+        self.t.kernel
+    }
+
+    pub fn process(&self) -> &Arc<Process> {
+        &self.t.thread.process
+    }
+
+    pub fn tid(&self) -> u32 {
+        self.t.thread.tid
+    }
+
+    pub fn mem(&self) -> UserMem<'_> {
+        UserMem::new(&self.t.thread.process.mm)
+    }
+}
+
+/// Handles the syscall the guest thread trapped on.
+pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
+    let nr = frame.regs.syscall_nr();
+    let args = frame.regs.syscall_args();
+    let def = table::lookup(nr);
+    let mut ctx = Ctx { t, frame };
+    let pre = ctx.kernel().trace.then(|| trace::before(&ctx, nr, def, &args));
+    let result = match def {
+        Some(d) => (d.handler)(&mut ctx, &args),
+        None => Err(Errno::ENOSYS),
+    };
+    if result == Err(Errno::EPIPE) && def.is_some_and(|d| d.raises_sigpipe) {
+        ctx.t.raise(libc::SIGPIPE);
+    }
+    if let Some(pre) = pre {
+        trace::after(&ctx, nr, def, &args, pre, &result);
+    }
+    ctx.frame.regs.rax = match result {
+        Ok(v) => v,
+        Err(e) => (-(e.0 as i64)) as u64,
+    };
+}
+
+/// Arguments arrive as u64 registers; Linux reads an `int` from the low 32 bits.
+pub fn int(v: u64) -> i32 {
+    v as u32 as i32
+}

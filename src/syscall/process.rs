@@ -1,0 +1,207 @@
+//! Identity, exit, thread bookkeeping, arch_prctl and futex.
+
+use super::{int, Args, Ctx, SysResult};
+use crate::host::sys as hostsys;
+use crate::kernel::errno::Errno;
+use crate::kernel::process::ExitStatus;
+
+pub fn sys_exit(ctx: &mut Ctx, a: &Args) -> SysResult {
+    // One thread per process until threads arrive: exit ends the process.
+    ctx.t.exit = Some(ExitStatus::Code(int(a[0]) & 0xff));
+    Ok(0)
+}
+
+pub fn sys_exit_group(ctx: &mut Ctx, a: &Args) -> SysResult {
+    ctx.t.exit = Some(ExitStatus::Code(int(a[0]) & 0xff));
+    Ok(0)
+}
+
+pub fn sys_getpid(ctx: &mut Ctx, _: &Args) -> SysResult {
+    Ok(ctx.process().pid as u64)
+}
+
+pub fn sys_gettid(ctx: &mut Ctx, _: &Args) -> SysResult {
+    Ok(ctx.tid() as u64)
+}
+
+pub fn sys_getppid(ctx: &mut Ctx, _: &Args) -> SysResult {
+    Ok(ctx.process().ppid as u64)
+}
+
+/// Process groups and sessions come with job control; until then every
+/// process leads its own.
+pub fn sys_getpgid(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let pid = int(a[0]);
+    if pid != 0 && pid as u32 != ctx.process().pid {
+        return Err(Errno::ESRCH);
+    }
+    Ok(ctx.process().pid as u64)
+}
+
+pub fn sys_getpgrp(ctx: &mut Ctx, _: &Args) -> SysResult {
+    Ok(ctx.process().pid as u64)
+}
+
+pub fn sys_getuid(_: &mut Ctx, _: &Args) -> SysResult {
+    Ok(hostsys::ids().uid as u64)
+}
+
+pub fn sys_geteuid(_: &mut Ctx, _: &Args) -> SysResult {
+    Ok(hostsys::ids().euid as u64)
+}
+
+pub fn sys_getgid(_: &mut Ctx, _: &Args) -> SysResult {
+    Ok(hostsys::ids().gid as u64)
+}
+
+pub fn sys_getegid(_: &mut Ctx, _: &Args) -> SysResult {
+    Ok(hostsys::ids().egid as u64)
+}
+
+pub fn sys_set_tid_address(ctx: &mut Ctx, a: &Args) -> SysResult {
+    ctx.t.thread.state.lock().unwrap().clear_child_tid = a[0];
+    Ok(ctx.tid() as u64)
+}
+
+pub fn sys_set_robust_list(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if a[1] != 24 {
+        return Err(Errno::EINVAL);
+    }
+    ctx.t.thread.state.lock().unwrap().robust_list = a[0];
+    Ok(0)
+}
+
+pub fn sys_get_robust_list(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if int(a[0]) != 0 && int(a[0]) as u32 != ctx.tid() {
+        return Err(Errno::ESRCH);
+    }
+    let head = ctx.t.thread.state.lock().unwrap().robust_list;
+    ctx.mem().write(a[1], &head)?;
+    ctx.mem().write(a[2], &24u64)?;
+    Ok(0)
+}
+
+const ARCH_SET_GS: u64 = 0x1001;
+const ARCH_SET_FS: u64 = 0x1002;
+const ARCH_GET_FS: u64 = 0x1003;
+const ARCH_GET_GS: u64 = 0x1004;
+/// The top of the x86-64 user address space (47-bit).
+const TASK_SIZE_MAX: u64 = (1 << 47) - 4096;
+
+pub fn sys_arch_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
+    match a[0] {
+        ARCH_SET_FS => {
+            if a[1] >= TASK_SIZE_MAX {
+                return Err(Errno::EPERM);
+            }
+            ctx.frame.fs_base = a[1];
+            Ok(0)
+        }
+        ARCH_GET_FS => {
+            ctx.mem().write(a[1], &ctx.frame.fs_base)?;
+            Ok(0)
+        }
+        // nomu never uses %gs, so the guest owns the host thread's gs base.
+        ARCH_SET_GS => {
+            if a[1] >= TASK_SIZE_MAX {
+                return Err(Errno::EPERM);
+            }
+            hostsys::set_gs_base(a[1]).map(|_| 0)
+        }
+        ARCH_GET_GS => {
+            ctx.mem().write(a[1], &hostsys::gs_base())?;
+            Ok(0)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_sched_yield(_: &mut Ctx, _: &Args) -> SysResult {
+    hostsys::sched_yield();
+    Ok(0)
+}
+
+const FUTEX_WAIT: i32 = 0;
+const FUTEX_WAKE: i32 = 1;
+const FUTEX_REQUEUE: i32 = 3;
+const FUTEX_CMP_REQUEUE: i32 = 4;
+const FUTEX_WAKE_OP: i32 = 5;
+const FUTEX_WAIT_BITSET: i32 = 9;
+const FUTEX_WAKE_BITSET: i32 = 10;
+const FUTEX_PRIVATE: i32 = 128;
+const FUTEX_CLOCK_REALTIME: i32 = 256;
+const BITSET_ALL: u32 = u32::MAX;
+
+fn read_timeout(ctx: &Ctx, ptr: u64) -> Result<Option<libc::timespec>, Errno> {
+    if ptr == 0 {
+        return Ok(None);
+    }
+    let ts: libc::timespec = ctx.mem().read(ptr)?;
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Some(ts))
+}
+
+fn add(a: libc::timespec, b: libc::timespec) -> libc::timespec {
+    let mut ns = a.tv_nsec + b.tv_nsec;
+    let mut s = a.tv_sec.saturating_add(b.tv_sec);
+    if ns >= 1_000_000_000 {
+        ns -= 1_000_000_000;
+        s = s.saturating_add(1);
+    }
+    libc::timespec { tv_sec: s, tv_nsec: ns }
+}
+
+/// Guest futexes are host futexes on the same addresses: every guest
+/// process lives in nomu's one host address space (see host::sys).
+pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (uaddr, op, val) = (a[0], int(a[1]), a[2] as u32);
+    let cmd = op & !(FUTEX_PRIVATE | FUTEX_CLOCK_REALTIME);
+    let realtime = op & FUTEX_CLOCK_REALTIME != 0;
+    if uaddr % 4 != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let word = || ctx.mem().full_range(uaddr, 4, false);
+    match cmd {
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let bitset = if cmd == FUTEX_WAIT { BITSET_ALL } else { a[5] as u32 };
+            if bitset == 0 {
+                return Err(Errno::EINVAL);
+            }
+            let timeout = read_timeout(ctx, a[3])?;
+            // FUTEX_WAIT's timeout is relative (to CLOCK_MONOTONIC unless
+            // FUTEX_CLOCK_REALTIME); the host call takes an absolute one.
+            let deadline = match (cmd, timeout) {
+                (FUTEX_WAIT, Some(t)) => {
+                    let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+                    Some(add(hostsys::clock_gettime(clock)?, t))
+                }
+                (_, t) => t,
+            };
+            let w = word()?;
+            loop {
+                match hostsys::futex_wait(w, val, deadline.as_ref(), realtime, bitset) {
+                    Err(Errno::EINTR) => continue,
+                    r => return r.map(|_| 0),
+                }
+            }
+        }
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => {
+            let bitset = if cmd == FUTEX_WAKE { BITSET_ALL } else { a[5] as u32 };
+            if bitset == 0 {
+                return Err(Errno::EINVAL);
+            }
+            hostsys::futex_wake(word()?, val, bitset).map(|n| n as u64)
+        }
+        FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP => {
+            if a[4] % 4 != 0 {
+                return Err(Errno::EINVAL);
+            }
+            let w1 = word()?;
+            let w2 = ctx.mem().full_range(a[4], 4, cmd == FUTEX_WAKE_OP)?;
+            hostsys::futex_raw(w1, cmd, val, a[3], w2, a[5] as u32).map(|n| n as u64)
+        }
+        _ => Err(Errno::ENOSYS),
+    }
+}

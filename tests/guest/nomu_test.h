@@ -1,0 +1,77 @@
+/* Tiny check framework for nomu's guest test programs.
+ *
+ * Every guest test is an ordinary Linux program: it must pass natively first,
+ * then under nomu, and the harness compares the two runs (stdout and exit
+ * status).  So a test prints only what is the same on every run (no
+ * addresses, pids or timings) and exits non-zero when a check fails.
+ *
+ *   CHECK(expr)                 expr must be true
+ *   CHECK_OK(call)              call must not return -1
+ *   CHECK_ERR(call, ERRNO)      call must return -1 with errno == ERRNO
+ *   CHECK_EQ(a, b)              integers must be equal (both printed on failure)
+ *   return checks_done();       prints "<prog>: N checks, M failed" and the exit code
+ */
+#ifndef NOMU_TEST_H
+#define NOMU_TEST_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static int nomu_checks, nomu_failed;
+
+#define NOMU_FAIL(fmt, ...)                                                   \
+	do {                                                                  \
+		nomu_failed++;                                                \
+		printf("FAIL %s:%d: " fmt "\n", __FILE__, __LINE__,           \
+		       __VA_ARGS__);                                          \
+		fflush(stdout);                                               \
+	} while (0)
+
+#define CHECK(expr)                                                           \
+	do {                                                                  \
+		nomu_checks++;                                                \
+		if (!(expr))                                                  \
+			NOMU_FAIL("%s (errno %d %s)", #expr, errno,           \
+				  strerror(errno));                           \
+	} while (0)
+
+#define CHECK_OK(call)                                                        \
+	do {                                                                  \
+		nomu_checks++;                                                \
+		errno = 0;                                                    \
+		long nomu_r_ = (long)(call);                                  \
+		if (nomu_r_ == -1)                                            \
+			NOMU_FAIL("%s = -1 (errno %d %s)", #call, errno,      \
+				  strerror(errno));                           \
+	} while (0)
+
+#define CHECK_ERR(call, err)                                                  \
+	do {                                                                  \
+		nomu_checks++;                                                \
+		errno = 0;                                                    \
+		long nomu_r_ = (long)(call);                                  \
+		int nomu_e_ = errno;                                          \
+		if (nomu_r_ != -1 || nomu_e_ != (err))                        \
+			NOMU_FAIL("%s = %ld errno %d (%s), want -1 %s", #call, \
+				  nomu_r_, nomu_e_, strerror(nomu_e_), #err);  \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                        \
+	do {                                                                  \
+		nomu_checks++;                                                \
+		long long nomu_a_ = (long long)(a), nomu_b_ = (long long)(b); \
+		if (nomu_a_ != nomu_b_)                                       \
+			NOMU_FAIL("%s == %s (%lld != %lld)", #a, #b, nomu_a_,  \
+				  nomu_b_);                                   \
+	} while (0)
+
+static inline int nomu_checks_done(const char *prog)
+{
+	printf("%s: %d checks, %d failed\n", prog, nomu_checks, nomu_failed);
+	fflush(stdout);
+	return nomu_failed ? 1 : 0;
+}
+#define checks_done() nomu_checks_done(__FILE__)
+
+#endif
