@@ -21,7 +21,8 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
         _ => return Err(Errno::EINVAL),
     };
     let len = page_up(len).ok_or(Errno::ENOMEM)?;
-    if off.checked_add(len as u64).is_none_or(|e| e > i64::MAX as u64) {
+    // Linux checks the end in pages: only a page offset that wraps overflows.
+    if (off / PAGE_SIZE as u64).checked_add((len / PAGE_SIZE) as u64).is_none() {
         return Err(Errno::EOVERFLOW);
     }
     let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
