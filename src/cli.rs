@@ -8,7 +8,7 @@ use std::path::PathBuf;
 const USAGE: &str = "\
 usage: nomu run [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
        nomu syscalls [--all]
-       nomu bench [--iters N] [--nomu PATH] [--bin PATH]
+       nomu bench [--bin PATH] [--iters N] [--rounds N] [--json FILE]
        nomu help
 
 run       runs PROGRAM (a path inside the guest root) inside nomu, with the
@@ -19,7 +19,8 @@ run       runs PROGRAM (a path inside the guest root) inside nomu, with the
   --env K=V     set (or override) an environment variable for the guest
 syscalls  lists every syscall nomu implements and how completely (--all: and
           the ones that return ENOSYS)
-bench     runs the syscall benchmark natively and under nomu and prints ratios
+bench     runs the syscall benchmark natively and under nomu, alternating
+          (--rounds, default 3, best time kept), and prints ns/op and ratios
 ";
 
 const DEFAULT_MEM: usize = 1 << 30;

@@ -269,6 +269,31 @@ fn current_fs_base() -> u64 {
     fs
 }
 
+/// glibc registers every thread for restartable sequences; the host then
+/// does rseq bookkeeping on each signal delivery and return. A guest thread
+/// never runs nomu code in an rseq critical section, so it unregisters.
+fn unregister_rseq(thread_pointer: usize) {
+    // SAFETY: dlsym only looks up symbols; the values are glibc's exported
+    // __rseq_offset (ptrdiff_t) and __rseq_size (unsigned int).
+    let (offset, size) = unsafe {
+        let off = libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) as *const isize;
+        let size = libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr()) as *const u32;
+        if off.is_null() || size.is_null() {
+            return;
+        }
+        (*off, *size)
+    };
+    if size == 0 {
+        return;
+    }
+    const RSEQ_FLAG_UNREGISTER: i32 = 1;
+    const RSEQ_SIG: u32 = 0x5305_3053;
+    let area = thread_pointer.wrapping_add_signed(offset);
+    // SAFETY: unregistering this thread's own rseq area, registered by glibc
+    // with exactly this address, size and signature.
+    unsafe { libc::syscall(libc::SYS_rseq, area, size.max(32), RSEQ_FLAG_UNREGISTER, RSEQ_SIG) };
+}
+
 fn current_sigmask() -> u64 {
     let mut old = 0u64;
     // SAFETY: rt_sigprocmask with a NULL new set only reads the mask.
@@ -296,6 +321,8 @@ impl EntryPath for SeccompEntry {
                 kernel,
             ));
         }
+        // SAFETY: the Tcb was just initialised by KernelStack::new.
+        unregister_rseq(unsafe { (*tcb).host_fs } as usize);
         let host_mask = current_sigmask();
         let new_ss = libc::stack_t { ss_sp: ss_sp as *mut libc::c_void, ss_flags: 0, ss_size };
         let mut old_ss = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: 0, ss_size: 0 };

@@ -6,6 +6,7 @@ use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::kernel::errno::Errno;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::OnceLock;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FileKind {
@@ -34,24 +35,37 @@ impl FileKind {
 
 pub struct OpenFile {
     host: OwnedFd,
-    pub kind: FileKind,
-    /// The guest path it was opened by (canonical for directories, which
-    /// serve as bases for *at calls and fchdir).
+    /// File type and device, read from the host on first use (most files
+    /// never need it, and open is a hot path).
+    meta: OnceLock<(FileKind, u64)>,
+    /// The guest path it was opened by (for tracing and /dev/zero checks;
+    /// a directory's current path is asked of the host when needed).
     pub path: Vec<u8>,
     /// Opened with O_PATH: only a handle, no I/O.
     pub path_only: bool,
-    rdev: u64,
 }
 
 impl OpenFile {
-    pub fn new(host: OwnedFd, path: Vec<u8>, path_only: bool) -> Result<OpenFile, Errno> {
-        let st = hostfs::fstat(host.as_fd())?;
-        Ok(OpenFile { host, kind: FileKind::from_mode(st.st_mode), path, path_only, rdev: st.st_rdev })
+    pub fn new(host: OwnedFd, path: Vec<u8>, path_only: bool) -> OpenFile {
+        OpenFile { host, meta: OnceLock::new(), path, path_only }
+    }
+
+    fn meta(&self) -> (FileKind, u64) {
+        *self.meta.get_or_init(|| match hostfs::fstat(self.host.as_fd()) {
+            Ok(st) => (FileKind::from_mode(st.st_mode), st.st_rdev),
+            // fstat on an open descriptor does not fail; if it ever does,
+            // "regular file" is the most conservative guess.
+            Err(_) => (FileKind::Regular, 0),
+        })
+    }
+
+    pub fn kind(&self) -> FileKind {
+        self.meta().0
     }
 
     /// The null device (1, 3), whose write never reads its buffer.
     pub fn is_null_device(&self) -> bool {
-        self.kind == FileKind::CharDevice && self.rdev == libc::makedev(1, 3)
+        self.meta() == (FileKind::CharDevice, libc::makedev(1, 3))
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {

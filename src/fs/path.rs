@@ -19,7 +19,7 @@ pub struct Root {
     host_prefix: Vec<u8>,
 }
 
-fn cstring(bytes: &[u8]) -> Result<CString, Errno> {
+pub fn cstring(bytes: &[u8]) -> Result<CString, Errno> {
     CString::new(bytes).map_err(|_| Errno::EINVAL)
 }
 
@@ -40,9 +40,17 @@ impl Root {
         self.fd.as_fd()
     }
 
+    /// Whether the guest root is the host's own `/`: then guest paths are
+    /// host paths and need no confinement (only nomu's /proc entries and
+    /// magic links are kept from the guest), which saves host calls.
+    pub fn is_host_root(&self) -> bool {
+        self.host_prefix.is_empty()
+    }
+
     /// Opens an absolute guest path.
     pub fn open_path(&self, abs: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
-        hostfs::openat2(self.fd(), &cstring(abs)?, flags, mode, hostfs::RESOLVE_IN_ROOT)
+        let resolve = if self.is_host_root() { hostfs::RESOLVE_NO_MAGICLINKS } else { hostfs::RESOLVE_IN_ROOT };
+        hostfs::openat2(self.fd(), &cstring(abs)?, flags, mode, resolve)
     }
 
     /// Resolves everything but the last component of an absolute guest
@@ -60,10 +68,15 @@ impl Root {
     /// The canonical guest path of an open host descriptor inside the root.
     pub fn guest_path_of(&self, fd: BorrowedFd) -> Result<Vec<u8>, Errno> {
         let host = hostfs::fd_path(fd)?;
+        Ok(self.strip_host_prefix(&host).unwrap_or_else(|| b"/".to_vec()))
+    }
+
+    /// A canonical host path as a guest path, if it lies inside the root.
+    pub fn strip_host_prefix(&self, host: &[u8]) -> Option<Vec<u8>> {
         match host.strip_prefix(self.host_prefix.as_slice()) {
-            Some(rest) if rest.is_empty() => Ok(b"/".to_vec()),
-            Some(rest) if rest.starts_with(b"/") => Ok(rest.to_vec()),
-            _ => Ok(b"/".to_vec()),
+            Some(rest) if rest.is_empty() => Some(b"/".to_vec()),
+            Some(rest) if rest.starts_with(b"/") => Some(rest.to_vec()),
+            _ => None,
         }
     }
 }
@@ -116,6 +129,11 @@ pub enum Special {
 }
 
 pub fn special(abs: &[u8]) -> Option<Special> {
+    // Fast reject: every special path names /dev or /proc.
+    let mentions = |w: &[u8]| abs.windows(w.len()).any(|x| x == w);
+    if !mentions(b"/dev") && !mentions(b"/proc") {
+        return None;
+    }
     let norm = normalize(abs);
     let s = std::str::from_utf8(&norm).ok()?;
     let dev = match s {
@@ -141,8 +159,9 @@ pub fn special(abs: &[u8]) -> Option<Special> {
             return Some(n.parse().map(Special::GuestFd).unwrap_or(Special::Hidden));
         }
     }
-    let host_pid = format!("/proc/{}", crate::host::sys::host_pid());
-    for hidden in ["/proc/self", "/proc/thread-self", "/dev/fd", host_pid.as_str()] {
+    static HOST_PROC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let host_proc = HOST_PROC.get_or_init(|| format!("/proc/{}", crate::host::sys::host_pid()));
+    for hidden in ["/proc/self", "/proc/thread-self", "/dev/fd", host_proc.as_str()] {
         if s == hidden || s.strip_prefix(hidden).is_some_and(|r| r.starts_with('/')) {
             return Some(Special::Hidden);
         }

@@ -15,8 +15,7 @@ fn owned(fd: usize) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd as RawFd) }
 }
 
-pub const RESOLVE_NO_XDEV: u64 = 0x01;
-pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 pub const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
@@ -72,7 +71,12 @@ pub fn fstatat(dirfd: BorrowedFd, path: &CStr, flags: i32) -> R<libc::stat> {
 }
 
 pub fn fstat(fd: BorrowedFd) -> R<libc::stat> {
-    fstatat(fd, c"", libc::AT_EMPTY_PATH)
+    // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid output buffer. (Plain fstat: fstatat with an empty path
+    // costs the host a path lookup.)
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } as libc::c_long)?;
+    Ok(st)
 }
 
 /// statx(2) into a raw 256-byte struct statx.

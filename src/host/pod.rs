@@ -26,6 +26,11 @@ pub fn as_bytes<T: Pod>(v: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
+pub fn as_bytes_mut<T: Pod>(v: &mut T) -> &mut [u8] {
+    // SAFETY: T is Pod, so any bytes written through the view form a valid T.
+    unsafe { std::slice::from_raw_parts_mut((v as *mut T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
 /// Reads a T from the start of `bytes` (which must be long enough).
 pub fn from_bytes<T: Pod>(bytes: &[u8]) -> T {
     assert!(bytes.len() >= std::mem::size_of::<T>());

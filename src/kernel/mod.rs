@@ -71,6 +71,12 @@ impl Kernel {
         let pid = self.pids.next();
         let process = Arc::new(Process::new(pid, 0, self.phys));
         self.inherit_stdio(&process);
+        // Start where nomu was started, if that lies inside the root.
+        if let Ok(here) = self.root.open_path(&self.host_cwd_in_root(), libc::O_PATH | libc::O_DIRECTORY, 0) {
+            if let Ok(p) = self.root.guest_path_of(std::os::fd::AsFd::as_fd(&here)) {
+                *process.cwd.lock().unwrap() = p;
+            }
+        }
         let start = crate::loader::exec(self, &process, path, argv, envp)
             .map_err(|e| StartError { errno: e.errno, message: e.message })?;
         let thread = Arc::new(Thread::new(pid, process.clone()));
@@ -83,15 +89,21 @@ impl Kernel {
         Ok(status)
     }
 
+    /// nomu's own working directory as a guest path ("/" when it lies
+    /// outside the root).
+    fn host_cwd_in_root(&self) -> Vec<u8> {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let cwd = std::os::unix::ffi::OsStrExt::as_bytes(cwd.as_os_str()).to_vec();
+        self.root.strip_host_prefix(&cwd).unwrap_or_else(|| b"/".to_vec())
+    }
+
     fn inherit_stdio(&self, process: &Process) {
         let mut files = process.files.lock().unwrap();
         for fd in 0..3 {
             // A descriptor nomu was started without stays closed for the guest.
             let Ok(host) = crate::host::fs::dup_raw(fd) else { continue };
             let path = format!("/dev/fd/{fd}").into_bytes();
-            if let Ok(file) = OpenFile::new(host, path, false) {
-                files.install_at(fd as usize, Arc::new(file), false);
-            }
+            files.install_at(fd as usize, Arc::new(OpenFile::new(host, path, false)), false);
         }
     }
 }

@@ -46,8 +46,8 @@ fn open_exec(kernel: &Kernel, cwd: &[u8], file: &[u8]) -> Result<(Vec<u8>, Arc<O
     }
     let abs = path::join(cwd, file);
     let host = kernel.root.open_path(&abs, libc::O_RDONLY, 0)?;
-    let f = OpenFile::new(host, abs.clone(), false)?;
-    if f.kind != FileKind::Regular {
+    let f = OpenFile::new(host, abs.clone(), false);
+    if f.kind() != FileKind::Regular {
         return Err(Errno::EACCES.into());
     }
     let proc_path = std::ffi::CString::new(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f.fd())))

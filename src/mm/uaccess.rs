@@ -71,9 +71,9 @@ impl<'a> UserMem<'a> {
     }
 
     pub fn read<T: Pod>(&self, addr: u64) -> Result<T, Errno> {
-        let mut buf = vec![0u8; std::mem::size_of::<T>()];
-        self.read_into(addr, &mut buf)?;
-        Ok(pod::from_bytes::<T>(&buf))
+        let mut v = pod::zeroed::<T>();
+        self.read_into(addr, pod::as_bytes_mut(&mut v))?;
+        Ok(v)
     }
 
     pub fn write_bytes(&self, addr: u64, data: &[u8]) -> Result<(), Errno> {
@@ -94,19 +94,24 @@ impl<'a> UserMem<'a> {
     }
 
     /// Reads a NUL-terminated string of at most `max` bytes (without the
-    /// NUL). ENAMETOOLONG when no NUL comes within `max` bytes.
+    /// NUL). ENAMETOOLONG when no NUL comes within `max` bytes; EFAULT when
+    /// the string runs into memory the guest cannot read.
     pub fn read_cstring(&self, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+        // Most strings are short: copy in small chunks (never across a page
+        // boundary, where the next page may be unmapped) until the NUL.
         let mut out = Vec::new();
+        let mut chunk = [0u8; 256];
         let mut at = addr;
         loop {
             let to_page_end = PAGE_SIZE - (at as usize % PAGE_SIZE);
-            let want = to_page_end.min(max + 1 - out.len());
-            let chunk = self.read_bytes(at, want)?;
-            if let Some(nul) = chunk.iter().position(|&b| b == 0) {
-                out.extend_from_slice(&chunk[..nul]);
+            let want = to_page_end.min(chunk.len()).min(max + 1 - out.len());
+            let buf = &mut chunk[..want];
+            self.read_into(at, buf)?;
+            if let Some(nul) = buf.iter().position(|&b| b == 0) {
+                out.extend_from_slice(&buf[..nul]);
                 return Ok(out);
             }
-            out.extend_from_slice(&chunk);
+            out.extend_from_slice(buf);
             if out.len() > max {
                 return Err(Errno::ENAMETOOLONG);
             }

@@ -17,6 +17,20 @@ enum Target {
     Object(Arc<OwnedFd>),
     /// A directory entry that must not be followed: parent and name.
     Entry(OwnedFd, CString),
+    /// A host path, when the root is the host's `/` (one host call instead
+    /// of opening first); `follow` says whether a final symlink is followed.
+    HostPath(CString, bool),
+}
+
+impl Target {
+    /// The (directory, name, AT_ flags) triple a host *at call takes.
+    fn at(&self) -> (std::os::fd::BorrowedFd<'_>, CString, i32) {
+        match self {
+            Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd), 0),
+            Target::Entry(dir, name) => (dir.as_fd(), name.clone(), libc::AT_SYMLINK_NOFOLLOW),
+            Target::HostPath(p, follow) => (hostfs::cwd(), p.clone(), if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW }),
+        }
+    }
 }
 
 impl Ctx<'_, '_> {
@@ -26,10 +40,11 @@ impl Ctx<'_, '_> {
             return Ok(self.process().cwd.lock().unwrap().clone());
         }
         let f = self.file(dirfd as u32 as u64)?;
-        if f.kind != FileKind::Directory {
+        if f.kind() != FileKind::Directory {
             return Err(Errno::ENOTDIR);
         }
-        Ok(f.path.clone())
+        // Asked of the host each time, so a renamed directory still works.
+        self.kernel().root.guest_path_of(f.fd())
     }
 
     fn read_path(&self, ptr: u64) -> Result<Vec<u8>, Errno> {
@@ -75,6 +90,9 @@ impl Ctx<'_, '_> {
             };
             return Ok(Target::Object(fd));
         }
+        if path::special(&abs).is_none() && self.kernel().root.is_host_root() {
+            return Ok(Target::HostPath(path::cstring(&abs)?, follow));
+        }
         if follow || path::special(&abs).is_some() {
             return Ok(Target::Object(Arc::new(self.open_abs(&abs, libc::O_PATH, 0)?)));
         }
@@ -109,11 +127,7 @@ fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysRes
     let abs = ctx.abs_path(dirfd, ptr, false)?;
     let mode = mode & 0o7777 & !ctx.umask();
     let host = ctx.open_abs(&abs, flags & !libc::O_CLOEXEC, mode)?;
-    let path_only = flags & libc::O_PATH != 0;
-    let mut file = OpenFile::new(host, abs, path_only)?;
-    if file.kind == FileKind::Directory {
-        file.path = ctx.kernel().root.guest_path_of(file.fd())?;
-    }
+    let file = OpenFile::new(host, abs, flags & libc::O_PATH != 0);
     ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
 }
 
@@ -125,7 +139,10 @@ fn write_stat(ctx: &Ctx, buf: u64, st: &libc::stat) -> SysResult {
 fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
     match t {
         Target::Object(fd) => hostfs::fstat(fd.as_fd()),
-        Target::Entry(dir, name) => hostfs::fstatat(dir.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW),
+        t => {
+            let (dir, name, flags) = t.at();
+            hostfs::fstatat(dir, &name, flags)
+        }
     }
 }
 
@@ -169,7 +186,10 @@ pub fn sys_statx(ctx: &mut Ctx, a: &Args) -> SysResult {
     let sync = flags & libc::AT_STATX_SYNC_TYPE;
     let buf = match &t {
         Target::Object(fd) => hostfs::statx(fd.as_fd(), c"", libc::AT_EMPTY_PATH | sync, mask)?,
-        Target::Entry(dir, name) => hostfs::statx(dir.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW | sync, mask)?,
+        t => {
+            let (dir, name, flags) = t.at();
+            hostfs::statx(dir, &name, flags | sync, mask)?
+        }
     };
     ctx.mem().write_bytes(a[4], &buf)?;
     Ok(0)
@@ -183,13 +203,9 @@ fn do_access(ctx: &mut Ctx, dirfd: i32, ptr: u64, mode: i32, flags: i32) -> SysR
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let eaccess = flags & libc::AT_EACCESS;
-    match ctx.target(dirfd, ptr, follow, flags & libc::AT_EMPTY_PATH != 0)? {
-        Target::Object(fd) => hostfs::faccessat(crate::host::fs::cwd(), &proc_fd_path(&fd), mode, eaccess),
-        Target::Entry(dir, name) => {
-            hostfs::faccessat(dir.as_fd(), &name, mode, eaccess | libc::AT_SYMLINK_NOFOLLOW)
-        }
-    }
-    .map(|_| 0)
+    let t = ctx.target(dirfd, ptr, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let (dir, name, at_flags) = t.at();
+    hostfs::faccessat(dir, &name, mode, eaccess | at_flags).map(|_| 0)
 }
 
 pub fn sys_access(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -326,13 +342,9 @@ pub fn sys_linkat(ctx: &mut Ctx, a: &Args) -> SysResult {
     let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
     let old = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
     let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
-    match old {
-        Target::Object(fd) => {
-            hostfs::linkat(hostfs::cwd(), &proc_fd_path(&fd), nd.as_fd(), &nn, libc::AT_SYMLINK_FOLLOW)
-        }
-        Target::Entry(od, on) => hostfs::linkat(od.as_fd(), &on, nd.as_fd(), &nn, 0),
-    }
-    .map(|_| 0)
+    let (od, on, at_flags) = old.at();
+    let link_flags = if at_flags & libc::AT_SYMLINK_NOFOLLOW != 0 { 0 } else { libc::AT_SYMLINK_FOLLOW };
+    hostfs::linkat(od, &on, nd.as_fd(), &nn, link_flags).map(|_| 0)
 }
 
 pub fn sys_link(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -341,8 +353,9 @@ pub fn sys_link(ctx: &mut Ctx, a: &Args) -> SysResult {
 }
 
 pub fn sys_fchmodat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let Target::Object(fd) = ctx.target(int(a[0]), a[1], true, false)? else { unreachable!() };
-    hostfs::fchmodat(hostfs::cwd(), &proc_fd_path(&fd), a[2] as u32 & 0o7777).map(|_| 0)
+    let t = ctx.target(int(a[0]), a[1], true, false)?;
+    let (dir, name, _) = t.at();
+    hostfs::fchmodat(dir, &name, a[2] as u32 & 0o7777).map(|_| 0)
 }
 
 pub fn sys_chmod(ctx: &mut Ctx, a: &Args) -> SysResult {

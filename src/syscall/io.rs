@@ -40,7 +40,7 @@ fn count(len: u64) -> usize {
 pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    if buf.len() < count(a[2]) && matches!(f.kind, FileKind::Fifo | FileKind::Socket) {
+    if buf.len() < count(a[2]) && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
         // A pipe read that would fault part-way fails whole, consuming
         // nothing (Linux copies each pipe buffer in one piece).
         let mut avail = [0u8; 4];
@@ -152,7 +152,7 @@ pub fn sys_ftruncate(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_getdents64(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
-    if f.kind != FileKind::Directory {
+    if f.kind() != FileKind::Directory {
         return Err(Errno::ENOTDIR);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
@@ -321,8 +321,8 @@ pub fn sys_pipe2(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
     let (r, w) = hostfs::pipe2(flags & !libc::O_CLOEXEC)?;
     let cloexec = flags & libc::O_CLOEXEC != 0;
-    let r = ctx.install_fd(Arc::new(OpenFile::new(r, b"pipe:[r]".to_vec(), false)?), cloexec)?;
-    let w = match OpenFile::new(w, b"pipe:[w]".to_vec(), false).map(Arc::new).and_then(|f| ctx.install_fd(f, cloexec)) {
+    let r = ctx.install_fd(Arc::new(OpenFile::new(r, b"pipe:[r]".to_vec(), false)), cloexec)?;
+    let w = match ctx.install_fd(Arc::new(OpenFile::new(w, b"pipe:[w]".to_vec(), false)), cloexec) {
         Ok(w) => w,
         Err(e) => {
             let _ = ctx.process().files.lock().unwrap().close(r as i32);

@@ -35,7 +35,7 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
         None
     } else {
         let f = ctx.io_file(fd)?;
-        match f.kind {
+        match f.kind() {
             FileKind::Regular => {}
             FileKind::CharDevice if f.path.ends_with(b"/dev/zero") => {}
             FileKind::Directory | FileKind::CharDevice | FileKind::Fifo | FileKind::Socket => {
@@ -47,7 +47,7 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
         if acc == libc::O_WRONLY || (shared && prot & libc::PROT_WRITE != 0 && acc != libc::O_RDWR) {
             return Err(Errno::EACCES);
         }
-        if f.kind == FileKind::Regular {
+        if f.kind() == FileKind::Regular {
             vma.kind = VmaKind::File;
             vma.backing = Some(Backing { file: f.clone(), offset: off });
             Some(f)
