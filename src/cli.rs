@@ -113,9 +113,8 @@ fn run(args: &[std::ffi::OsString]) -> i32 {
         return usage_error("nomu: no PROGRAM given");
     };
     let argv: Vec<Vec<u8>> = args[i..].iter().map(|a| a.as_bytes().to_vec()).collect();
-    let mut envp: Vec<Vec<u8>> = std::env::vars_os()
-        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
-        .collect();
+    let mut envp: Vec<Vec<u8>> =
+        std::env::vars_os().map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat()).collect();
     for kv in env_overrides {
         let key_len = kv.iter().position(|&b| b == b'=').unwrap() + 1;
         envp.retain(|e| !e.starts_with(&kv[..key_len]));

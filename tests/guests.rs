@@ -179,7 +179,10 @@ fn exec_path(case: &Case, build: Build, scratch: &Path) -> PathBuf {
         Some(interp) => {
             use std::os::unix::fs::PermissionsExt;
             let script = scratch.join("script.sh");
-            let body = format!("#!{} -x\necho this line is never run by the interpreter\n", guest_binary(interp, build).display());
+            let body = format!(
+                "#!{} -x\necho this line is never run by the interpreter\n",
+                guest_binary(interp, build).display()
+            );
             std::fs::write(&script, body).unwrap();
             std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
             script
@@ -224,7 +227,9 @@ fn run_case(name: &str, build: Build) {
         (Outcome::Signal(n), Outcome::Exit(c)) if c == 128 + n => Outcome::Signal(n),
         (_, o) => o,
     };
-    let show = |r: &Run| format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr));
+    let show = |r: &Run| {
+        format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr))
+    };
     assert_eq!(under_outcome, want, "case {name} ({build:?}) under nomu\n{}", show(&under));
     assert!(
         native.stdout == under.stdout,

@@ -157,7 +157,15 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
             "{op:<12} {:>12.1} {:>12.1} {ratio:>7.2}x  {goal} {}",
             n.min_ns,
             u.min_ns,
-            if raw.is_some() { if met { "met" } else { "MISSED" } } else { "" }
+            if raw.is_some() {
+                if met {
+                    "met"
+                } else {
+                    "MISSED"
+                }
+            } else {
+                ""
+            }
         );
         rows.push(format!(
             "{{\"op\":\"{op}\",\"native_ns\":{:.1},\"nomu_seccomp_ns\":{:.1},\"ratio\":{ratio:.3},\"goal_met\":{met}}}",
@@ -169,7 +177,11 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         None => println!("raw SIGSYS round trip: unavailable on this host"),
     }
     if let Some(path) = json {
-        let body = format!("{{\"raw_sigsys_ns\":{},\"results\":[{}]}}\n", raw.map_or("null".into(), |r| format!("{r:.1}")), rows.join(","));
+        let body = format!(
+            "{{\"raw_sigsys_ns\":{},\"results\":[{}]}}\n",
+            raw.map_or("null".into(), |r| format!("{r:.1}")),
+            rows.join(",")
+        );
         if let Err(e) = std::fs::write(&path, body) {
             eprintln!("nomu bench: writing {}: {e}", path.display());
             return 1;

@@ -121,7 +121,7 @@ global_asm!(
 
 extern "C" {
     fn nomu_trap_entry(signo: i32, info: *mut libc::siginfo_t, uc: *mut libc::c_void);
-    fn nomu_enter_guest(frame: *mut RtSigframe, tcb: *mut Tcb);
+    fn nomu_enter_guest(frame: *mut RtSigframe, tcb: *mut libc::c_void);
     static nomu_guest_exit_landing: u8;
 }
 
@@ -167,7 +167,6 @@ const UC_STRICT_RESTORE_SS: u64 = 0x4;
 
 const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
-
 pub struct SeccompEntry;
 
 impl SeccompEntry {
@@ -187,7 +186,7 @@ impl SeccompEntry {
 fn install_handler(sig: i32) -> Result<(), String> {
     // SAFETY: an all-zero sigaction is valid; we fill in the fields we use.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = nomu_trap_entry as usize;
+    sa.sa_sigaction = nomu_trap_entry as *const () as usize;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
     // SAFETY: building a signal set in our own sigaction struct.
     unsafe {
@@ -317,9 +316,8 @@ impl EntryPath for SeccompEntry {
             (*tcb).host_fs = current_fs_base();
             (*tcb).entry_fs = start.fs_base;
             let kernel: *mut (dyn GuestKernel + '_) = kernel;
-            (*tcb).kernel = Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(
-                kernel,
-            ));
+            (*tcb).kernel =
+                Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
         }
         // SAFETY: the Tcb was just initialised by KernelStack::new.
         unregister_rseq(unsafe { (*tcb).host_fs } as usize);
@@ -358,7 +356,7 @@ impl EntryPath for SeccompEntry {
         // callee-saved registers and fs base restored.
         unsafe {
             (*tcb).host_mask = host_mask;
-            nomu_enter_guest(&mut frame, tcb);
+            nomu_enter_guest(&mut frame, tcb.cast());
             (*tcb).kernel = None;
             libc::sigaltstack(&old_ss, std::ptr::null_mut());
         }

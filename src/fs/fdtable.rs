@@ -54,8 +54,4 @@ impl FdTable {
     pub fn close_all(&mut self) {
         self.entries.clear();
     }
-
-    pub fn open_count(&self) -> usize {
-        self.entries.iter().filter(|e| e.is_some()).count()
-    }
 }

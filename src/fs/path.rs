@@ -74,7 +74,7 @@ impl Root {
     /// A canonical host path as a guest path, if it lies inside the root.
     pub fn strip_host_prefix(&self, host: &[u8]) -> Option<Vec<u8>> {
         match host.strip_prefix(self.host_prefix.as_slice()) {
-            Some(rest) if rest.is_empty() => Some(b"/".to_vec()),
+            Some([]) => Some(b"/".to_vec()),
             Some(rest) if rest.starts_with(b"/") => Some(rest.to_vec()),
             _ => None,
         }

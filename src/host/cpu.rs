@@ -1,6 +1,6 @@
 //! CPU facts the loader and the entry paths need.
 
-use std::arch::x86_64::{__cpuid, __cpuid_count};
+use std::arch::x86_64::__cpuid;
 
 /// CPUID leaf 1 EDX, which Linux reports as AT_HWCAP on x86-64.
 pub fn hwcap() -> u64 {
@@ -22,14 +22,4 @@ pub fn minsigstksz() -> u64 {
 /// Whether rdfsbase/wrfsbase may be used in user mode.
 pub fn has_fsgsbase() -> bool {
     hwcap2() & 2 != 0
-}
-
-/// Size in bytes of the XSAVE area for the features the OS enabled.
-pub fn xsave_size() -> usize {
-    let leaf1 = __cpuid(1);
-    if leaf1.ecx & (1 << 26) == 0 {
-        return 512; // FXSAVE only
-    }
-    // Leaf 0xD is valid when XSAVE exists (leaf 1 ECX bit 26, checked).
-    __cpuid_count(0xd, 0).ebx as usize
 }

@@ -83,9 +83,7 @@ pub fn fstat(fd: BorrowedFd) -> R<libc::stat> {
 pub fn statx(dirfd: BorrowedFd, path: &CStr, flags: i32, mask: u32) -> R<[u8; 256]> {
     let mut buf = [0u8; 256];
     // SAFETY: valid path; buf is the size of struct statx.
-    check(unsafe {
-        libc::syscall(libc::SYS_statx, dirfd.as_raw_fd(), path.as_ptr(), flags, mask, buf.as_mut_ptr())
-    })?;
+    check(unsafe { libc::syscall(libc::SYS_statx, dirfd.as_raw_fd(), path.as_ptr(), flags, mask, buf.as_mut_ptr()) })?;
     Ok(buf)
 }
 
@@ -102,14 +100,7 @@ pub fn unlinkat(dirfd: BorrowedFd, name: &CStr, flags: i32) -> R<()> {
 pub fn renameat2(olddir: BorrowedFd, old: &CStr, newdir: BorrowedFd, new: &CStr, flags: u32) -> R<()> {
     // SAFETY: valid paths.
     check(unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            olddir.as_raw_fd(),
-            old.as_ptr(),
-            newdir.as_raw_fd(),
-            new.as_ptr(),
-            flags,
-        )
+        libc::syscall(libc::SYS_renameat2, olddir.as_raw_fd(), old.as_ptr(), newdir.as_raw_fd(), new.as_ptr(), flags)
     })
     .map(drop)
 }
@@ -117,9 +108,8 @@ pub fn renameat2(olddir: BorrowedFd, old: &CStr, newdir: BorrowedFd, new: &CStr,
 pub fn readlinkat(dirfd: BorrowedFd, name: &CStr) -> R<Vec<u8>> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
     // SAFETY: valid path and buffer of the stated size.
-    let n = check(unsafe {
-        libc::readlinkat(dirfd.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
-    } as libc::c_long)?;
+    let n = check(unsafe { libc::readlinkat(dirfd.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
+        as libc::c_long)?;
     buf.truncate(n);
     Ok(buf)
 }
@@ -131,9 +121,8 @@ pub fn symlinkat(target: &CStr, dirfd: BorrowedFd, name: &CStr) -> R<()> {
 
 pub fn linkat(olddir: BorrowedFd, old: &CStr, newdir: BorrowedFd, new: &CStr, flags: i32) -> R<()> {
     // SAFETY: valid paths.
-    check(unsafe {
-        libc::linkat(olddir.as_raw_fd(), old.as_ptr(), newdir.as_raw_fd(), new.as_ptr(), flags)
-    } as libc::c_long)
+    check(unsafe { libc::linkat(olddir.as_raw_fd(), old.as_ptr(), newdir.as_raw_fd(), new.as_ptr(), flags) }
+        as libc::c_long)
     .map(drop)
 }
 
@@ -149,8 +138,7 @@ pub fn fchmod(fd: BorrowedFd, mode: u32) -> R<()> {
 
 pub fn faccessat(dirfd: BorrowedFd, name: &CStr, mode: i32, flags: i32) -> R<()> {
     // SAFETY: valid path; faccessat2 takes the flags the old call ignored.
-    check(unsafe { libc::syscall(libc::SYS_faccessat2, dirfd.as_raw_fd(), name.as_ptr(), mode, flags) })
-        .map(drop)
+    check(unsafe { libc::syscall(libc::SYS_faccessat2, dirfd.as_raw_fd(), name.as_ptr(), mode, flags) }).map(drop)
 }
 
 pub fn read(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
@@ -193,12 +181,9 @@ pub fn writev(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
 /// pread into a nomu buffer (the loader reads headers this way).
 pub fn pread_local(fd: BorrowedFd, buf: &mut [u8], off: u64) -> R<usize> {
     // SAFETY: buf is a valid nomu buffer of buf.len() bytes.
-    check_retry(|| unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off as i64) } as libc::c_long)
-}
-
-pub fn read_local(fd: BorrowedFd, buf: &mut [u8]) -> R<usize> {
-    // SAFETY: buf is a valid nomu buffer.
-    check_retry(|| unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)
+    check_retry(
+        || unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off as i64) } as libc::c_long
+    )
 }
 
 pub fn lseek(fd: BorrowedFd, off: i64, whence: i32) -> R<u64> {

@@ -8,8 +8,8 @@
 
 pub mod cpu;
 pub mod fs;
-pub mod pod;
 pub mod physmem;
+pub mod pod;
 pub mod safecopy;
 pub mod sys;
 

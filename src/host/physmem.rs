@@ -33,7 +33,7 @@ impl PhysMem {
     /// Creates and maps physical memory of `size` bytes (a multiple of the
     /// page size). May be called once per host process.
     pub fn init(size: usize) -> Result<&'static PhysMem, String> {
-        assert!(size % PAGE_SIZE == 0 && size > 0);
+        assert!(size.is_multiple_of(PAGE_SIZE) && size > 0);
         // SAFETY: memfd_create with a valid NUL-terminated name; the result is
         // a new descriptor we own.
         let fd = unsafe { libc::memfd_create(c"nomu-physmem".as_ptr(), libc::MFD_CLOEXEC) };
@@ -94,7 +94,7 @@ impl PhysMem {
 
     fn assert_pages(&self, addr: usize, len: usize) {
         assert!(
-            self.contains(addr, len) && addr % PAGE_SIZE == 0 && len % PAGE_SIZE == 0,
+            self.contains(addr, len) && addr.is_multiple_of(PAGE_SIZE) && len.is_multiple_of(PAGE_SIZE),
             "physmem range {addr:#x}+{len:#x} out of bounds"
         );
     }
@@ -170,10 +170,6 @@ impl GuestRange {
 
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     pub(super) fn ptr(&self) -> *mut libc::c_void {

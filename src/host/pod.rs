@@ -31,13 +31,6 @@ pub fn as_bytes_mut<T: Pod>(v: &mut T) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut((v as *mut T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
-/// Reads a T from the start of `bytes` (which must be long enough).
-pub fn from_bytes<T: Pod>(bytes: &[u8]) -> T {
-    assert!(bytes.len() >= std::mem::size_of::<T>());
-    // SAFETY: length checked; T is Pod so any bytes form a valid T.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
-}
-
 pub fn zeroed<T: Pod>() -> T {
     // SAFETY: T is Pod, so all-zero is a valid value.
     unsafe { std::mem::zeroed() }

@@ -36,10 +36,8 @@ extern "C" {
 
 /// If `rip` is the faulting safecopy instruction, returns where to resume.
 pub fn fault_fixup(rip: usize) -> Option<usize> {
-    let (insn, fixup) = (
-        std::ptr::addr_of!(nomu_safecopy_insn) as usize,
-        std::ptr::addr_of!(nomu_safecopy_fixup) as usize,
-    );
+    let (insn, fixup) =
+        (std::ptr::addr_of!(nomu_safecopy_insn) as usize, std::ptr::addr_of!(nomu_safecopy_fixup) as usize);
     (rip == insn).then_some(fixup)
 }
 

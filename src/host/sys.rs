@@ -81,11 +81,6 @@ pub fn sched_yield() {
     unsafe { libc::sched_yield() };
 }
 
-pub fn umask(mask: u32) -> u32 {
-    // SAFETY: cannot fail.
-    unsafe { libc::umask(mask) }
-}
-
 /// Blocks while the guest word at `word` holds `val` (FUTEX_WAIT_BITSET).
 /// All guest threads live in nomu's one host address space, so a private
 /// host futex keyed by address serves private and shared guest futexes.

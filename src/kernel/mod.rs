@@ -46,7 +46,16 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let entry = Box::new(SeccompEntry::install(mem)?);
     // A dup of nomu's stderr, kept even if the guest closes its own fd 2.
     let log = crate::host::fs::dup_raw(2).map_err(|e| format!("dup(stderr): {e}"))?;
-    let kernel = Kernel { phys, root, trace: config.trace, entry, boot_time: Instant::now(), log, pids: PidAllocator::new() };
+    let kernel =
+        Kernel { phys, root, trace: config.trace, entry, boot_time: Instant::now(), log, pids: PidAllocator::new() };
+    if config.trace {
+        kernel.log(&format!(
+            "nomu: entry path {}, physical memory {:#x}-{:#x}",
+            kernel.entry.name(),
+            mem.base(),
+            mem.end()
+        ));
+    }
     KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;
     Ok(KERNEL.get().unwrap())
 }
@@ -67,7 +76,12 @@ impl Kernel {
     }
 
     /// Starts the first guest process and waits until it ends.
-    pub fn run_init(&'static self, path: &[u8], argv: Vec<Vec<u8>>, envp: Vec<Vec<u8>>) -> Result<ExitStatus, StartError> {
+    pub fn run_init(
+        &'static self,
+        path: &[u8],
+        argv: Vec<Vec<u8>>,
+        envp: Vec<Vec<u8>>,
+    ) -> Result<ExitStatus, StartError> {
         let pid = self.pids.next();
         let process = Arc::new(Process::new(pid, 0, self.phys));
         self.inherit_stdio(&process);

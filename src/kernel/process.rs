@@ -14,16 +14,6 @@ pub enum ExitStatus {
     Signal { signo: i32, core: bool },
 }
 
-impl ExitStatus {
-    /// The status word wait4(2) reports.
-    pub fn wait_status(self) -> i32 {
-        match self {
-            ExitStatus::Code(c) => (c & 0xff) << 8,
-            ExitStatus::Signal { signo, core } => signo | if core { 0x80 } else { 0 },
-        }
-    }
-}
-
 pub const RLIM_NLIMITS: usize = 16;
 
 pub struct Process {

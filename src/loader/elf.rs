@@ -118,7 +118,13 @@ fn prot_of(flags: u32) -> i32 {
 }
 
 /// Maps one ELF file. `with_brk` reserves room for the heap after it.
-fn load_one(kernel: &Kernel, space: &mut AddressSpace, file: &Arc<OpenFile>, head: &[u8], with_brk: bool) -> Result<Loaded, ExecError> {
+fn load_one(
+    kernel: &Kernel,
+    space: &mut AddressSpace,
+    file: &Arc<OpenFile>,
+    head: &[u8],
+    with_brk: bool,
+) -> Result<Loaded, ExecError> {
     let (etype, entry, phoff, phdrs) = parse(file, head)?;
     let loads: Vec<&Phdr> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
     if loads.is_empty() {
@@ -197,7 +203,12 @@ fn load_one(kernel: &Kernel, space: &mut AddressSpace, file: &Arc<OpenFile>, hea
         .iter()
         .find(|p| p.p_type == PT_PHDR)
         .map(|p| p.vaddr)
-        .or_else(|| loads.iter().find(|p| p.offset <= phoff && phoff < p.offset + p.filesz).map(|p| p.vaddr + (phoff - p.offset)))
+        .or_else(|| {
+            loads
+                .iter()
+                .find(|p| p.offset <= phoff && phoff < p.offset + p.filesz)
+                .map(|p| p.vaddr + (phoff - p.offset))
+        })
         .ok_or(noexec("program headers are not loaded"))? as usize
         + bias;
     let interp = match phdrs.iter().find(|p| p.p_type == PT_INTERP) {
@@ -219,12 +230,21 @@ fn load_one(kernel: &Kernel, space: &mut AddressSpace, file: &Arc<OpenFile>, hea
 }
 
 /// Loads the program and, if it names one, its interpreter.
-pub fn load(kernel: &Kernel, space: &mut AddressSpace, file: &Arc<OpenFile>, head: &[u8], cwd: &[u8]) -> Result<Image, ExecError> {
+pub fn load(
+    kernel: &Kernel,
+    space: &mut AddressSpace,
+    file: &Arc<OpenFile>,
+    head: &[u8],
+    cwd: &[u8],
+) -> Result<Image, ExecError> {
     let main = load_one(kernel, space, file, head, true)?;
     let (entry, interp_base) = match &main.interp {
         Some(interp) => {
             let (_, ifile) = super::open_exec(kernel, cwd, interp).map_err(|e| {
-                ExecError::new(e.errno, format!("interpreter {}: {}", String::from_utf8_lossy(interp), e.errno.description()))
+                ExecError::new(
+                    e.errno,
+                    format!("interpreter {}: {}", String::from_utf8_lossy(interp), e.errno.description()),
+                )
             })?;
             let mut ihead = vec![0u8; super::BINPRM_BUF_SIZE];
             let n = hostfs::pread_local(ifile.fd(), &mut ihead, 0)?;
@@ -237,5 +257,12 @@ pub fn load(kernel: &Kernel, space: &mut AddressSpace, file: &Arc<OpenFile>, hea
         }
         None => (main.entry, 0),
     };
-    Ok(Image { entry, main_entry: main.entry, phdr: main.phdr, phnum: main.phnum, interp_base, exec_stack: main.exec_stack })
+    Ok(Image {
+        entry,
+        main_entry: main.entry,
+        phdr: main.phdr,
+        phnum: main.phnum,
+        interp_base,
+        exec_stack: main.exec_stack,
+    })
 }

@@ -50,8 +50,8 @@ fn open_exec(kernel: &Kernel, cwd: &[u8], file: &[u8]) -> Result<(Vec<u8>, Arc<O
     if f.kind() != FileKind::Regular {
         return Err(Errno::EACCES.into());
     }
-    let proc_path = std::ffi::CString::new(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f.fd())))
-        .unwrap();
+    let proc_path =
+        std::ffi::CString::new(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f.fd()))).unwrap();
     hostfs::faccessat(hostfs::cwd(), &proc_path, libc::X_OK, 0)?;
     Ok((abs, Arc::new(f)))
 }

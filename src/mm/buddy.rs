@@ -36,10 +36,6 @@ impl BuddyAllocator {
         b
     }
 
-    pub fn total_pages(&self) -> usize {
-        self.npages
-    }
-
     pub fn free_pages(&self) -> usize {
         self.nr_free
     }

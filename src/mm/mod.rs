@@ -18,5 +18,5 @@ pub fn page_up(addr: usize) -> Option<usize> {
 }
 
 pub fn is_page_aligned(addr: usize) -> bool {
-    addr % PAGE_SIZE == 0
+    addr.is_multiple_of(PAGE_SIZE)
 }

@@ -54,7 +54,9 @@ impl Vma {
 /// Where a new mapping goes.
 #[derive(Clone, Copy)]
 pub enum Placement {
-    Anywhere { align: usize },
+    Anywhere {
+        align: usize,
+    },
     /// MAP_FIXED: replaces this process's own mappings in the range, or
     /// claims free physical pages.
     Fixed(usize),
@@ -78,10 +80,6 @@ fn host_prot(prot: i32) -> i32 {
 impl AddressSpace {
     pub fn new(phys: &'static PhysicalMemory) -> AddressSpace {
         AddressSpace { phys, vmas: BTreeMap::new(), brk_start: 0, brk: 0, brk_owned_end: 0 }
-    }
-
-    pub fn phys(&self) -> &'static PhysicalMemory {
-        self.phys
     }
 
     pub fn vmas(&self) -> impl Iterator<Item = (usize, &Vma)> {
@@ -209,9 +207,7 @@ impl AddressSpace {
         while p < end {
             if let Some((_, v)) = self.find(p) {
                 p = v.end.min(end);
-            } else if self.owned_by_heap(p) {
-                p += PAGE_SIZE;
-            } else if self.phys.is_free(p, PAGE_SIZE) {
+            } else if self.owned_by_heap(p) || self.phys.is_free(p, PAGE_SIZE) {
                 p += PAGE_SIZE;
             } else {
                 return Err(Errno::ENOMEM);

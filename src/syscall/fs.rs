@@ -28,7 +28,9 @@ impl Target {
         match self {
             Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd), 0),
             Target::Entry(dir, name) => (dir.as_fd(), name.clone(), libc::AT_SYMLINK_NOFOLLOW),
-            Target::HostPath(p, follow) => (hostfs::cwd(), p.clone(), if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW }),
+            Target::HostPath(p, follow) => {
+                (hostfs::cwd(), p.clone(), if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW })
+            }
         }
     }
 }
@@ -380,4 +382,3 @@ pub fn sys_umask(ctx: &mut Ctx, a: &Args) -> SysResult {
     let old = ctx.process().umask.swap(a[0] as u32 & 0o777, std::sync::atomic::Ordering::Relaxed);
     Ok(old as u64)
 }
-

@@ -159,7 +159,7 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (uaddr, op, val) = (a[0], int(a[1]), a[2] as u32);
     let cmd = op & !(FUTEX_PRIVATE | FUTEX_CLOCK_REALTIME);
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
-    if uaddr % 4 != 0 {
+    if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
     let word = || ctx.mem().full_range(uaddr, 4, false);
@@ -195,7 +195,7 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
             hostsys::futex_wake(word()?, val, bitset).map(|n| n as u64)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP => {
-            if a[4] % 4 != 0 {
+            if !a[4].is_multiple_of(4) {
                 return Err(Errno::EINVAL);
             }
             let w1 = word()?;

@@ -21,7 +21,7 @@ pub enum Arg {
     /// A buffer read by the call; the index of its length argument.
     InBuf(usize),
     /// A buffer filled by the call (shown with the returned length).
-    OutBuf(usize),
+    OutBuf,
     OpenFlags,
     Mode,
     Prot,
@@ -69,7 +69,7 @@ impl SyscallDef {
 use Arg::*;
 
 pub static SYSCALLS: &[SyscallDef] = &[
-    def(0, "read", io::sys_read, &[Fd, OutBuf(2), Uint]),
+    def(0, "read", io::sys_read, &[Fd, OutBuf, Uint]),
     def(1, "write", io::sys_write, &[Fd, InBuf(2), Uint]).sigpipe(),
     def(2, "open", fs::sys_open, &[Path, OpenFlags, Mode]),
     def(3, "close", io::sys_close, &[Fd]),
@@ -87,7 +87,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
         .partial("recorded; handlers are not run yet"),
     def(14, "rt_sigprocmask", signal::sys_rt_sigprocmask, &[Int, Ptr, Ptr, Uint]),
     def(16, "ioctl", io::sys_ioctl, &[Fd, Hex, Ptr]).partial("terminal queries and FIO* only"),
-    def(17, "pread64", io::sys_pread64, &[Fd, OutBuf(2), Uint, Long]),
+    def(17, "pread64", io::sys_pread64, &[Fd, OutBuf, Uint, Long]),
     def(18, "pwrite64", io::sys_pwrite64, &[Fd, InBuf(2), Uint, Long]).sigpipe(),
     def(19, "readv", io::sys_readv, &[Fd, Ptr, Int]),
     def(20, "writev", io::sys_writev, &[Fd, Ptr, Int]).sigpipe(),
@@ -121,7 +121,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(86, "link", fs::sys_link, &[Path, Path]),
     def(87, "unlink", fs::sys_unlink, &[Path]),
     def(88, "symlink", fs::sys_symlink, &[Path, Path]),
-    def(89, "readlink", fs::sys_readlink, &[Path, OutBuf(2), Uint]),
+    def(89, "readlink", fs::sys_readlink, &[Path, OutBuf, Uint]),
     def(90, "chmod", fs::sys_chmod, &[Path, Mode]),
     def(91, "fchmod", fs::sys_fchmod, &[Fd, Mode]),
     def(95, "umask", fs::sys_umask, &[Mode]),
@@ -140,8 +140,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(186, "gettid", process::sys_gettid, &[]),
     def(200, "tkill", signal::sys_tkill, &[Int, Signal]).partial("only the caller itself, default actions only"),
     def(201, "time", time::sys_time, &[Ptr]),
-    def(202, "futex", process::sys_futex, &[Ptr, Int, Uint, Ptr, Ptr, Hex])
-        .partial("no PI futexes"),
+    def(202, "futex", process::sys_futex, &[Ptr, Int, Uint, Ptr, Ptr, Hex]).partial("no PI futexes"),
     def(217, "getdents64", io::sys_getdents64, &[Fd, Ptr, Uint]),
     def(218, "set_tid_address", process::sys_set_tid_address, &[Ptr]),
     def(228, "clock_gettime", time::sys_clock_gettime, &[Int, Ptr]),
@@ -156,7 +155,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(264, "renameat", fs::sys_renameat, &[DirFd, Path, DirFd, Path]),
     def(265, "linkat", fs::sys_linkat, &[DirFd, Path, DirFd, Path, AtFlags]),
     def(266, "symlinkat", fs::sys_symlinkat, &[Path, DirFd, Path]),
-    def(267, "readlinkat", fs::sys_readlinkat, &[DirFd, Path, OutBuf(3), Uint]),
+    def(267, "readlinkat", fs::sys_readlinkat, &[DirFd, Path, OutBuf, Uint]),
     def(268, "fchmodat", fs::sys_fchmodat, &[DirFd, Path, Mode]),
     def(269, "faccessat", fs::sys_faccessat, &[DirFd, Path, Int]),
     def(273, "set_robust_list", process::sys_set_robust_list, &[Ptr, Uint])
@@ -193,8 +192,7 @@ pub fn lookup(nr: u64) -> Option<&'static SyscallDef> {
 pub fn print_table(all: bool) {
     let mut full = 0;
     let mut partial = 0;
-    for nr in 0..=MAX_SYSCALL {
-        let name = SYSCALL_NAMES[nr];
+    for (nr, &name) in SYSCALL_NAMES.iter().enumerate() {
         match lookup(nr as u64) {
             Some(d) => match d.support {
                 Support::Full => {

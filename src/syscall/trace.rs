@@ -176,7 +176,7 @@ pub fn before(ctx: &Ctx, nr: u64, def: Option<&SyscallDef>, args: &Args) -> Vec<
                 Arg::DirFd => dirfd(v),
                 Arg::Path => guest_string(ctx, v),
                 Arg::InBuf(len) => guest_buf(ctx, v, args[len]),
-                Arg::OutBuf(_) => return None,
+                Arg::OutBuf => return None,
                 Arg::OpenFlags => open_flags(v),
                 Arg::Mode => format!("{:#o}", v),
                 Arg::Prot => prot(v),
@@ -198,7 +198,7 @@ pub fn after(ctx: &Ctx, nr: u64, def: Option<&SyscallDef>, args: &Args, pre: Vec
                 .enumerate()
                 .map(|(i, s)| {
                     s.unwrap_or_else(|| match (def.args[i], result) {
-                        (Arg::OutBuf(_), Ok(n)) => guest_buf(ctx, args[i], *n),
+                        (Arg::OutBuf, Ok(n)) => guest_buf(ctx, args[i], *n),
                         _ => ptr(args[i]),
                     })
                 })
