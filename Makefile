@@ -4,9 +4,11 @@
 #   make test     build everything and run the whole test suite
 #   make bench    build and run `nomu bench` (ratios nomu vs native)
 
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
 BUILD      := build
 NOMU       := target/release/nomu
-CARGO      ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+CARGO      ?= cargo
 MUSL_SPECS := /usr/lib/x86_64-linux-musl/musl-gcc.specs
 STATIC_PIE_SPECS := $(BUILD)/musl-static-pie.specs
 GUEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -fno-stack-protector
@@ -15,6 +17,11 @@ GUEST_SRC    := $(wildcard tests/guest/*.c)
 GUEST_NAMES  := $(patsubst tests/guest/%.c,%,$(GUEST_SRC))
 GUEST_STATIC := $(addprefix $(BUILD)/guest/static/,$(GUEST_NAMES))
 GUEST_DYN    := $(addprefix $(BUILD)/guest/dynamic/,$(GUEST_NAMES))
+# Programs for nomu-only tests (tests/cli.rs), and fixed-address (ET_EXEC)
+# builds: one at the usual 0x400000, one far outside guest memory.
+NOMU_SRC     := $(wildcard tests/nomu/*.c)
+NOMU_BINS    := $(patsubst tests/nomu/%.c,$(BUILD)/nomu-tests/%,$(NOMU_SRC))
+EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high
 BENCH_BINS   := $(BUILD)/bench/syscall_bench
 DEMO         := $(BUILD)/guest/static/demo
 
@@ -28,7 +35,7 @@ setup:
 nomu:
 	$(CARGO) build --release
 
-guests: $(GUEST_STATIC) $(GUEST_DYN)
+guests: $(GUEST_STATIC) $(GUEST_DYN) $(NOMU_BINS) $(EXEC_BINS)
 
 bench-bins: $(BENCH_BINS)
 
@@ -50,6 +57,18 @@ $(BUILD)/guest/dynamic/%: tests/guest/%.c tests/guest/nomu_test.h
 	musl-gcc -fPIE -pie $(GUEST_CFLAGS) $< -o $@
 
 # One static-PIE binary, run natively and under nomu: the same code in both columns.
+$(BUILD)/nomu-tests/%: tests/nomu/%.c $(STATIC_PIE_SPECS)
+	@mkdir -p $(@D)
+	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@
+
+$(BUILD)/guest/exec/hello: tests/guest/hello.c
+	@mkdir -p $(@D)
+	musl-gcc -static -no-pie $(GUEST_CFLAGS) $< -o $@
+
+$(BUILD)/guest/exec/hello_high: tests/guest/hello.c
+	@mkdir -p $(@D)
+	musl-gcc -static -no-pie -Wl,-Ttext-segment=0x40000000 $(GUEST_CFLAGS) $< -o $@
+
 $(BUILD)/bench/syscall_bench: bench/syscall_bench.c $(STATIC_PIE_SPECS)
 	@mkdir -p $(@D)
 	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@

@@ -43,11 +43,13 @@ pub struct Vma {
     pub kind: VmaKind,
     pub shared: bool,
     pub backing: Option<Backing>,
+    /// Ever writable: a shared file mapping then needs writing back.
+    pub was_writable: bool,
 }
 
 impl Vma {
     pub fn new(end: usize, prot: i32, kind: VmaKind) -> Vma {
-        Vma { end, prot, kind, shared: false, backing: None }
+        Vma { end, prot, kind, shared: false, backing: None, was_writable: prot & PROT_WRITE != 0 }
     }
 }
 
@@ -130,7 +132,7 @@ impl AddressSpace {
         keys.into_iter()
             .map(|s| {
                 let v = self.vmas.remove(&s).unwrap();
-                Self::write_back_vma(self.phys, s, &v);
+                Self::write_back_vma(s, &v);
                 (s, v.end)
             })
             .collect()
@@ -138,13 +140,13 @@ impl AddressSpace {
 
     /// Copies a shared, writable file mapping's pages back to its file
     /// (never past the file's current end, which a mapping cannot extend).
-    fn write_back_vma(phys: &PhysicalMemory, start: usize, v: &Vma) {
-        let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.prot & PROT_WRITE != 0) else { return };
+    fn write_back_vma(start: usize, v: &Vma) {
+        let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.was_writable) else { return };
         let Ok(size) = b.file.size() else { return };
         let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
         if len > 0 {
-            // The pages are writable (PROT_WRITE), so readable by the host.
-            let _ = phys;
+            // A page the guest made PROT_NONE fails the host's read: the
+            // rest is still written.
             let _ = b.file.write_at_from(GuestRange::new(start, len).unwrap(), b.offset);
         }
     }
@@ -157,7 +159,7 @@ impl AddressSpace {
         }
         for (&s, v) in self.vmas.range(..end) {
             if v.end > addr {
-                Self::write_back_vma(self.phys, s, v);
+                Self::write_back_vma(s, v);
             }
         }
         Ok(())
@@ -261,6 +263,7 @@ impl AddressSpace {
         self.split_at(end);
         for (_, v) in self.vmas.range_mut(addr..end) {
             v.prot = prot;
+            v.was_writable |= prot & PROT_WRITE != 0;
         }
         self.phys.protect(addr, len, host_prot(prot))
     }
@@ -366,6 +369,7 @@ impl AddressSpace {
     pub fn release_all(&mut self) {
         let vmas = std::mem::take(&mut self.vmas);
         for (s, v) in vmas {
+            Self::write_back_vma(s, &v);
             self.release_pages(s, v.end);
         }
         self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start);

@@ -1,0 +1,194 @@
+//! nomu's own behaviour, beyond what a native run can be compared with:
+//! tracing, the root jail, exit statuses, fixed-address programs, files
+//! left behind by a guest, and the command line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bin(rel: &str) -> PathBuf {
+    let p = repo().join("build").join(rel);
+    assert!(p.exists(), "{} is missing: run `make guests` first", p.display());
+    p
+}
+
+fn nomu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nomu")).args(args).stdin(Stdio::null()).output().expect("run nomu")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nomu-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn trace_prints_one_strace_like_line_per_syscall() {
+    let dir = scratch("trace");
+    let file = dir.join("greeting");
+    std::fs::write(&file, "hello trace\n").unwrap();
+    let out = nomu(&["run", "--trace", "--", s(&bin("nomu-tests/open_paths")), s(&file)]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(text(&out.stdout).lines().next().unwrap(), format!("{}: hello trace", file.display()));
+    let open_line = err
+        .lines()
+        .find(|l| l.contains(&format!("(\"{}\", O_RDONLY", file.display())))
+        .unwrap_or_else(|| panic!("no open line in:\n{err}"));
+    assert!(open_line.starts_with("[1] open"), "{open_line}");
+    assert!(open_line.ends_with(" = 3"), "{open_line}");
+    assert!(err.lines().any(|l| l.starts_with("[1] read(3, \"hello trace\\n\", 127) = 12")), "{err}");
+    assert!(err.lines().any(|l| l == "[1] +++ exited with 0 +++"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn unknown_syscalls_fail_with_enosys_and_a_trace_line() {
+    let out = nomu(&["run", "--trace", "--", s(&bin("guest/static/errno_cases"))]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
+    let line = err.lines().find(|l| l.contains("syscall_1000(")).unwrap_or_else(|| panic!("no ENOSYS line in:\n{err}"));
+    assert!(line.contains("= -1 ENOSYS (Function not implemented) [nomu: not implemented]"), "{line}");
+}
+
+#[test]
+fn paths_cannot_leave_the_root() {
+    let root = scratch("root");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::create_dir_all(root.join("home/user")).unwrap();
+    std::fs::copy(bin("nomu-tests/open_paths"), root.join("bin/open_paths")).unwrap();
+    std::fs::write(root.join("etc/motd"), "inside the root\n").unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("abs")).unwrap();
+    std::os::unix::fs::symlink("../../../../../etc", root.join("home/user/up")).unwrap();
+    let out = nomu(&[
+        "run",
+        "--root",
+        s(&root),
+        "--",
+        "/bin/open_paths",
+        "/etc/motd",
+        "/../../../etc/motd",
+        "/abs/motd",
+        "/home/user/up/motd",
+        "/etc/passwd",
+        "/proc/self/maps",
+        "/dev/null",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let expected = "\
+/etc/motd: inside the root
+/../../../etc/motd: inside the root
+/abs/motd: inside the root
+/home/user/up/motd: inside the root
+/etc/passwd: ENOENT
+/proc/self/maps: ENOENT
+/dev/null: 
+cwd: /
+";
+    assert_eq!(text(&out.stdout), expected);
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[test]
+fn files_written_before_exit_are_kept() {
+    let native_dir = scratch("files-native");
+    let nomu_dir = scratch("files-nomu");
+    let prog = bin("nomu-tests/leave_files");
+    assert!(Command::new(&prog).arg(&native_dir).status().unwrap().success());
+    let out = nomu(&["run", "--", s(&prog), s(&nomu_dir)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for f in ["written.txt", "mapped.bin"] {
+        let want = std::fs::read(native_dir.join(f)).unwrap();
+        let got = std::fs::read(nomu_dir.join(f)).unwrap();
+        assert!(want == got, "{f} differs from the native run");
+    }
+    assert_eq!(&std::fs::read(nomu_dir.join("mapped.bin")).unwrap()[100..118], b"through MAP_SHARED");
+    let _ = std::fs::remove_dir_all(native_dir);
+    let _ = std::fs::remove_dir_all(nomu_dir);
+}
+
+#[test]
+fn guest_closing_its_stdio_leaves_nomus_alone() {
+    let out = nomu(&["run", "--trace", "--", s(&bin("nomu-tests/close_stdio"))]);
+    assert_eq!(out.status.code(), Some(7));
+    let err = text(&out.stderr);
+    assert!(err.lines().any(|l| l.starts_with("[1] write(2, ") && l.ends_with("EBADF (Bad file descriptor)")), "{err}");
+    assert!(err.lines().any(|l| l == "[1] +++ exited with 7 +++"), "{err}");
+}
+
+#[test]
+fn fixed_address_program_runs_when_its_range_is_free() {
+    let out = nomu(&["run", "--", s(&bin("guest/exec/hello"))]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello from a nomu guest\n");
+}
+
+#[test]
+fn fixed_address_program_outside_memory_fails_clearly() {
+    let out = nomu(&["run", "--mem", "64M", "--", s(&bin("guest/exec/hello_high"))]);
+    assert_eq!(out.status.code(), Some(126));
+    let err = text(&out.stderr);
+    assert!(err.contains("fixed-address (ET_EXEC)") && err.contains("0x40000000"), "{err}");
+}
+
+#[test]
+fn too_little_memory_for_the_program_is_enomem() {
+    let out = nomu(&["run", "--mem", "1M", "--", s(&bin("guest/static/hello"))]);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(text(&out.stderr).contains("Cannot allocate memory"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn exit_statuses_are_what_a_shell_reports() {
+    let missing = nomu(&["run", "--", "/no/such/program"]);
+    assert_eq!(missing.status.code(), Some(127));
+    assert!(text(&missing.stderr).contains("No such file or directory"));
+    let not_exec = nomu(&["run", "--", s(&repo().join("Cargo.toml"))]);
+    assert_eq!(not_exec.status.code(), Some(126));
+    let segv = nomu(&["run", "--", s(&bin("guest/static/crash")), "segv"]);
+    assert_eq!(segv.status.code(), Some(128 + 11));
+    assert!(text(&segv.stderr).contains("Segmentation fault"));
+}
+
+#[test]
+fn relative_program_paths_start_from_the_callers_directory() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nomu"))
+        .args(["run", "--", "./open_paths"])
+        .current_dir(bin("nomu-tests"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let cwd = std::fs::canonicalize(bin("nomu-tests")).unwrap();
+    assert_eq!(text(&out.stdout), format!("cwd: {}\n", cwd.display()));
+}
+
+#[test]
+fn command_line_errors_are_usage_errors() {
+    assert_eq!(nomu(&["run", "--mem", "lots", "--", "/bin/true"]).status.code(), Some(2));
+    assert_eq!(nomu(&["run"]).status.code(), Some(2));
+    assert_eq!(nomu(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(nomu(&["run", "--root", "/no/such/dir", "--", "/x"]).status.code(), Some(1));
+}
+
+#[test]
+fn syscalls_lists_the_table() {
+    let out = nomu(&["syscalls"]);
+    let listing = text(&out.stdout);
+    assert!(out.status.success());
+    assert!(listing.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["0", "read", "supported"]));
+    assert!(listing.lines().any(|l| l.contains(" mmap ") && l.contains("partial:")));
+    assert!(listing.lines().last().unwrap().contains("supported"));
+}
