@@ -192,3 +192,10 @@ fn syscalls_lists_the_table() {
     assert!(listing.lines().any(|l| l.contains(" mmap ") && l.contains("partial:")));
     assert!(listing.lines().last().unwrap().contains("supported"));
 }
+
+#[test]
+fn garbage_syscalls_never_bring_nomu_down() {
+    let out = nomu(&["run", "--", s(&bin("nomu-tests/syscall_storm"))]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
+}
