@@ -199,3 +199,11 @@ fn garbage_syscalls_never_bring_nomu_down() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
 }
+
+#[test]
+fn fork_fails_with_einval_as_on_no_mmu_linux() {
+    let out = nomu(&["run", "--trace", "--", s(&bin("nomu-tests/fork_fails"))]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "fork: -1 EINVAL\nclone without CLONE_VM: -1 EINVAL\n");
+    assert!(text(&out.stderr).contains("nomu: fork needs an MMU; use vfork or posix_spawn"));
+}

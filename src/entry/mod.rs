@@ -68,6 +68,9 @@ pub enum Trap {
 pub struct TrapFrame<'a> {
     pub regs: &'a mut GuestRegs,
     pub fs_base: u64,
+    /// Resume with the FPU and vector registers in their initial state
+    /// (execve).
+    pub reset_xstate: bool,
 }
 
 /// What the guest thread does after a trap.

@@ -399,12 +399,18 @@ unsafe extern "C" fn nomu_handle_trap(
         internal_fault(signo, regs.rip, 0);
         return;
     };
-    let mut frame = TrapFrame { regs, fs_base: *fs_slot };
+    let mut frame = TrapFrame { regs, fs_base: *fs_slot, reset_xstate: false };
     // SAFETY: the pointer was set by `run`, which is still executing below us
     // on this thread, and nothing else uses it meanwhile.
     let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
     match resume {
-        Resume::Guest => *fs_slot = frame.fs_base,
+        Resume::Guest => {
+            *fs_slot = frame.fs_base;
+            if frame.reset_xstate {
+                // No saved state: sigreturn gives the initial FPU state.
+                uc.mcontext.fpstate = 0;
+            }
+        }
         Resume::Exit => {
             // "Return" from nomu_enter_guest: nomu's stack, its fs base, its
             // signal mask and a clean FPU state (fpstate 0 means init state).

@@ -51,7 +51,12 @@ impl FdTable {
         Ok(())
     }
 
-    pub fn close_all(&mut self) {
-        self.entries.clear();
+    /// execve: descriptors marked close-on-exec go away.
+    pub fn close_on_exec(&mut self) {
+        for e in self.entries.iter_mut() {
+            if e.as_ref().is_some_and(|e| e.cloexec) {
+                *e = None;
+            }
+        }
     }
 }

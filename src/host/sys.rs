@@ -136,3 +136,13 @@ pub fn gs_base() -> u64 {
     unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1004, &mut v as *mut u64) };
     v
 }
+
+/// Resource usage of the calling host thread (a guest thread's whole life
+/// runs on one), for wait4's rusage.
+pub fn thread_rusage() -> libc::rusage {
+    // SAFETY: zeroed rusage is valid; getrusage fills it.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid output pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
+    r
+}

@@ -4,6 +4,7 @@ pub mod abi;
 pub mod errno;
 pub mod process;
 pub mod signal;
+pub mod task;
 pub mod trap;
 
 use crate::entry::seccomp::SeccompEntry;
@@ -17,6 +18,7 @@ use process::{ExitStatus, PidAllocator, Process, Thread};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
+use task::{Task, Tasks};
 
 pub struct Config {
     pub root: std::path::PathBuf,
@@ -33,7 +35,8 @@ pub struct Kernel {
     /// nomu's own stderr, for trace lines and messages; the guest's fd 2 is
     /// a separate descriptor it may close.
     log: std::os::fd::OwnedFd,
-    pids: PidAllocator,
+    pub pids: PidAllocator,
+    pub tasks: Tasks,
 }
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
@@ -46,8 +49,16 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let entry = Box::new(SeccompEntry::install(mem)?);
     // A dup of nomu's stderr, kept even if the guest closes its own fd 2.
     let log = crate::host::fs::dup_raw(2).map_err(|e| format!("dup(stderr): {e}"))?;
-    let kernel =
-        Kernel { phys, root, trace: config.trace, entry, boot_time: Instant::now(), log, pids: PidAllocator::new() };
+    let kernel = Kernel {
+        phys,
+        root,
+        trace: config.trace,
+        entry,
+        boot_time: Instant::now(),
+        log,
+        pids: PidAllocator::new(),
+        tasks: Tasks::default(),
+    };
     if config.trace {
         kernel.log(&format!(
             "nomu: entry path {}, physical memory {:#x}-{:#x}",
@@ -83,7 +94,7 @@ impl Kernel {
         envp: Vec<Vec<u8>>,
     ) -> Result<ExitStatus, StartError> {
         let pid = self.pids.next();
-        let process = Arc::new(Process::new(pid, 0, self.phys));
+        let process = Arc::new(Process::new_init(pid, self.phys));
         self.inherit_stdio(&process);
         // Start where nomu was started, if that lies inside the root.
         if let Ok(here) = self.root.open_path(&self.host_cwd_in_root(), libc::O_PATH | libc::O_DIRECTORY, 0) {
@@ -93,14 +104,31 @@ impl Kernel {
         }
         let start = crate::loader::exec(self, &process, path, argv, envp)
             .map_err(|e| StartError { errno: e.errno, message: e.message })?;
-        let thread = Arc::new(Thread::new(pid, process.clone()));
-        let guest = std::thread::Builder::new()
-            .name(format!("guest-{pid}"))
+        self.tasks.insert(Task { process: process.clone(), ppid: 0, pgid: pid, sid: pid, zombie: None });
+        let thread = Arc::new(Thread::new(pid, process));
+        self.spawn_thread(thread, start)
+            .map_err(|errno| StartError { errno, message: "cannot start a host thread".into() })?;
+        // Like Linux, everything ends with init.
+        Ok(self.tasks.wait_for_exit(pid))
+    }
+
+    /// Runs a guest thread on a new host thread of its own.
+    pub fn spawn_thread(&'static self, thread: Arc<Thread>, start: crate::entry::StartState) -> Result<(), Errno> {
+        // Kernel work runs on the thread's kernel stack; the host thread's own
+        // stack only holds the few frames around entering guest mode.
+        std::thread::Builder::new()
+            .name(format!("guest-{}", thread.tid))
+            .stack_size(256 << 10)
             .spawn(move || trap::run_thread(self, thread, start))
-            .map_err(|e| StartError { errno: Errno::EAGAIN, message: format!("spawning a host thread: {e}") })?;
-        let status = process.wait_exit();
-        let _ = guest.join();
-        Ok(status)
+            .map(drop)
+            .map_err(|_| Errno::EAGAIN)
+    }
+
+    /// The end of a process, in its own context: release its memory and
+    /// descriptors, then let its parent see the status.
+    pub fn exit_process(&self, process: &Process, status: ExitStatus, rusage: libc::rusage) {
+        process.release_resources(self.phys);
+        self.tasks.exit(process.pid, status, rusage);
     }
 
     /// nomu's own working directory as a guest path ("/" when it lies

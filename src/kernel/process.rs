@@ -16,10 +16,13 @@ pub enum ExitStatus {
 
 pub const RLIM_NLIMITS: usize = 16;
 
+/// An address space as processes hold it: shared by a vfork child and its
+/// parent until the child execs.
+pub type Mm = Arc<Mutex<AddressSpace>>;
+
 pub struct Process {
     pub pid: u32,
-    pub ppid: u32,
-    pub mm: Mutex<AddressSpace>,
+    mm: Mutex<Mm>,
     pub files: Mutex<FdTable>,
     /// Absolute guest path of the working directory.
     pub cwd: Mutex<Vec<u8>>,
@@ -28,26 +31,54 @@ pub struct Process {
     pub rlimits: Mutex<[libc::rlimit; RLIM_NLIMITS]>,
     /// The guest path of the running program (AT_EXECFN, /proc/self/exe).
     pub exe: Mutex<Vec<u8>>,
-    exit: Mutex<Option<ExitStatus>>,
-    exited: Condvar,
+    /// Set when a vfork child stops borrowing its parent's memory (it
+    /// exec'd or exited), which lets the parent continue.
+    vfork_released: Mutex<bool>,
+    vfork_cv: Condvar,
 }
 
 impl Process {
-    pub fn new(pid: u32, ppid: u32, phys: &'static PhysicalMemory) -> Process {
+    /// The first process: nomu's own limits, an empty address space.
+    pub fn new_init(pid: u32, phys: &'static PhysicalMemory) -> Process {
         let rlimits = std::array::from_fn(|r| crate::host::sys::getrlimit(r as u32));
         Process {
             pid,
-            ppid,
-            mm: Mutex::new(AddressSpace::new(phys)),
+            mm: Mutex::new(Arc::new(Mutex::new(AddressSpace::new(phys)))),
             files: Mutex::new(FdTable::default()),
             cwd: Mutex::new(b"/".to_vec()),
             umask: AtomicU32::new(0o022),
             signals: Mutex::new(SignalActions::default()),
             rlimits: Mutex::new(rlimits),
             exe: Mutex::new(Vec::new()),
-            exit: Mutex::new(None),
-            exited: Condvar::new(),
+            vfork_released: Mutex::new(false),
+            vfork_cv: Condvar::new(),
         }
+    }
+
+    /// A child created by vfork (or clone with CLONE_VM): it borrows the
+    /// parent's memory and inherits copies of everything else.
+    pub fn new_child(parent: &Process, pid: u32) -> Process {
+        Process {
+            pid,
+            mm: Mutex::new(parent.mm()),
+            files: Mutex::new(parent.files.lock().unwrap().clone()),
+            cwd: Mutex::new(parent.cwd.lock().unwrap().clone()),
+            umask: AtomicU32::new(parent.umask.load(Ordering::Relaxed)),
+            signals: Mutex::new(parent.signals.lock().unwrap().clone()),
+            rlimits: Mutex::new(*parent.rlimits.lock().unwrap()),
+            exe: Mutex::new(parent.exe.lock().unwrap().clone()),
+            vfork_released: Mutex::new(false),
+            vfork_cv: Condvar::new(),
+        }
+    }
+
+    pub fn mm(&self) -> Mm {
+        self.mm.lock().unwrap().clone()
+    }
+
+    /// Installs a new address space (execve); returns the old one.
+    pub fn set_mm(&self, mm: Mm) -> Mm {
+        std::mem::replace(&mut *self.mm.lock().unwrap(), mm)
     }
 
     pub fn rlimit(&self, resource: u32) -> libc::rlimit {
@@ -58,26 +89,28 @@ impl Process {
         self.rlimit(libc::RLIMIT_NOFILE).rlim_cur.min(1 << 20) as usize
     }
 
-    /// Ends the process, in its own context: its memory and descriptors are
-    /// released before anyone waiting for it learns the status (the order
-    /// of seed 004's exit: no reaper does the teardown later).
-    pub fn exit(&self, status: ExitStatus) {
-        self.mm.lock().unwrap().release_all();
-        self.files.lock().unwrap().close_all();
-        let mut exit = self.exit.lock().unwrap();
-        if exit.is_none() {
-            *exit = Some(status);
-        }
-        self.exited.notify_all();
+    /// Releases the process's memory and descriptors, in its own context
+    /// (the order of seed 004's exit: no reaper does it later). Memory a
+    /// vfork child borrowed stays with its parent.
+    pub fn release_resources(&self, phys: &'static PhysicalMemory) {
+        let empty = Arc::new(Mutex::new(AddressSpace::new(phys)));
+        drop(self.set_mm(empty));
+        let files = std::mem::take(&mut *self.files.lock().unwrap());
+        drop(files);
+        self.release_vfork_parent();
     }
 
-    pub fn wait_exit(&self) -> ExitStatus {
-        let mut exit = self.exit.lock().unwrap();
-        loop {
-            if let Some(s) = *exit {
-                return s;
-            }
-            exit = self.exited.wait(exit).unwrap();
+    /// The vfork parent may run again (the child exec'd or exited).
+    pub fn release_vfork_parent(&self) {
+        *self.vfork_released.lock().unwrap() = true;
+        self.vfork_cv.notify_all();
+    }
+
+    /// Blocks the vfork parent until this child releases its memory.
+    pub fn wait_vfork_release(&self) {
+        let mut released = self.vfork_released.lock().unwrap();
+        while !*released {
+            released = self.vfork_cv.wait(released).unwrap();
         }
     }
 }

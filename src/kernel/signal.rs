@@ -126,4 +126,21 @@ impl SignalActions {
     pub fn set(&mut self, sig: i32, act: KernelSigaction) {
         self.actions[sig as usize - 1] = act;
     }
+
+    /// A parent that ignores SIGCHLD (or sets SA_NOCLDWAIT) has its
+    /// children reaped automatically, as on Linux.
+    pub fn reaps_children(&self) -> bool {
+        let a = self.get(libc::SIGCHLD);
+        a.handler == SIG_IGN || a.flags & libc::SA_NOCLDWAIT as u64 != 0
+    }
+
+    /// execve: caught signals go back to their default action; ignored
+    /// ones stay ignored.
+    pub fn reset_for_exec(&mut self) {
+        for a in self.actions.iter_mut() {
+            if a.handler != SIG_IGN {
+                *a = KernelSigaction::default();
+            }
+        }
+    }
 }

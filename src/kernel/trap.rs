@@ -1,6 +1,6 @@
 //! A guest thread as the entry path sees it: traps in, resume decisions out.
 
-use super::process::{ExitStatus, Thread};
+use super::process::{ExitStatus, Mm, Thread};
 use super::signal;
 use super::Kernel;
 use crate::entry::{GuestKernel, Resume, StartState, Trap, TrapFrame};
@@ -9,6 +9,8 @@ use std::sync::Arc;
 pub struct ThreadCtx {
     pub kernel: &'static Kernel,
     pub thread: Arc<Thread>,
+    /// The process's address space (cached here; execve replaces it).
+    pub mm: Mm,
     /// Set when the thread must leave guest mode for good.
     pub exit: Option<ExitStatus>,
 }
@@ -16,9 +18,11 @@ pub struct ThreadCtx {
 /// Body of a guest thread's host thread: run guest code, then end the
 /// process in this same context.
 pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) {
-    let mut ctx = ThreadCtx { kernel, thread: thread.clone(), exit: None };
+    let mut ctx = ThreadCtx { kernel, thread: thread.clone(), mm: thread.process.mm(), exit: None };
     kernel.entry.run(start, &mut ctx);
     let status = ctx.exit.unwrap_or(ExitStatus::Code(0));
+    let rusage = crate::host::sys::thread_rusage();
+    drop(ctx);
     if kernel.trace {
         let what = match status {
             ExitStatus::Code(c) => format!("exited with {c}"),
@@ -28,7 +32,7 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         };
         kernel.log(&format!("[{}] +++ {what} +++", thread.tid));
     }
-    thread.process.exit(status);
+    kernel.exit_process(&thread.process, status, rusage);
 }
 
 impl ThreadCtx {

@@ -91,7 +91,7 @@ pub fn exec(
         let image = elf::load(kernel, &mut space, &f, &head, &cwd)?;
         let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, kernel)?;
         // Point of no return: the old image (if any) goes away here.
-        *process.mm.lock().unwrap() = space;
+        drop(process.set_mm(std::sync::Arc::new(std::sync::Mutex::new(space))));
         *process.exe.lock().unwrap() = abs;
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
         return Ok(StartState { regs, fs_base: 0 });

@@ -55,7 +55,7 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
             None
         }
     };
-    let mut space = ctx.process().mm.lock().unwrap();
+    let mut space = ctx.space().lock().unwrap();
     if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
         return Err(Errno::EEXIST);
     }
@@ -73,7 +73,7 @@ pub fn sys_munmap(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let len = page_up(len).ok_or(Errno::EINVAL)?;
-    ctx.process().mm.lock().unwrap().unmap(addr, len);
+    ctx.space().lock().unwrap().unmap(addr, len);
     Ok(0)
 }
 
@@ -86,7 +86,7 @@ pub fn sys_mprotect(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Ok(0);
     }
     let len = page_up(len).ok_or(Errno::ENOMEM)?;
-    ctx.process().mm.lock().unwrap().protect(addr, len, prot & PROT_ALL)?;
+    ctx.space().lock().unwrap().protect(addr, len, prot & PROT_ALL)?;
     Ok(0)
 }
 
@@ -108,11 +108,11 @@ pub fn sys_mremap(ctx: &mut Ctx, a: &Args) -> SysResult {
     if new_len == 0 || old_len == 0 {
         return Err(Errno::EINVAL);
     }
-    ctx.process().mm.lock().unwrap().remap(old, old_len, new_len, may_move).map(|v| v as u64)
+    ctx.space().lock().unwrap().remap(old, old_len, new_len, may_move).map(|v| v as u64)
 }
 
 pub fn sys_brk(ctx: &mut Ctx, a: &Args) -> SysResult {
-    Ok(ctx.process().mm.lock().unwrap().set_brk(a[0] as usize) as u64)
+    Ok(ctx.space().lock().unwrap().set_brk(a[0] as usize) as u64)
 }
 
 pub fn sys_madvise(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -124,7 +124,7 @@ pub fn sys_madvise(ctx: &mut Ctx, a: &Args) -> SysResult {
     match advice {
         libc::MADV_DONTNEED | libc::MADV_REMOVE => {
             if len > 0 {
-                ctx.process().mm.lock().unwrap().discard(addr, len)?;
+                ctx.space().lock().unwrap().discard(addr, len)?;
             }
             Ok(0)
         }
@@ -156,6 +156,6 @@ pub fn sys_msync(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let len = page_up(len).ok_or(Errno::ENOMEM)?;
-    ctx.process().mm.lock().unwrap().write_back(addr, len)?;
+    ctx.space().lock().unwrap().write_back(addr, len)?;
     Ok(0)
 }

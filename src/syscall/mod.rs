@@ -4,6 +4,7 @@
 //! A handler takes the raw arguments and returns `Ok(value)` or
 //! `Err(Errno)`; the conversion to `-errno` in rax happens once, here.
 
+mod exec;
 mod fs;
 mod info;
 mod io;
@@ -45,8 +46,13 @@ impl Ctx<'_, '_> {
         self.t.thread.tid
     }
 
+    /// The calling process's address space.
+    pub fn space(&self) -> &std::sync::Mutex<crate::mm::space::AddressSpace> {
+        &self.t.mm
+    }
+
     pub fn mem(&self) -> UserMem<'_> {
-        UserMem::new(&self.t.thread.process.mm)
+        UserMem::new(&self.t.mm)
     }
 }
 
@@ -71,6 +77,15 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
         Ok(v) => v,
         Err(e) => (-(e.0 as i64)) as u64,
     };
+}
+
+impl Ctx<'_, '_> {
+    /// Adds a reason to this call's --trace line (why it failed).
+    pub fn note(&self, why: &str) {
+        if self.kernel().trace {
+            self.kernel().log(&format!("[{}] nomu: {why}", self.tid()));
+        }
+    }
 }
 
 /// Arguments arrive as u64 registers; Linux reads an `int` from the low 32 bits.

@@ -25,21 +25,7 @@ pub fn sys_gettid(ctx: &mut Ctx, _: &Args) -> SysResult {
 }
 
 pub fn sys_getppid(ctx: &mut Ctx, _: &Args) -> SysResult {
-    Ok(ctx.process().ppid as u64)
-}
-
-/// Process groups and sessions come with job control; until then every
-/// process leads its own.
-pub fn sys_getpgid(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let pid = int(a[0]);
-    if pid != 0 && pid as u32 != ctx.process().pid {
-        return Err(Errno::ESRCH);
-    }
-    Ok(ctx.process().pid as u64)
-}
-
-pub fn sys_getpgrp(ctx: &mut Ctx, _: &Args) -> SysResult {
-    Ok(ctx.process().pid as u64)
+    Ok(ctx.kernel().tasks.ppid(ctx.process().pid) as u64)
 }
 
 pub fn sys_getuid(_: &mut Ctx, _: &Args) -> SysResult {

@@ -2,7 +2,7 @@
 //! `nomu syscalls` prints it; anything not here returns ENOSYS.
 
 use super::names::{MAX_SYSCALL, SYSCALL_NAMES};
-use super::{fs, info, io, memory, process, signal, time, Args, Ctx, SysResult};
+use super::{exec, fs, info, io, memory, process, signal, time, Args, Ctx, SysResult};
 use std::sync::OnceLock;
 
 pub type Handler = fn(&mut Ctx, &Args) -> SysResult;
@@ -103,7 +103,13 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(33, "dup2", io::sys_dup2, &[Fd, Fd]),
     def(35, "nanosleep", time::sys_nanosleep, &[Ptr, Ptr]),
     def(39, "getpid", process::sys_getpid, &[]),
+    def(56, "clone", exec::sys_clone, &[Hex, Ptr, Ptr, Ptr, Hex])
+        .partial("CLONE_VM|CLONE_VFORK children only (no threads yet); without CLONE_VM: EINVAL as on no-MMU"),
+    def(57, "fork", exec::sys_fork, &[]).partial("EINVAL, as on no-MMU Linux"),
+    def(58, "vfork", exec::sys_vfork, &[]),
+    def(59, "execve", exec::sys_execve, &[Path, Ptr, Ptr]),
     def(60, "exit", process::sys_exit, &[Int]).partial("ends the process (one thread per process yet)"),
+    def(61, "wait4", exec::sys_wait4, &[Int, Ptr, Hex, Ptr]).partial("exits only: no stopped/continued children yet"),
     def(62, "kill", signal::sys_kill, &[Int, Signal]).partial("only the caller itself, default actions only"),
     def(63, "uname", info::sys_uname, &[Ptr]),
     def(72, "fcntl", io::sys_fcntl, &[Fd, Int, Hex]).partial("no record locks yet"),
@@ -133,8 +139,11 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(107, "geteuid", process::sys_geteuid, &[]),
     def(108, "getegid", process::sys_getegid, &[]),
     def(110, "getppid", process::sys_getppid, &[]),
-    def(111, "getpgrp", process::sys_getpgrp, &[]),
-    def(121, "getpgid", process::sys_getpgid, &[Int]),
+    def(109, "setpgid", exec::sys_setpgid, &[Int, Int]),
+    def(111, "getpgrp", exec::sys_getpgrp, &[]),
+    def(112, "setsid", exec::sys_setsid, &[]),
+    def(121, "getpgid", exec::sys_getpgid, &[Int]),
+    def(124, "getsid", exec::sys_getsid, &[Int]),
     def(158, "arch_prctl", process::sys_arch_prctl, &[Hex, Hex]),
     def(160, "setrlimit", info::sys_setrlimit, &[Int, Ptr]).partial("limits are recorded; NOFILE is enforced"),
     def(186, "gettid", process::sys_gettid, &[]),
@@ -148,6 +157,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(230, "clock_nanosleep", time::sys_clock_nanosleep, &[Int, Int, Ptr, Ptr]),
     def(231, "exit_group", process::sys_exit_group, &[Int]),
     def(234, "tgkill", signal::sys_tgkill, &[Int, Int, Signal]).partial("only the caller itself, default actions only"),
+    def(247, "waitid", exec::sys_waitid, &[Int, Int, Ptr, Hex, Ptr])
+        .partial("exits only: no stopped/continued children yet"),
     def(257, "openat", fs::sys_openat, &[DirFd, Path, OpenFlags, Mode]),
     def(258, "mkdirat", fs::sys_mkdirat, &[DirFd, Path, Mode]),
     def(262, "newfstatat", fs::sys_newfstatat, &[DirFd, Path, Ptr, AtFlags]),

@@ -1,0 +1,160 @@
+//! The process table: parent links, process groups and sessions, zombies
+//! and wait. One lock guards all relationships (Linux's tasklist_lock).
+
+use super::errno::Errno;
+use super::process::{ExitStatus, Process};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// What an exited, not yet reaped process leaves for its parent.
+#[derive(Clone, Copy)]
+pub struct Zombie {
+    pub status: ExitStatus,
+    pub rusage: libc::rusage,
+}
+
+pub struct Task {
+    pub process: Arc<Process>,
+    pub ppid: u32,
+    pub pgid: u32,
+    pub sid: u32,
+    pub zombie: Option<Zombie>,
+}
+
+/// Which children a wait is for (wait4's pid argument, waitid's idtype).
+#[derive(Clone, Copy, Debug)]
+pub enum WaitFor {
+    Any,
+    Pid(u32),
+    Group(u32),
+}
+
+#[derive(Default)]
+pub struct Tasks {
+    table: Mutex<BTreeMap<u32, Task>>,
+    changed: Condvar,
+}
+
+impl Tasks {
+    pub fn insert(&self, task: Task) {
+        self.table.lock().unwrap().insert(task.process.pid, task);
+    }
+
+    pub fn ppid(&self, pid: u32) -> u32 {
+        self.table.lock().unwrap().get(&pid).map_or(0, |t| t.ppid)
+    }
+
+    /// (pgid, sid) of a live or zombie process.
+    pub fn ids(&self, pid: u32) -> Option<(u32, u32)> {
+        self.table.lock().unwrap().get(&pid).map(|t| (t.pgid, t.sid))
+    }
+
+    /// setpgid(2) by `caller` for `pid` (0: the caller) into `pgid` (0: its own pid).
+    pub fn setpgid(&self, caller: u32, pid: u32, pgid: u32) -> Result<(), Errno> {
+        let mut table = self.table.lock().unwrap();
+        let pid = if pid == 0 { caller } else { pid };
+        let pgid = if pgid == 0 { pid } else { pgid };
+        let caller_sid = table.get(&caller).map(|t| t.sid).ok_or(Errno::ESRCH)?;
+        let target = table.get(&pid).ok_or(Errno::ESRCH)?;
+        if pid != caller && target.ppid != caller {
+            return Err(Errno::ESRCH);
+        }
+        if target.sid != caller_sid {
+            return Err(Errno::EPERM);
+        }
+        if target.sid == pid {
+            return Err(Errno::EPERM); // a session leader cannot move
+        }
+        if pgid != pid && !table.values().any(|t| t.pgid == pgid && t.sid == caller_sid) {
+            return Err(Errno::EPERM);
+        }
+        table.get_mut(&pid).unwrap().pgid = pgid;
+        Ok(())
+    }
+
+    /// setsid(2): a new session and group led by `pid`.
+    pub fn setsid(&self, pid: u32) -> Result<u32, Errno> {
+        let mut table = self.table.lock().unwrap();
+        if table.values().any(|t| t.pgid == pid) {
+            return Err(Errno::EPERM);
+        }
+        let t = table.get_mut(&pid).ok_or(Errno::ESRCH)?;
+        t.pgid = pid;
+        t.sid = pid;
+        Ok(pid)
+    }
+
+    /// Records that `pid` ended. Its children go to init; unless its parent
+    /// ignores SIGCHLD it stays a zombie until reaped. Returns the parent.
+    pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage) -> u32 {
+        let mut table = self.table.lock().unwrap();
+        for t in table.values_mut() {
+            if t.ppid == pid {
+                t.ppid = 1;
+            }
+        }
+        let ppid = table.get(&pid).map_or(0, |t| t.ppid);
+        let parent_ignores = table.get(&ppid).is_some_and(|p| p.process.signals.lock().unwrap().reaps_children());
+        if parent_ignores && pid != 1 {
+            table.remove(&pid);
+        } else if let Some(t) = table.get_mut(&pid) {
+            t.zombie = Some(Zombie { status, rusage });
+        }
+        self.changed.notify_all();
+        ppid
+    }
+
+    /// wait4/waitid for `parent`'s children. Ok(None): nothing ready (only
+    /// with `nohang`); ECHILD when no child matches at all.
+    pub fn wait(&self, parent: u32, which: WaitFor, nohang: bool, reap: bool) -> Result<Option<(u32, Zombie)>, Errno> {
+        let mut table = self.table.lock().unwrap();
+        let parent_pgid = table.get(&parent).map_or(0, |t| t.pgid);
+        loop {
+            let matches = |pid: u32, t: &Task| {
+                t.ppid == parent
+                    && match which {
+                        WaitFor::Any => true,
+                        WaitFor::Pid(p) => p == pid,
+                        WaitFor::Group(0) => t.pgid == parent_pgid,
+                        WaitFor::Group(g) => t.pgid == g,
+                    }
+            };
+            let mut any = false;
+            let mut ready = None;
+            for (&pid, t) in table.iter() {
+                if matches(pid, t) {
+                    any = true;
+                    if let Some(z) = t.zombie {
+                        ready = Some((pid, z));
+                        break;
+                    }
+                }
+            }
+            if !any {
+                return Err(Errno::ECHILD);
+            }
+            if let Some((pid, z)) = ready {
+                if reap {
+                    table.remove(&pid);
+                }
+                return Ok(Some((pid, z)));
+            }
+            if nohang {
+                return Ok(None);
+            }
+            table = self.changed.wait(table).unwrap();
+        }
+    }
+
+    /// Blocks until `pid` has exited and returns how (nomu waits for init).
+    pub fn wait_for_exit(&self, pid: u32) -> ExitStatus {
+        let mut table = self.table.lock().unwrap();
+        loop {
+            match table.get(&pid) {
+                Some(Task { zombie: Some(z), .. }) => return z.status,
+                None => return ExitStatus::Code(0),
+                _ => table = self.changed.wait(table).unwrap(),
+            }
+        }
+    }
+}

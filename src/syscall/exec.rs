@@ -1,0 +1,279 @@
+//! Process creation the no-MMU way (vfork, clone with CLONE_VM|CLONE_VFORK),
+//! execve, wait4/waitid, and process groups and sessions.
+
+use super::{int, Args, Ctx, SysResult};
+use crate::entry::StartState;
+use crate::fs::path::PATH_MAX;
+use crate::kernel::errno::Errno;
+use crate::kernel::process::{ExitStatus, Process, Thread};
+use crate::kernel::task::{Task, WaitFor, Zombie};
+use std::sync::Arc;
+
+const CLONE_VM: u64 = 0x100;
+const CLONE_FS: u64 = 0x200;
+const CLONE_FILES: u64 = 0x400;
+const CLONE_SIGHAND: u64 = 0x800;
+const CLONE_VFORK: u64 = 0x4000;
+const CLONE_PARENT: u64 = 0x8000;
+const CLONE_THREAD: u64 = 0x10000;
+const CLONE_SETTLS: u64 = 0x80000;
+const CLONE_PARENT_SETTID: u64 = 0x100000;
+const CLONE_CHILD_CLEARTID: u64 = 0x200000;
+const CLONE_CHILD_SETTID: u64 = 0x1000000;
+const CSIGNAL: u64 = 0xff;
+
+/// Linux's ARG_MAX as execve enforces it: a quarter of an 8 MiB stack.
+const ARG_MAX: usize = 2 << 20;
+const MAX_ARG_STRINGS: usize = 0x7fff_ffff;
+
+/// vfork(2): a child that borrows this process's memory and stack until it
+/// execs or exits; the caller waits until then.
+pub fn sys_vfork(ctx: &mut Ctx, _: &Args) -> SysResult {
+    spawn_child(ctx, CLONE_VM | CLONE_VFORK | libc::SIGCHLD as u64, 0, 0, 0, 0)
+}
+
+/// fork(2) needs an MMU: no-MMU Linux answers EINVAL.
+pub fn sys_fork(ctx: &mut Ctx, _: &Args) -> SysResult {
+    ctx.note("fork needs an MMU; use vfork or posix_spawn");
+    Err(Errno::EINVAL)
+}
+
+pub fn sys_clone(ctx: &mut Ctx, a: &Args) -> SysResult {
+    // x86-64 order: flags, stack, parent_tid, child_tid, tls.
+    let (flags, stack, ptid, ctid, tls) = (a[0], a[1], a[2], a[3], a[4]);
+    if flags & CLONE_THREAD != 0 {
+        ctx.note("threads (CLONE_THREAD) are not provided yet");
+        return Err(Errno::EINVAL);
+    }
+    if flags & CLONE_VM == 0 {
+        ctx.note("clone without CLONE_VM needs an MMU; use CLONE_VM|CLONE_VFORK");
+        return Err(Errno::EINVAL);
+    }
+    if flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS | CLONE_PARENT) != 0 {
+        ctx.note("CLONE_SIGHAND, CLONE_FILES, CLONE_FS and CLONE_PARENT are not provided yet");
+        return Err(Errno::EINVAL);
+    }
+    spawn_child(ctx, flags, stack, ptid, ctid, tls)
+}
+
+fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
+    let kernel = ctx.kernel();
+    let parent = ctx.process().clone();
+    let pid = kernel.pids.next();
+    let child = Arc::new(Process::new_child(&parent, pid));
+    let (pgid, sid) = kernel.tasks.ids(parent.pid).unwrap_or((parent.pid, parent.pid));
+    if flags & CLONE_PARENT_SETTID != 0 {
+        ctx.mem().write(ptid, &(pid as i32))?;
+    }
+    if flags & CLONE_CHILD_SETTID != 0 {
+        // Memory is shared: the child's view of ctid is the parent's.
+        ctx.mem().write(ctid, &(pid as i32))?;
+    }
+    kernel.tasks.insert(Task { process: child.clone(), ppid: parent.pid, pgid, sid, zombie: None });
+    let thread = Arc::new(Thread::new(pid, child.clone()));
+    if flags & CLONE_CHILD_CLEARTID != 0 {
+        thread.state.lock().unwrap().clear_child_tid = ctid;
+    }
+    thread.state.lock().unwrap().sigmask = ctx.t.thread.state.lock().unwrap().sigmask;
+    // The child resumes right after the syscall with rax = 0, on its own
+    // stack if it was given one, else on the parent's (vfork).
+    let mut regs = *ctx.frame.regs;
+    regs.rax = 0;
+    if stack != 0 {
+        regs.rsp = stack;
+    }
+    let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
+    let _exit_signal = flags & CSIGNAL;
+    if let Err(e) = kernel.spawn_thread(thread, StartState { regs, fs_base }) {
+        kernel.exit_process(&child, ExitStatus::Code(0), crate::host::sys::thread_rusage());
+        let _ = kernel.tasks.wait(parent.pid, WaitFor::Pid(pid), true, true);
+        return Err(e);
+    }
+    if flags & CLONE_VFORK != 0 {
+        child.wait_vfork_release();
+    }
+    Ok(pid as u64)
+}
+
+/// Reads a NULL-terminated array of string pointers (argv, envp).
+fn read_strings(ctx: &Ctx, mut ptr: u64, total: &mut usize) -> Result<Vec<Vec<u8>>, Errno> {
+    let mut out = Vec::new();
+    if ptr == 0 {
+        return Ok(out);
+    }
+    loop {
+        let s: u64 = ctx.mem().read(ptr)?;
+        if s == 0 {
+            return Ok(out);
+        }
+        if out.len() >= MAX_ARG_STRINGS {
+            return Err(Errno::E2BIG);
+        }
+        let string = ctx.mem().read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
+            Errno::ENAMETOOLONG => Errno::E2BIG,
+            e => e,
+        })?;
+        *total += string.len() + 1 + 8;
+        if *total > ARG_MAX {
+            return Err(Errno::E2BIG);
+        }
+        out.push(string);
+        ptr += 8;
+    }
+}
+
+pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let mut path = ctx.mem().read_cstring(a[0], PATH_MAX - 1)?;
+    let mut total = 0;
+    let argv = read_strings(ctx, a[1], &mut total)?;
+    let envp = read_strings(ctx, a[2], &mut total)?;
+    // No-MMU hush re-executes itself through /proc/self/exe.
+    if crate::fs::path::normalize(&path) == b"/proc/self/exe" {
+        path = ctx.process().exe.lock().unwrap().clone();
+    }
+    let process = ctx.process().clone();
+    let start = crate::loader::exec(ctx.kernel(), &process, &path, argv, envp).map_err(|e| {
+        if !e.message.is_empty() {
+            ctx.note(&e.message);
+        }
+        e.errno
+    })?;
+    // Past the point of no return: the new image is in place.
+    ctx.t.mm = process.mm();
+    process.files.lock().unwrap().close_on_exec();
+    process.signals.lock().unwrap().reset_for_exec();
+    *ctx.frame.regs = start.regs;
+    ctx.frame.fs_base = start.fs_base;
+    ctx.frame.reset_xstate = true;
+    process.release_vfork_parent();
+    Ok(0)
+}
+
+const WNOHANG: i32 = 1;
+const WUNTRACED: i32 = 2;
+const WEXITED: i32 = 4;
+const WCONTINUED: i32 = 8;
+const WNOWAIT: i32 = 0x0100_0000;
+const WNOTHREAD: i32 = 0x2000_0000;
+const WALL: i32 = 0x4000_0000;
+const WCLONE: i32 = 0x8000_0000u32 as i32;
+
+/// The status word wait4 reports.
+fn wait_status(s: ExitStatus) -> i32 {
+    match s {
+        ExitStatus::Code(c) => (c & 0xff) << 8,
+        ExitStatus::Signal { signo, core } => signo | if core { 0x80 } else { 0 },
+    }
+}
+
+fn write_rusage(ctx: &Ctx, ptr: u64, z: Option<&Zombie>) -> Result<(), Errno> {
+    if ptr != 0 {
+        let r = z.map_or_else(crate::host::pod::zeroed::<libc::rusage>, |z| z.rusage);
+        ctx.mem().write(ptr, &r)?;
+    }
+    Ok(())
+}
+
+pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (pid, status, options, rusage) = (int(a[0]), a[1], int(a[2]), a[3]);
+    if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let which = match pid {
+        -1 => WaitFor::Any,
+        0 => WaitFor::Group(0),
+        p if p < -1 => WaitFor::Group(p.unsigned_abs()),
+        p => WaitFor::Pid(p as u32),
+    };
+    let me = ctx.process().pid;
+    match ctx.kernel().tasks.wait(me, which, options & WNOHANG != 0, true)? {
+        None => Ok(0),
+        Some((pid, z)) => {
+            if status != 0 {
+                ctx.mem().write(status, &wait_status(z.status))?;
+            }
+            write_rusage(ctx, rusage, Some(&z))?;
+            Ok(pid as u64)
+        }
+    }
+}
+
+const P_ALL: i32 = 0;
+const P_PID: i32 = 1;
+const P_PGID: i32 = 2;
+const CLD_EXITED: i32 = 1;
+const CLD_KILLED: i32 = 2;
+const CLD_DUMPED: i32 = 3;
+
+pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (idtype, id, infop, options, rusage) = (int(a[0]), a[1] as u32, a[2], int(a[3]), a[4]);
+    if options & !(WNOHANG | WUNTRACED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE) != 0
+        || options & (WEXITED | WUNTRACED | WCONTINUED) == 0
+    {
+        return Err(Errno::EINVAL);
+    }
+    let which = match idtype {
+        P_ALL => WaitFor::Any,
+        P_PID if id as i32 > 0 => WaitFor::Pid(id),
+        P_PGID if (id as i32) >= 0 => WaitFor::Group(id),
+        _ => return Err(Errno::EINVAL),
+    };
+    let me = ctx.process().pid;
+    // Only exits are reported until stop/continue exist.
+    if options & WEXITED == 0 {
+        return if options & WNOHANG != 0 { write_siginfo(ctx, infop, None).map(|_| 0) } else { Err(Errno::ECHILD) };
+    }
+    let found = ctx.kernel().tasks.wait(me, which, options & WNOHANG != 0, options & WNOWAIT == 0)?;
+    write_siginfo(ctx, infop, found.as_ref())?;
+    write_rusage(ctx, rusage, found.as_ref().map(|(_, z)| z))?;
+    Ok(0)
+}
+
+fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, Zombie)>) -> Result<(), Errno> {
+    if infop == 0 {
+        return Ok(());
+    }
+    let mut info = [0i32; 32];
+    if let Some((pid, z)) = found {
+        info[0] = libc::SIGCHLD;
+        let (code, status) = match z.status {
+            ExitStatus::Code(c) => (CLD_EXITED, c),
+            ExitStatus::Signal { signo, core: true } => (CLD_DUMPED, signo),
+            ExitStatus::Signal { signo, core: false } => (CLD_KILLED, signo),
+        };
+        info[2] = code;
+        info[4] = *pid as i32;
+        info[5] = crate::host::sys::ids().uid as i32;
+        info[6] = status;
+    }
+    ctx.mem().write(infop, &info)
+}
+
+pub fn sys_setpgid(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (pid, pgid) = (int(a[0]), int(a[1]));
+    if pid < 0 || pgid < 0 {
+        return Err(Errno::EINVAL);
+    }
+    ctx.kernel().tasks.setpgid(ctx.process().pid, pid as u32, pgid as u32).map(|_| 0)
+}
+
+fn ids_of(ctx: &Ctx, pid: i32) -> Result<(u32, u32), Errno> {
+    let pid = if pid == 0 { ctx.process().pid } else { pid as u32 };
+    ctx.kernel().tasks.ids(pid).ok_or(Errno::ESRCH)
+}
+
+pub fn sys_getpgid(ctx: &mut Ctx, a: &Args) -> SysResult {
+    ids_of(ctx, int(a[0])).map(|(pgid, _)| pgid as u64)
+}
+
+pub fn sys_getpgrp(ctx: &mut Ctx, _: &Args) -> SysResult {
+    ids_of(ctx, 0).map(|(pgid, _)| pgid as u64)
+}
+
+pub fn sys_getsid(ctx: &mut Ctx, a: &Args) -> SysResult {
+    ids_of(ctx, int(a[0])).map(|(_, sid)| sid as u64)
+}
+
+pub fn sys_setsid(ctx: &mut Ctx, _: &Args) -> SysResult {
+    ctx.kernel().tasks.setsid(ctx.process().pid).map(|s| s as u64)
+}

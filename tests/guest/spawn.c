@@ -1,0 +1,137 @@
+/* Process creation the no-MMU way: vfork, vfork+execve, posix_spawn with
+ * file actions, wait4/waitpid/waitid, exit statuses, execve errors. */
+#define _GNU_SOURCE
+#include "nomu_test.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+static const char *self;
+
+static int child_main(int argc, char **argv)
+{
+	if (!strcmp(argv[2], "exit"))
+		return atoi(argv[3]);
+	if (!strcmp(argv[2], "hello")) {
+		printf("child says hello, argc=%d\n", argc);
+		return 0;
+	}
+	if (!strcmp(argv[2], "segv"))
+		*(volatile int *volatile)0 = 1;
+	if (!strcmp(argv[2], "ppid"))
+		return getppid() == atoi(argv[3]) ? 0 : 1;
+	return 99;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 2 && !strcmp(argv[1], "child"))
+		return child_main(argc, argv);
+	self = argv[0];
+	int st;
+
+	printf("== vfork + _exit\n");
+	pid_t p = vfork();
+	if (p == 0)
+		_exit(5);
+	CHECK(p > 0);
+	CHECK_EQ(waitpid(p, &st, 0), p);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 5);
+
+	printf("== vfork + execve\n");
+	fflush(stdout);
+	p = vfork();
+	if (p == 0) {
+		char *args[] = { (char *)self, "child", "hello", NULL };
+		execve(self, args, environ);
+		_exit(127);
+	}
+	CHECK_EQ(waitpid(p, &st, 0), p);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	printf("== exit statuses and signals\n");
+	fflush(stdout);
+	const char *codes[] = { "0", "1", "42", "255" };
+	for (int i = 0; i < 4; i++) {
+		char *args[] = { (char *)self, "child", "exit", (char *)codes[i], NULL };
+		CHECK_EQ(posix_spawn(&p, self, NULL, NULL, args, environ), 0);
+		CHECK_EQ(waitpid(p, &st, 0), p);
+		CHECK(WIFEXITED(st));
+		CHECK_EQ(WEXITSTATUS(st), atoi(codes[i]));
+	}
+	char *segv[] = { (char *)self, "child", "segv", NULL };
+	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, segv, environ), 0);
+	CHECK_EQ(waitpid(p, &st, 0), p);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+
+	printf("== posix_spawn with file actions\n");
+	int pfd[2];
+	CHECK_OK(pipe(pfd));
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+	posix_spawn_file_actions_addclose(&fa, pfd[0]);
+	char *hello[] = { (char *)self, "child", "hello", "extra", NULL };
+	fflush(stdout);
+	CHECK_EQ(posix_spawn(&p, self, &fa, NULL, hello, environ), 0);
+	close(pfd[1]);
+	char buf[128] = { 0 };
+	ssize_t n, got = 0;
+	while ((n = read(pfd[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += n;
+	CHECK(!strcmp(buf, "child says hello, argc=4\n"));
+	close(pfd[0]);
+	CHECK_EQ(waitpid(p, &st, 0), p);
+	posix_spawn_file_actions_destroy(&fa);
+
+	printf("== getppid in the child\n");
+	char mypid[16];
+	snprintf(mypid, sizeof(mypid), "%d", getpid());
+	char *pp[] = { (char *)self, "child", "ppid", mypid, NULL };
+	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, pp, environ), 0);
+	CHECK_EQ(waitpid(p, &st, 0), p);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	printf("== wait variants\n");
+	CHECK_ERR(waitpid(-1, &st, WNOHANG), ECHILD);
+	CHECK_ERR(waitpid(-1, &st, 0), ECHILD);
+	char *e7[] = { (char *)self, "child", "exit", "7", NULL };
+	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, e7, environ), 0);
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	CHECK_OK(waitid(P_PID, p, &si, WEXITED | WNOWAIT));
+	CHECK_EQ(si.si_pid, p);
+	CHECK_EQ(si.si_code, CLD_EXITED);
+	CHECK_EQ(si.si_status, 7);
+	struct rusage ru;
+	CHECK_EQ(wait4(p, &st, 0, &ru), p); /* WNOWAIT left it waitable */
+	CHECK_EQ(WEXITSTATUS(st), 7);
+	CHECK_ERR(waitpid(-1, &st, 12345678), EINVAL);
+
+	printf("== execve errors\n");
+	char dir[] = "/tmp/nomu-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/notexec", dir);
+	int fd = open(path, O_WRONLY | O_CREAT, 0644);
+	CHECK_OK(write(fd, "just text\n", 10));
+	close(fd);
+	char *noargs[] = { path, NULL };
+	CHECK_ERR(execve(path, noargs, environ), EACCES);
+	CHECK_OK(chmod(path, 0755));
+	CHECK_ERR(execve(path, noargs, environ), ENOEXEC);
+	CHECK_ERR(execve("/no/such/program", noargs, environ), ENOENT);
+	CHECK_ERR(execve(dir, noargs, environ), EACCES);
+	char *volatile bad = (char *)1;
+	CHECK_ERR(execve(bad, noargs, environ), EFAULT);
+	unlink(path);
+	rmdir(dir);
+	return checks_done();
+}
