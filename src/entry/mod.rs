@@ -55,12 +55,17 @@ pub struct Fault {
     pub signo: i32,
     pub code: i32,
     pub addr: u64,
+    /// The CPU's trap number and error code, for the guest's sigcontext.
+    pub trapno: u64,
+    pub err: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
 pub enum Trap {
     Syscall,
     Fault(Fault),
+    /// The thread was kicked out of guest code (a signal is waiting for it).
+    Interrupt,
 }
 
 /// The guest state a trap exposes to the kernel. Changes made here take
@@ -69,8 +74,12 @@ pub struct TrapFrame<'a> {
     pub regs: &'a mut GuestRegs,
     pub fs_base: u64,
     /// Resume with the FPU and vector registers in their initial state
-    /// (execve).
+    /// (execve, entering a signal handler).
     pub reset_xstate: bool,
+    /// The guest's saved extended state, in the xsave layout of a Linux
+    /// signal frame (legacy area, software-reserved bytes, xsave header and
+    /// components), when the entry path has one.
+    pub xstate: Option<&'a mut [u8]>,
 }
 
 /// What the guest thread does after a trap.
@@ -99,4 +108,7 @@ pub trait EntryPath: Send + Sync {
     /// Runs guest code on this host thread from `start` until the kernel
     /// answers a trap with [`Resume::Exit`].
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel);
+    /// Makes the guest thread on host thread `host_tid` trap with
+    /// [`Trap::Interrupt`] as soon as it runs guest code.
+    fn interrupt(&self, host_tid: i32);
 }

@@ -167,6 +167,20 @@ const UC_STRICT_RESTORE_SS: u64 = 0x4;
 
 const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
+/// The host signal that kicks a guest thread out of guest code so the
+/// kernel can deliver a guest signal to it (see [`kick`]).
+pub const KICK_SIGNAL: i32 = 62;
+
+/// Makes the host thread `host_tid` trap into the kernel soon: at once if it
+/// runs guest code, else when it next returns to guest code.
+pub fn kick(host_tid: i32) {
+    if host_tid > 0 {
+        // SAFETY: tgkill to one of our own threads with our kick signal,
+        // whose handler is installed before any guest runs.
+        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), host_tid, KICK_SIGNAL) };
+    }
+}
+
 pub struct SeccompEntry;
 
 impl SeccompEntry {
@@ -174,7 +188,7 @@ impl SeccompEntry {
     /// before any guest thread starts; the filter cannot be removed.
     pub fn install(physmem: &PhysMem) -> Result<SeccompEntry, String> {
         NOMU_HAVE_FSGSBASE.store(crate::host::cpu::has_fsgsbase() as u8, Ordering::Relaxed);
-        for sig in FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS]) {
+        for sig in FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, KICK_SIGNAL]) {
             install_handler(sig)?;
         }
         install_filter(physmem.base() as u64, physmem.end() as u64)
@@ -305,6 +319,10 @@ impl EntryPath for SeccompEntry {
         "seccomp"
     }
 
+    fn interrupt(&self, host_tid: i32) {
+        kick(host_tid);
+    }
+
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
         let kstack = KernelStack::new().unwrap_or_else(|e| panic!("{e}"));
         let (ss_sp, ss_size) = kstack.stack_range();
@@ -376,13 +394,20 @@ unsafe extern "C" fn nomu_handle_trap(
     // SAFETY: the host passed valid siginfo and ucontext pointers for this
     // signal; tcb and fs_slot were computed by the stub on our kernel stack.
     let (uc, tcb, fs_slot) = unsafe { (&mut *uc, &mut *tcb, &mut *fs_slot) };
-    let regs = &mut uc.mcontext.regs;
     let from_guest = *fs_slot != tcb.host_fs;
+    let rip = uc.mcontext.regs.rip;
     let trap = if signo == libc::SIGSYS {
         Trap::Syscall
+    } else if signo == KICK_SIGNAL {
+        if !from_guest {
+            // Kernel code was interrupted: the kernel checks for signals
+            // before it returns to the guest anyway.
+            return;
+        }
+        Trap::Interrupt
     } else {
-        if let Some(resume_at) = safecopy::fault_fixup(regs.rip as usize) {
-            regs.rip = resume_at as u64;
+        if let Some(resume_at) = safecopy::fault_fixup(rip as usize) {
+            uc.mcontext.regs.rip = resume_at as u64;
             return;
         }
         // SAFETY: si_addr is valid for the fault signals we registered.
@@ -390,23 +415,25 @@ unsafe extern "C" fn nomu_handle_trap(
         // SAFETY: si_code is always valid.
         let code = unsafe { (*info).si_code };
         if !from_guest || tcb.kernel.is_none() {
-            internal_fault(signo, regs.rip, addr);
+            internal_fault(signo, rip, addr);
             return;
         }
-        Trap::Fault(Fault { signo, code, addr })
+        Trap::Fault(Fault { signo, code, addr, trapno: uc.mcontext.trapno, err: uc.mcontext.err })
     };
     let Some(kernel) = tcb.kernel else {
-        internal_fault(signo, regs.rip, 0);
+        internal_fault(signo, rip, 0);
         return;
     };
-    let mut frame = TrapFrame { regs, fs_base: *fs_slot, reset_xstate: false };
+    let xstate = xstate_of(uc.mcontext.fpstate);
+    let mut frame = TrapFrame { regs: &mut uc.mcontext.regs, fs_base: *fs_slot, reset_xstate: false, xstate };
     // SAFETY: the pointer was set by `run`, which is still executing below us
     // on this thread, and nothing else uses it meanwhile.
     let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
+    let (fs_base, reset) = (frame.fs_base, frame.reset_xstate);
     match resume {
         Resume::Guest => {
-            *fs_slot = frame.fs_base;
-            if frame.reset_xstate {
+            *fs_slot = fs_base;
+            if reset {
                 // No saved state: sigreturn gives the initial FPU state.
                 uc.mcontext.fpstate = 0;
             }
@@ -414,6 +441,7 @@ unsafe extern "C" fn nomu_handle_trap(
         Resume::Exit => {
             // "Return" from nomu_enter_guest: nomu's stack, its fs base, its
             // signal mask and a clean FPU state (fpstate 0 means init state).
+            let regs = &mut uc.mcontext.regs;
             regs.rip = std::ptr::addr_of!(nomu_guest_exit_landing) as u64;
             regs.rsp = tcb.host_rsp;
             regs.rax = 0;
@@ -422,6 +450,26 @@ unsafe extern "C" fn nomu_handle_trap(
             *fs_slot = tcb.host_fs;
         }
     }
+}
+
+/// The xsave image the host saved in a signal frame, as a byte slice of
+/// the size its software-reserved bytes state.
+fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
+    if fpstate == 0 {
+        return None;
+    }
+    // SAFETY: the host wrote at least the 512-byte legacy area there.
+    let legacy = unsafe { std::slice::from_raw_parts(fpstate as *const u8, 512) };
+    let magic = u32::from_le_bytes(legacy[464..468].try_into().unwrap());
+    let size = if magic == 0x4650_5853 {
+        // extended_size: the whole image including the trailing magic.
+        u32::from_le_bytes(legacy[468..472].try_into().unwrap()) as usize
+    } else {
+        512
+    };
+    // SAFETY: the host laid out `size` bytes of xstate in the frame on our
+    // kernel stack, which stays valid (and unaliased) for this trap.
+    Some(unsafe { std::slice::from_raw_parts_mut(fpstate as *mut u8, size) })
 }
 
 /// A fault in nomu itself: report it and let the host kill us with the

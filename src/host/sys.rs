@@ -146,3 +146,8 @@ pub fn thread_rusage() -> libc::rusage {
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
     r
 }
+
+pub fn gettid() -> i32 {
+    // SAFETY: cannot fail.
+    unsafe { libc::gettid() }
+}

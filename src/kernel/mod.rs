@@ -3,6 +3,7 @@
 pub mod abi;
 pub mod errno;
 pub mod process;
+pub mod sigframe;
 pub mod signal;
 pub mod task;
 pub mod trap;
@@ -15,6 +16,7 @@ use crate::host::physmem::PhysMem;
 use crate::mm::phys::PhysicalMemory;
 use errno::Errno;
 use process::{ExitStatus, PidAllocator, Process, Thread};
+use signal::SigInfo;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -125,10 +127,35 @@ impl Kernel {
     }
 
     /// The end of a process, in its own context: release its memory and
-    /// descriptors, then let its parent see the status.
+    /// descriptors, then let its parent see the status (and SIGCHLD).
     pub fn exit_process(&self, process: &Process, status: ExitStatus, rusage: libc::rusage) {
         process.release_resources(self.phys);
-        self.tasks.exit(process.pid, status, rusage);
+        let (code, value) = match status {
+            ExitStatus::Code(c) => (1, c),                           // CLD_EXITED
+            ExitStatus::Signal { signo, core: false } => (2, signo), // CLD_KILLED
+            ExitStatus::Signal { signo, core: true } => (3, signo),  // CLD_DUMPED
+        };
+        let info = SigInfo::child(code, process.pid, crate::host::sys::ids().uid, value);
+        self.tasks.exit(process.pid, status, rusage, |parent| self.signal_process(parent, info));
+    }
+
+    /// Queues a signal for one thread and makes sure it notices.
+    pub fn signal_thread(&self, thread: &Thread, info: SigInfo) {
+        thread.state.lock().unwrap().pending.add(info);
+        let host_tid = thread.host_tid.load(std::sync::atomic::Ordering::Relaxed);
+        if host_tid != crate::host::sys::gettid() {
+            self.entry.interrupt(host_tid);
+        }
+    }
+
+    /// Queues a process-directed signal on a thread that does not block it.
+    pub fn signal_process(&self, process: &Process, info: SigInfo) {
+        let threads = process.threads.lock().unwrap();
+        let bit = signal::bit(info.signo());
+        let target = threads.iter().find(|t| t.state.lock().unwrap().sigmask & bit == 0).or(threads.first());
+        if let Some(t) = target {
+            self.signal_thread(t, info);
+        }
     }
 
     /// nomu's own working directory as a guest path ("/" when it lies

@@ -1,10 +1,10 @@
 //! Guest processes and threads: the home of the process lifecycle.
 
-use super::signal::SignalActions;
+use super::signal::{AltStack, Pending, SignalActions};
 use crate::fs::fdtable::FdTable;
 use crate::mm::phys::PhysicalMemory;
 use crate::mm::space::AddressSpace;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// How a process ended.
@@ -35,6 +35,8 @@ pub struct Process {
     /// exec'd or exited), which lets the parent continue.
     vfork_released: Mutex<bool>,
     vfork_cv: Condvar,
+    /// The process's threads (one until CLONE_THREAD arrives).
+    pub threads: Mutex<Vec<Arc<Thread>>>,
 }
 
 impl Process {
@@ -52,6 +54,7 @@ impl Process {
             exe: Mutex::new(Vec::new()),
             vfork_released: Mutex::new(false),
             vfork_cv: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
         }
     }
 
@@ -69,6 +72,7 @@ impl Process {
             exe: Mutex::new(parent.exe.lock().unwrap().clone()),
             vfork_released: Mutex::new(false),
             vfork_cv: Condvar::new(),
+            threads: Mutex::new(Vec::new()),
         }
     }
 
@@ -116,22 +120,38 @@ impl Process {
 }
 
 /// Per-thread state that other threads may need to see.
-#[derive(Default)]
 pub struct ThreadState {
     pub clear_child_tid: u64,
     pub robust_list: u64,
     pub sigmask: u64,
+    pub pending: Pending,
+    pub altstack: AltStack,
+}
+
+impl Default for ThreadState {
+    fn default() -> Self {
+        ThreadState {
+            clear_child_tid: 0,
+            robust_list: 0,
+            sigmask: 0,
+            pending: Pending::default(),
+            altstack: AltStack::disabled(),
+        }
+    }
 }
 
 pub struct Thread {
     pub tid: u32,
     pub process: Arc<Process>,
     pub state: Mutex<ThreadState>,
+    /// The host thread running this guest thread (0 until it starts), for
+    /// kicking it out of guest code when a signal arrives.
+    pub host_tid: AtomicI32,
 }
 
 impl Thread {
     pub fn new(tid: u32, process: Arc<Process>) -> Thread {
-        Thread { tid, process, state: Mutex::new(ThreadState::default()) }
+        Thread { tid, process, state: Mutex::new(ThreadState::default()), host_tid: AtomicI32::new(0) }
     }
 }
 

@@ -94,11 +94,6 @@ pub fn default_dumps_core(sig: i32) -> bool {
     )
 }
 
-/// Whether Linux's default action for `sig` is to ignore it.
-pub fn default_ignores(sig: i32) -> bool {
-    matches!(sig, libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH | libc::SIGCONT)
-}
-
 pub fn bit(sig: i32) -> u64 {
     1u64 << (sig - 1)
 }
@@ -142,5 +137,152 @@ impl SignalActions {
                 *a = KernelSigaction::default();
             }
         }
+    }
+}
+
+/// A `siginfo_t` as Linux lays it out (128 bytes).
+#[derive(Clone, Copy)]
+pub struct SigInfo(pub [u8; 128]);
+
+pub const SI_USER: i32 = 0;
+pub const SI_KERNEL: i32 = 0x80;
+pub const SI_TKILL: i32 = -6;
+
+impl SigInfo {
+    fn put_i32(&mut self, off: usize, v: i32) {
+        self.0[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    fn put_u64(&mut self, off: usize, v: u64) {
+        self.0[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    pub fn signo(&self) -> i32 {
+        i32::from_le_bytes(self.0[0..4].try_into().unwrap())
+    }
+
+    pub fn code(&self) -> i32 {
+        i32::from_le_bytes(self.0[8..12].try_into().unwrap())
+    }
+
+    fn base(signo: i32, code: i32) -> SigInfo {
+        let mut i = SigInfo([0; 128]);
+        i.put_i32(0, signo);
+        i.put_i32(8, code);
+        i
+    }
+
+    /// Sent by kill/tkill from process `pid`.
+    pub fn from_process(signo: i32, code: i32, pid: u32, uid: u32) -> SigInfo {
+        let mut i = Self::base(signo, code);
+        i.put_i32(16, pid as i32);
+        i.put_i32(20, uid as i32);
+        i
+    }
+
+    /// Raised by the kernel itself (SIGPIPE on EPIPE, timers).
+    pub fn kernel(signo: i32) -> SigInfo {
+        Self::base(signo, SI_KERNEL)
+    }
+
+    /// A fault at `addr` (si_addr), with the host's si_code.
+    pub fn fault(signo: i32, code: i32, addr: u64) -> SigInfo {
+        let mut i = Self::base(signo, code);
+        i.put_u64(16, addr);
+        i
+    }
+
+    /// SIGCHLD for a child that ended.
+    pub fn child(code: i32, pid: u32, uid: u32, status: i32) -> SigInfo {
+        let mut i = Self::base(libc::SIGCHLD, code);
+        i.put_i32(16, pid as i32);
+        i.put_i32(20, uid as i32);
+        i.put_i32(24, status);
+        i
+    }
+}
+
+/// sigaltstack(2) state of a thread.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct AltStack {
+    pub sp: u64,
+    pub size: u64,
+    /// SS_AUTODISARM, or SS_DISABLE when none is set.
+    pub flags: i32,
+}
+
+pub const SS_ONSTACK: i32 = 1;
+pub const SS_DISABLE: i32 = 2;
+pub const SS_AUTODISARM: i32 = 1 << 31;
+
+impl AltStack {
+    pub fn disabled() -> AltStack {
+        AltStack { sp: 0, size: 0, flags: SS_DISABLE }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.flags & SS_DISABLE == 0 && self.size > 0
+    }
+
+    pub fn contains(&self, sp: u64) -> bool {
+        self.enabled() && sp > self.sp && sp - self.sp <= self.size
+    }
+}
+
+/// Signals waiting for a thread: a set and one siginfo per signal
+/// (standard signals do not queue on Linux either).
+#[derive(Clone)]
+pub struct Pending {
+    pub set: u64,
+    infos: Vec<Option<SigInfo>>,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending { set: 0, infos: vec![None; NSIG] }
+    }
+}
+
+impl Pending {
+    pub fn add(&mut self, info: SigInfo) {
+        let sig = info.signo();
+        if self.set & bit(sig) == 0 {
+            self.set |= bit(sig);
+            self.infos[sig as usize - 1] = Some(info);
+        }
+    }
+
+    /// Takes the lowest pending signal not in `blocked` (synchronous fault
+    /// signals first, as Linux dequeues them).
+    pub fn take(&mut self, blocked: u64) -> Option<SigInfo> {
+        let ready = self.set & !(blocked & !UNBLOCKABLE);
+        if ready == 0 {
+            return None;
+        }
+        let sync = bit(libc::SIGSEGV) | bit(libc::SIGBUS) | bit(libc::SIGILL) | bit(libc::SIGTRAP) | bit(libc::SIGFPE);
+        let pick = if ready & sync != 0 { ready & sync } else { ready };
+        let sig = pick.trailing_zeros() as i32 + 1;
+        self.set &= !bit(sig);
+        self.infos[sig as usize - 1].take()
+    }
+}
+
+/// Linux's default action for a signal.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DefaultAction {
+    Terminate,
+    CoreDump,
+    Ignore,
+    Stop,
+    Continue,
+}
+
+pub fn default_action(sig: i32) -> DefaultAction {
+    match sig {
+        libc::SIGCHLD | libc::SIGURG | libc::SIGWINCH => DefaultAction::Ignore,
+        libc::SIGCONT => DefaultAction::Continue,
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => DefaultAction::Stop,
+        s if default_dumps_core(s) => DefaultAction::CoreDump,
+        _ => DefaultAction::Terminate,
     }
 }

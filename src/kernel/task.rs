@@ -49,6 +49,21 @@ impl Tasks {
         self.table.lock().unwrap().get(&pid).map(|t| (t.pgid, t.sid))
     }
 
+    pub fn process(&self, pid: u32) -> Option<Arc<Process>> {
+        self.table.lock().unwrap().get(&pid).filter(|t| t.zombie.is_none()).map(|t| t.process.clone())
+    }
+
+    /// Live processes in a process group.
+    pub fn group_members(&self, pgid: u32) -> Vec<Arc<Process>> {
+        let table = self.table.lock().unwrap();
+        table.values().filter(|t| t.pgid == pgid && t.zombie.is_none()).map(|t| t.process.clone()).collect()
+    }
+
+    /// Every live process (kill(-1, ...)).
+    pub fn all_live(&self) -> Vec<Arc<Process>> {
+        self.table.lock().unwrap().values().filter(|t| t.zombie.is_none()).map(|t| t.process.clone()).collect()
+    }
+
     /// setpgid(2) by `caller` for `pid` (0: the caller) into `pgid` (0: its own pid).
     pub fn setpgid(&self, caller: u32, pid: u32, pgid: u32) -> Result<(), Errno> {
         let mut table = self.table.lock().unwrap();
@@ -85,8 +100,10 @@ impl Tasks {
     }
 
     /// Records that `pid` ended. Its children go to init; unless its parent
-    /// ignores SIGCHLD it stays a zombie until reaped. Returns the parent.
-    pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage) -> u32 {
+    /// ignores SIGCHLD it stays a zombie until reaped. `notify_parent` runs
+    /// (under the table lock, as Linux sends SIGCHLD under tasklist_lock)
+    /// before any waiter can see the zombie.
+    pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage, notify_parent: impl FnOnce(&Process)) {
         let mut table = self.table.lock().unwrap();
         for t in table.values_mut() {
             if t.ppid == pid {
@@ -94,6 +111,9 @@ impl Tasks {
             }
         }
         let ppid = table.get(&pid).map_or(0, |t| t.ppid);
+        if let Some(parent) = table.get(&ppid).filter(|p| p.zombie.is_none()) {
+            notify_parent(&parent.process);
+        }
         let parent_ignores = table.get(&ppid).is_some_and(|p| p.process.signals.lock().unwrap().reaps_children());
         if parent_ignores && pid != 1 {
             table.remove(&pid);
@@ -101,7 +121,6 @@ impl Tasks {
             t.zombie = Some(Zombie { status, rusage });
         }
         self.changed.notify_all();
-        ppid
     }
 
     /// wait4/waitid for `parent`'s children. Ok(None): nothing ready (only

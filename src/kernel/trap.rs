@@ -1,9 +1,12 @@
 //! A guest thread as the entry path sees it: traps in, resume decisions out.
 
+use super::abi::KernelSigaction;
 use super::process::{ExitStatus, Mm, Thread};
-use super::signal;
+use super::sigframe::{self, FaultRegs};
+use super::signal::{self, DefaultAction, SigInfo};
 use super::Kernel;
-use crate::entry::{GuestKernel, Resume, StartState, Trap, TrapFrame};
+use crate::entry::{Fault, GuestKernel, Resume, StartState, Trap, TrapFrame};
+use crate::mm::uaccess::UserMem;
 use std::sync::Arc;
 
 pub struct ThreadCtx {
@@ -13,12 +16,16 @@ pub struct ThreadCtx {
     pub mm: Mm,
     /// Set when the thread must leave guest mode for good.
     pub exit: Option<ExitStatus>,
+    /// Trap number, error code and address of the fault being delivered.
+    fault_regs: Option<FaultRegs>,
 }
 
 /// Body of a guest thread's host thread: run guest code, then end the
 /// process in this same context.
 pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) {
-    let mut ctx = ThreadCtx { kernel, thread: thread.clone(), mm: thread.process.mm(), exit: None };
+    thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
+    thread.process.threads.lock().unwrap().push(thread.clone());
+    let mut ctx = ThreadCtx { kernel, thread: thread.clone(), mm: thread.process.mm(), exit: None, fault_regs: None };
     kernel.entry.run(start, &mut ctx);
     let status = ctx.exit.unwrap_or(ExitStatus::Code(0));
     let rusage = crate::host::sys::thread_rusage();
@@ -32,20 +39,108 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         };
         kernel.log(&format!("[{}] +++ {what} +++", thread.tid));
     }
+    thread.process.threads.lock().unwrap().retain(|t| !Arc::ptr_eq(t, &thread));
     kernel.exit_process(&thread.process, status, rusage);
 }
 
 impl ThreadCtx {
-    /// A signal raised against this thread by the kernel itself (SIGPIPE on
-    /// EPIPE, a guest fault). Until guest handlers exist, a signal left at
-    /// its default action ends the process as Linux would; an ignored one
-    /// does nothing.
-    pub fn raise(&mut self, signo: i32) {
-        let act = self.thread.process.signals.lock().unwrap().get(signo);
-        let fatal_fault = matches!(signo, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP);
-        let default = act.handler == signal::SIG_DFL || (fatal_fault && act.handler == signal::SIG_IGN);
-        if default && !signal::default_ignores(signo) {
-            self.exit = Some(ExitStatus::Signal { signo, core: signal::default_dumps_core(signo) });
+    /// A signal the kernel raises against this thread itself (SIGPIPE on
+    /// EPIPE, kill of itself); delivered before the guest runs again.
+    pub fn raise(&mut self, info: SigInfo) {
+        self.thread.state.lock().unwrap().pending.add(info);
+    }
+
+    /// A synchronous fault: it cannot be blocked or ignored, so if it is,
+    /// the default action comes back (Linux's force_sig).
+    fn force_fault(&mut self, f: &Fault) {
+        let sig = f.signo;
+        {
+            let mut acts = self.thread.process.signals.lock().unwrap();
+            let mut st = self.thread.state.lock().unwrap();
+            let act = acts.get(sig);
+            if act.handler == signal::SIG_IGN || st.sigmask & signal::bit(sig) != 0 {
+                st.sigmask &= !signal::bit(sig);
+                acts.set(sig, KernelSigaction::default());
+            }
+            st.pending.add(SigInfo::fault(sig, f.code, f.addr));
+        }
+        self.fault_regs = Some(FaultRegs { trapno: f.trapno, err: f.err, cr2: f.addr });
+    }
+
+    fn trace_signal(&self, info: &SigInfo) {
+        if self.kernel.trace {
+            self.kernel.log(&format!(
+                "[{}] --- {} {{si_signo={}, si_code={}}} ---",
+                self.thread.tid,
+                signal::name(info.signo()),
+                signal::name(info.signo()),
+                info.code()
+            ));
+        }
+    }
+
+    /// Delivers pending, unblocked signals before the thread goes back to
+    /// guest code: default actions are carried out, and at most one handler
+    /// frame is pushed (its handler runs first; the rest wait for the next
+    /// return to the kernel).
+    fn deliver_signals(&mut self, frame: &mut TrapFrame) {
+        loop {
+            let (info, blocked) = {
+                let mut st = self.thread.state.lock().unwrap();
+                let blocked = st.sigmask;
+                match st.pending.take(blocked) {
+                    Some(i) => (i, blocked),
+                    None => return,
+                }
+            };
+            let sig = info.signo();
+            let act = self.thread.process.signals.lock().unwrap().get(sig);
+            let fault = self.fault_regs.take().unwrap_or_default();
+            match act.handler {
+                signal::SIG_IGN if sig != libc::SIGKILL && sig != libc::SIGSTOP => continue,
+                signal::SIG_DFL | signal::SIG_IGN => match signal::default_action(sig) {
+                    DefaultAction::Ignore | DefaultAction::Continue => continue,
+                    DefaultAction::Stop => {
+                        // Job-control stops are not provided yet: note and go on.
+                        if self.kernel.trace {
+                            self.kernel.log(&format!(
+                                "[{}] nomu: stop by {} ignored",
+                                self.thread.tid,
+                                signal::name(sig)
+                            ));
+                        }
+                        continue;
+                    }
+                    DefaultAction::Terminate | DefaultAction::CoreDump => {
+                        self.trace_signal(&info);
+                        let core = signal::default_action(sig) == DefaultAction::CoreDump;
+                        self.exit = Some(ExitStatus::Signal { signo: sig, core });
+                        return;
+                    }
+                },
+                _ => {
+                    self.trace_signal(&info);
+                    let mut alt = self.thread.state.lock().unwrap().altstack;
+                    let mem = UserMem::new(&self.mm);
+                    if sigframe::push(&mem, frame, &act, &info, blocked, &mut alt, fault).is_err() {
+                        // No room for the frame: Linux kills with SIGSEGV.
+                        self.exit = Some(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
+                        return;
+                    }
+                    let mut st = self.thread.state.lock().unwrap();
+                    st.altstack = alt;
+                    let mut mask = blocked | act.mask;
+                    if act.flags & libc::SA_NODEFER as u64 == 0 {
+                        mask |= signal::bit(sig);
+                    }
+                    st.sigmask = mask & !signal::UNBLOCKABLE;
+                    drop(st);
+                    if act.flags & libc::SA_RESETHAND as u64 != 0 {
+                        self.thread.process.signals.lock().unwrap().set(sig, KernelSigaction::default());
+                    }
+                    return;
+                }
+            }
         }
     }
 }
@@ -54,21 +149,11 @@ impl GuestKernel for ThreadCtx {
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume {
         match trap {
             Trap::Syscall => crate::syscall::handle(self, frame),
-            Trap::Fault(f) => {
-                if self.kernel.trace {
-                    self.kernel.log(&format!(
-                        "[{}] --- {} {{si_code={}, si_addr={:#x}}} at rip {:#x} ---",
-                        self.thread.tid,
-                        signal::name(f.signo),
-                        f.code,
-                        f.addr,
-                        frame.regs.rip
-                    ));
-                }
-                // A fault cannot be ignored or blocked: with no handler to
-                // run, the process dies of it.
-                self.exit = Some(ExitStatus::Signal { signo: f.signo, core: signal::default_dumps_core(f.signo) });
-            }
+            Trap::Fault(f) => self.force_fault(&f),
+            Trap::Interrupt => {}
+        }
+        if self.exit.is_none() {
+            self.deliver_signals(frame);
         }
         if self.exit.is_some() {
             Resume::Exit

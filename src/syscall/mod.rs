@@ -68,7 +68,7 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
         None => Err(Errno::ENOSYS),
     };
     if result == Err(Errno::EPIPE) && def.is_some_and(|d| d.raises_sigpipe) {
-        ctx.t.raise(libc::SIGPIPE);
+        ctx.t.raise(crate::kernel::signal::SigInfo::kernel(libc::SIGPIPE));
     }
     if let Some(pre) = pre {
         trace::after(&ctx, nr, def, &args, pre, &result);

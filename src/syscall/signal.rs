@@ -1,10 +1,13 @@
-//! Signal dispositions and masks (recorded; delivery to guest handlers
-//! arrives with the process issue), and kill aimed at the caller itself.
+//! Signal dispositions, masks, sending (kill, tkill, tgkill), the signal
+//! stack and rt_sigreturn. Delivery itself happens in kernel::trap.
 
 use super::{int, Args, Ctx, SysResult};
 use crate::kernel::abi::KernelSigaction;
 use crate::kernel::errno::Errno;
-use crate::kernel::signal::{self, NSIG, UNBLOCKABLE};
+use crate::kernel::process::ExitStatus;
+use crate::kernel::sigframe;
+use crate::kernel::signal::{self, AltStack, SigInfo, NSIG, SS_AUTODISARM, SS_DISABLE, SS_ONSTACK, UNBLOCKABLE};
+use crate::mm::uaccess::UserMem;
 
 const SIGSET_SIZE: u64 = 8;
 
@@ -60,52 +63,129 @@ pub fn sys_rt_sigprocmask(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-/// A signal sent by the guest to itself. Until delivery exists, only the
-/// default action (or ignoring it) is carried out.
-fn signal_self(ctx: &mut Ctx, sig: i32) -> SysResult {
-    if sig == 0 {
-        return Ok(0);
-    }
-    if !valid_signal(sig) {
-        return Err(Errno::EINVAL);
-    }
-    let blocked = ctx.t.thread.state.lock().unwrap().sigmask & signal::bit(sig) != 0;
-    if !blocked {
-        ctx.t.raise(sig);
-    }
-    Ok(0)
-}
-
-fn is_self(ctx: &Ctx, pid: i32) -> bool {
-    pid == 0 || pid == -1 || pid as u32 == ctx.process().pid || -pid as u32 == ctx.process().pid
+fn sender_info(ctx: &Ctx, sig: i32, code: i32) -> SigInfo {
+    SigInfo::from_process(sig, code, ctx.process().pid, crate::host::sys::ids().uid)
 }
 
 pub fn sys_kill(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (pid, sig) = (int(a[0]), int(a[1]));
-    if !is_self(ctx, pid) {
+    if sig != 0 && !valid_signal(sig) {
+        return Err(Errno::EINVAL);
+    }
+    let tasks = &ctx.kernel().tasks;
+    let me = ctx.process().pid;
+    let targets = match pid {
+        p if p > 0 => tasks.process(p as u32).into_iter().collect(),
+        0 => tasks.group_members(tasks.ids(me).map_or(me, |(pgid, _)| pgid)),
+        -1 => tasks.all_live().into_iter().filter(|p| p.pid != 1 && p.pid != me).collect(),
+        p => tasks.group_members(p.unsigned_abs()),
+    };
+    if targets.is_empty() {
         return Err(Errno::ESRCH);
     }
-    signal_self(ctx, sig)
+    if sig != 0 {
+        for p in targets {
+            ctx.kernel().signal_process(&p, sender_info(ctx, sig, signal::SI_USER));
+        }
+    }
+    Ok(0)
+}
+
+/// tkill/tgkill: one thread (a process's only thread has tid == pid).
+fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
+    if tid <= 0 || tgid.is_some_and(|g| g <= 0) || (sig != 0 && !valid_signal(sig)) {
+        return Err(Errno::EINVAL);
+    }
+    let process = ctx.kernel().tasks.process(tid as u32).ok_or(Errno::ESRCH)?;
+    if tgid.is_some_and(|g| g as u32 != process.pid) {
+        return Err(Errno::ESRCH);
+    }
+    let thread = process.threads.lock().unwrap().iter().find(|t| t.tid == tid as u32).cloned();
+    let thread = thread.ok_or(Errno::ESRCH)?;
+    if sig != 0 {
+        ctx.kernel().signal_thread(&thread, sender_info(ctx, sig, signal::SI_TKILL));
+    }
+    Ok(0)
 }
 
 pub fn sys_tkill(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (tid, sig) = (int(a[0]), int(a[1]));
-    if tid <= 0 {
-        return Err(Errno::EINVAL);
-    }
-    if tid as u32 != ctx.tid() {
-        return Err(Errno::ESRCH);
-    }
-    signal_self(ctx, sig)
+    signal_tid(ctx, None, int(a[0]), int(a[1]))
 }
 
 pub fn sys_tgkill(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (tgid, tid, sig) = (int(a[0]), int(a[1]), int(a[2]));
-    if tgid <= 0 || tid <= 0 {
+    signal_tid(ctx, Some(int(a[0])), int(a[1]), int(a[2]))
+}
+
+pub fn sys_rt_sigreturn(ctx: &mut Ctx, _: &Args) -> SysResult {
+    let mem = UserMem::new(&ctx.t.mm);
+    match sigframe::pop(&mem, ctx.frame) {
+        Ok((mask, alt)) => {
+            let mut st = ctx.t.thread.state.lock().unwrap();
+            st.sigmask = mask;
+            if let Some(alt) = alt.filter(|a| a.flags & SS_DISABLE != 0 || a.size >= MINSIGSTKSZ) {
+                st.altstack = alt;
+            }
+            // rax is the interrupted code's, restored with the rest.
+            Ok(ctx.frame.regs.rax)
+        }
+        Err(_) => {
+            // A corrupt frame: Linux kills the process with SIGSEGV.
+            ctx.t.exit = Some(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
+            Ok(0)
+        }
+    }
+}
+
+const MINSIGSTKSZ: u64 = 2048;
+
+pub fn sys_sigaltstack(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (ss, old) = (a[0], a[1]);
+    let rsp = ctx.frame.regs.rsp;
+    let cur = ctx.t.thread.state.lock().unwrap().altstack;
+    let on_alt = cur.contains(rsp);
+    let new = if ss != 0 {
+        let raw: [u64; 3] = ctx.mem().read(ss)?;
+        let flags = raw[1] as u32 as i32;
+        if flags & !(SS_DISABLE | SS_ONSTACK | SS_AUTODISARM) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if on_alt {
+            return Err(Errno::EPERM);
+        }
+        let mode = flags & !SS_AUTODISARM;
+        Some(if mode == SS_DISABLE {
+            AltStack::disabled()
+        } else if mode != 0 && mode != SS_ONSTACK {
+            return Err(Errno::EINVAL);
+        } else if raw[2] < MINSIGSTKSZ {
+            return Err(Errno::ENOMEM);
+        } else {
+            AltStack { sp: raw[0], size: raw[2], flags: flags & SS_AUTODISARM }
+        })
+    } else {
+        None
+    };
+    if old != 0 {
+        let flags = if on_alt {
+            SS_ONSTACK
+        } else if cur.enabled() {
+            0
+        } else {
+            SS_DISABLE
+        } | (cur.flags & SS_AUTODISARM);
+        ctx.mem().write(old, &[cur.sp, flags as u32 as u64, cur.size])?;
+    }
+    if let Some(n) = new {
+        ctx.t.thread.state.lock().unwrap().altstack = n;
+    }
+    Ok(0)
+}
+
+pub fn sys_rt_sigpending(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if a[1] > SIGSET_SIZE {
         return Err(Errno::EINVAL);
     }
-    if tgid as u32 != ctx.process().pid || tid as u32 != ctx.tid() {
-        return Err(Errno::ESRCH);
-    }
-    signal_self(ctx, sig)
+    let set = ctx.t.thread.state.lock().unwrap().pending.set;
+    ctx.mem().write_bytes(a[0], &set.to_le_bytes()[..a[1] as usize])?;
+    Ok(0)
 }

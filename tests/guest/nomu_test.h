@@ -18,7 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int nomu_checks, nomu_failed;
+/* volatile: tests longjmp out of signal handlers */
+static volatile int nomu_checks, nomu_failed;
 
 #define NOMU_FAIL(fmt, ...)                                                   \
 	do {                                                                  \

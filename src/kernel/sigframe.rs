@@ -1,0 +1,211 @@
+//! Guest signal frames, laid out exactly as Linux x86-64 lays them out
+//! (struct rt_sigframe: return address, ucontext with the sigcontext and a
+//! pointer to the xsave image, siginfo), so handlers that read or edit the
+//! ucontext work, and rt_sigreturn that undoes them.
+
+use super::abi::KernelSigaction;
+use super::errno::Errno;
+use super::signal::{AltStack, SigInfo, SS_AUTODISARM, SS_DISABLE, SS_ONSTACK, UNBLOCKABLE};
+use crate::entry::{GuestRegs, TrapFrame};
+use crate::mm::uaccess::UserMem;
+
+const UC_FP_XSTATE: u64 = 1;
+const UC_SIGCONTEXT_SS: u64 = 2;
+const UC_STRICT_RESTORE_SS: u64 = 4;
+const REDZONE: u64 = 128;
+
+// Offsets inside struct rt_sigframe.
+const UC: usize = 8;
+const UC_STACK: usize = UC + 16;
+const MCONTEXT: usize = UC + 40;
+const SC_CSGSFS: usize = MCONTEXT + 144;
+const SC_ERR: usize = MCONTEXT + 152;
+const SC_TRAPNO: usize = MCONTEXT + 160;
+const SC_OLDMASK: usize = MCONTEXT + 168;
+const SC_CR2: usize = MCONTEXT + 176;
+const SC_FPSTATE: usize = MCONTEXT + 184;
+const UC_SIGMASK: usize = UC + 296;
+const INFO: usize = UC + 304;
+pub const FRAME_SIZE: usize = INFO + 128;
+
+// The xsave image: legacy area, then its software-reserved bytes (464..512)
+// saying how big the whole thing is, then the xsave header.
+const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
+const SW_RESERVED: usize = 464;
+const XSAVE_HEADER: usize = 512;
+const MXCSR: usize = 24;
+const MXCSR_MASK: usize = 28;
+
+const RFLAGS_TF: u64 = 0x100;
+const RFLAGS_DF: u64 = 0x400;
+const RFLAGS_RF: u64 = 0x10000;
+
+fn put(buf: &mut [u8], off: usize, v: u64) {
+    buf[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get(buf: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(buf[off..off + 8].try_into().unwrap())
+}
+
+fn regs_bytes(r: &GuestRegs) -> [u64; 18] {
+    [
+        r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15, r.rdi, r.rsi, r.rbp, r.rbx, r.rdx, r.rax, r.rcx, r.rsp,
+        r.rip, r.rflags,
+    ]
+}
+
+fn regs_from(w: &[u64; 18]) -> GuestRegs {
+    GuestRegs {
+        r8: w[0],
+        r9: w[1],
+        r10: w[2],
+        r11: w[3],
+        r12: w[4],
+        r13: w[5],
+        r14: w[6],
+        r15: w[7],
+        rdi: w[8],
+        rsi: w[9],
+        rbp: w[10],
+        rbx: w[11],
+        rdx: w[12],
+        rax: w[13],
+        rcx: w[14],
+        rsp: w[15],
+        rip: w[16],
+        rflags: w[17],
+    }
+}
+
+/// What a fault adds to the sigcontext.
+#[derive(Clone, Copy, Default)]
+pub struct FaultRegs {
+    pub trapno: u64,
+    pub err: u64,
+    pub cr2: u64,
+}
+
+/// Writes a frame for `act`'s handler on the guest stack and points the
+/// guest's registers at the handler. `blocked` is the mask to save (the one
+/// in force before delivery). Err means the frame could not be written:
+/// the caller kills the process with SIGSEGV, as Linux does.
+pub fn push(
+    mem: &UserMem,
+    frame: &mut TrapFrame,
+    act: &KernelSigaction,
+    info: &SigInfo,
+    blocked: u64,
+    alt: &mut AltStack,
+    fault: FaultRegs,
+) -> Result<(), Errno> {
+    let sig = info.signo() as u64;
+    let on_alt = alt.contains(frame.regs.rsp);
+    let mut sp = if act.flags & libc::SA_ONSTACK as u64 != 0 && alt.enabled() && !on_alt {
+        alt.sp + alt.size
+    } else {
+        frame.regs.rsp.wrapping_sub(REDZONE)
+    };
+    // The saved extended state goes first, 64-byte aligned as xsave wants.
+    let mut fpstate = 0;
+    if let Some(xs) = frame.xstate.as_deref() {
+        sp = sp.wrapping_sub(xs.len() as u64) & !63;
+        mem.write_bytes(sp, xs)?;
+        fpstate = sp;
+    }
+    // Then the frame, so that rsp+8 is 16-aligned at the handler's entry,
+    // as after a call.
+    sp = (sp.wrapping_sub(FRAME_SIZE as u64) & !15).wrapping_sub(8);
+    let mut f = vec![0u8; FRAME_SIZE];
+    put(&mut f, 0, act.restorer);
+    let mut flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
+    if fpstate != 0 {
+        flags |= UC_FP_XSTATE;
+    }
+    put(&mut f, UC, flags);
+    put(&mut f, UC_STACK, alt.sp);
+    let ss_flags = if !alt.enabled() {
+        SS_DISABLE
+    } else if on_alt {
+        SS_ONSTACK
+    } else {
+        alt.flags & SS_AUTODISARM
+    };
+    f[UC_STACK + 8..UC_STACK + 12].copy_from_slice(&ss_flags.to_le_bytes());
+    put(&mut f, UC_STACK + 16, alt.size);
+    for (i, w) in regs_bytes(frame.regs).iter().enumerate() {
+        put(&mut f, MCONTEXT + 8 * i, *w);
+    }
+    put(&mut f, SC_CSGSFS, 0x33 | (0x2b << 48));
+    put(&mut f, SC_ERR, fault.err);
+    put(&mut f, SC_TRAPNO, fault.trapno);
+    put(&mut f, SC_OLDMASK, blocked);
+    put(&mut f, SC_CR2, fault.cr2);
+    put(&mut f, SC_FPSTATE, fpstate);
+    put(&mut f, UC_SIGMASK, blocked);
+    f[INFO..INFO + 128].copy_from_slice(&info.0);
+    mem.write_bytes(sp, &f)?;
+
+    let r = &mut *frame.regs;
+    r.rip = act.handler;
+    r.rsp = sp;
+    r.rdi = sig;
+    r.rsi = sp + INFO as u64;
+    r.rdx = sp + UC as u64;
+    r.rax = 0;
+    r.rflags &= !(RFLAGS_DF | RFLAGS_TF | RFLAGS_RF);
+    // The handler starts with a clean FPU, as on Linux.
+    frame.reset_xstate = true;
+    if alt.flags & SS_AUTODISARM != 0 && !on_alt && act.flags & libc::SA_ONSTACK as u64 != 0 {
+        *alt = AltStack::disabled();
+    }
+    Ok(())
+}
+
+/// rt_sigreturn: restores what `push` saved. Returns the restored mask and
+/// the signal stack to install. The guest's xsave image is copied back into
+/// the host's only where it is well-formed; the host keeps its own header
+/// bookkeeping, so a guest cannot make the host's sigreturn fail.
+pub fn pop(mem: &UserMem, frame: &mut TrapFrame) -> Result<(u64, Option<AltStack>), Errno> {
+    let at = frame.regs.rsp.wrapping_sub(8);
+    let f = mem.read_bytes(at, FRAME_SIZE)?;
+    let mut words = [0u64; 18];
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = get(&f, MCONTEXT + 8 * i);
+    }
+    let mask = get(&f, UC_SIGMASK) & !UNBLOCKABLE;
+    let fpstate = get(&f, SC_FPSTATE);
+    if fpstate == 0 {
+        frame.reset_xstate = true;
+    } else if let Some(host) = frame.xstate.as_deref_mut() {
+        let guest = mem.read_bytes(fpstate, host.len())?;
+        restore_xstate(host, &guest);
+    }
+    let restored = regs_from(&words);
+    // Only the flags a program may change come back (Linux's FIX_EFLAGS).
+    let fix = 0x40dd5u64; // AC OF DF TF SF ZF AF PF CF RF
+    let rflags = (frame.regs.rflags & !fix) | (restored.rflags & fix);
+    *frame.regs = GuestRegs { rflags, ..restored };
+    let ss_flags = i32::from_le_bytes(f[UC_STACK + 8..UC_STACK + 12].try_into().unwrap());
+    let alt = AltStack { sp: get(&f, UC_STACK), size: get(&f, UC_STACK + 16), flags: ss_flags & !SS_ONSTACK };
+    Ok((mask, Some(alt)))
+}
+
+fn restore_xstate(host: &mut [u8], guest: &[u8]) {
+    // Legacy area (x87, MXCSR, XMM) with MXCSR's reserved bits cleared.
+    host[..SW_RESERVED].copy_from_slice(&guest[..SW_RESERVED]);
+    let mask = u32::from_le_bytes(host[MXCSR_MASK..MXCSR_MASK + 4].try_into().unwrap());
+    let mask = if mask == 0 { 0xffbf } else { mask };
+    let mxcsr = u32::from_le_bytes(host[MXCSR..MXCSR + 4].try_into().unwrap()) & mask;
+    host[MXCSR..MXCSR + 4].copy_from_slice(&mxcsr.to_le_bytes());
+    let magic = u32::from_le_bytes(host[SW_RESERVED..SW_RESERVED + 4].try_into().unwrap());
+    if magic != FP_XSTATE_MAGIC1 || host.len() < XSAVE_HEADER + 64 {
+        return;
+    }
+    // xstate_bv limited to what the host saves; components copied as given.
+    let host_features = get(host, SW_RESERVED + 8);
+    let bv = get(guest, XSAVE_HEADER) & host_features;
+    put(host, XSAVE_HEADER, bv);
+    let end = host.len() - 4; // FP_XSTATE_MAGIC2 stays the host's
+    host[XSAVE_HEADER + 64..end].copy_from_slice(&guest[XSAVE_HEADER + 64..end]);
+}
