@@ -73,6 +73,8 @@ $(BUILD)/bench/syscall_bench: bench/syscall_bench.c $(STATIC_PIE_SPECS)
 	@mkdir -p $(@D)
 	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@
 
+include mk/busybox.mk
+
 run: setup nomu $(DEMO)
 	$(NOMU) run -- $(CURDIR)/$(DEMO)
 
