@@ -172,6 +172,10 @@ impl GuestRange {
         self.len
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub(super) fn ptr(&self) -> *mut libc::c_void {
         self.addr as *mut libc::c_void
     }

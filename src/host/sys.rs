@@ -151,3 +151,16 @@ pub fn gettid() -> i32 {
     // SAFETY: cannot fail.
     unsafe { libc::gettid() }
 }
+
+/// poll(2) on nomu's own descriptors (the host side of guest fds).
+pub fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> R<usize> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: fds is a valid array of fds.len() pollfd structs.
+    check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } as libc::c_long)
+}
+
+/// Sleeps until `deadline` on `clock` (absolute), or less if interrupted.
+pub fn sleep_until(clock: i32, deadline: &libc::timespec) {
+    // SAFETY: valid timespec; with TIMER_ABSTIME no remainder is written.
+    unsafe { libc::clock_nanosleep(clock, libc::TIMER_ABSTIME, deadline, std::ptr::null_mut()) };
+}

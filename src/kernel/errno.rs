@@ -144,9 +144,22 @@ impl Errno {
     pub const ERFKILL: Errno = Errno(132);
     pub const EHWPOISON: Errno = Errno(133);
 
+    // Kernel-internal: a blocking call was interrupted by a signal. They
+    // never reach the guest: delivery turns them into EINTR or a restart.
+    pub const ERESTARTSYS: Errno = Errno(512);
+    pub const ERESTARTNOINTR: Errno = Errno(513);
+    pub const ERESTARTNOHAND: Errno = Errno(514);
+
+    pub fn is_restart(self) -> bool {
+        (512..=516).contains(&self.0)
+    }
+
     /// The symbolic name, e.g. "ENOENT".
     pub fn name(self) -> &'static str {
         match self.0 {
+            512 => "ERESTARTSYS",
+            513 => "ERESTARTNOINTR",
+            514 => "ERESTARTNOHAND",
             1 => "EPERM",
             2 => "ENOENT",
             3 => "ESRCH",
@@ -285,6 +298,7 @@ impl Errno {
     /// The C library's description, e.g. "No such file or directory".
     pub fn description(self) -> &'static str {
         match self.0 {
+            512..=516 => "To be restarted",
             1 => "Operation not permitted",
             2 => "No such file or directory",
             3 => "No such process",

@@ -141,7 +141,17 @@ impl Kernel {
 
     /// Queues a signal for one thread and makes sure it notices.
     pub fn signal_thread(&self, thread: &Thread, info: SigInfo) {
-        thread.state.lock().unwrap().pending.add(info);
+        let sig = info.signo();
+        let act = thread.process.signals.lock().unwrap().get(sig);
+        let mut st = thread.state.lock().unwrap();
+        // An ignored signal is dropped at once unless blocked (Linux too).
+        let ignored = act.handler == signal::SIG_IGN
+            || (act.handler == signal::SIG_DFL && signal::default_action(sig) == signal::DefaultAction::Ignore);
+        if ignored && st.sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
+            return;
+        }
+        st.pending.add(info);
+        drop(st);
         let host_tid = thread.host_tid.load(std::sync::atomic::Ordering::Relaxed);
         if host_tid != crate::host::sys::gettid() {
             self.entry.interrupt(host_tid);

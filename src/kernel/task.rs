@@ -125,7 +125,14 @@ impl Tasks {
 
     /// wait4/waitid for `parent`'s children. Ok(None): nothing ready (only
     /// with `nohang`); ECHILD when no child matches at all.
-    pub fn wait(&self, parent: u32, which: WaitFor, nohang: bool, reap: bool) -> Result<Option<(u32, Zombie)>, Errno> {
+    pub fn wait(
+        &self,
+        parent: u32,
+        which: WaitFor,
+        nohang: bool,
+        reap: bool,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Option<(u32, Zombie)>, Errno> {
         let mut table = self.table.lock().unwrap();
         let parent_pgid = table.get(&parent).map_or(0, |t| t.pgid);
         loop {
@@ -161,7 +168,10 @@ impl Tasks {
             if nohang {
                 return Ok(None);
             }
-            table = self.changed.wait(table).unwrap();
+            if interrupted() {
+                return Err(Errno::ERESTARTSYS);
+            }
+            table = self.changed.wait_timeout(table, super::trap::WAIT_SLICE).unwrap().0;
         }
     }
 

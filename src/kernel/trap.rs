@@ -1,6 +1,7 @@
 //! A guest thread as the entry path sees it: traps in, resume decisions out.
 
 use super::abi::KernelSigaction;
+use super::errno::Errno;
 use super::process::{ExitStatus, Mm, Thread};
 use super::sigframe::{self, FaultRegs};
 use super::signal::{self, DefaultAction, SigInfo};
@@ -8,6 +9,7 @@ use super::Kernel;
 use crate::entry::{Fault, GuestKernel, Resume, StartState, Trap, TrapFrame};
 use crate::mm::uaccess::UserMem;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub struct ThreadCtx {
     pub kernel: &'static Kernel,
@@ -18,14 +20,31 @@ pub struct ThreadCtx {
     pub exit: Option<ExitStatus>,
     /// Trap number, error code and address of the fault being delivered.
     fault_regs: Option<FaultRegs>,
+    /// The number of the syscall this trap is for (to restart it).
+    pub syscall_nr: Option<u64>,
+    /// The mask to restore after a handler run by rt_sigsuspend.
+    pub saved_mask: Option<u64>,
 }
+
+/// How long a blocking call waits before it looks for signals again.
+/// Sliced waits keep every blocking call interruptible without racing a
+/// wake-up against the start of a host syscall.
+pub const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 /// Body of a guest thread's host thread: run guest code, then end the
 /// process in this same context.
 pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) {
     thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
     thread.process.threads.lock().unwrap().push(thread.clone());
-    let mut ctx = ThreadCtx { kernel, thread: thread.clone(), mm: thread.process.mm(), exit: None, fault_regs: None };
+    let mut ctx = ThreadCtx {
+        kernel,
+        thread: thread.clone(),
+        mm: thread.process.mm(),
+        exit: None,
+        fault_regs: None,
+        syscall_nr: None,
+        saved_mask: None,
+    };
     kernel.entry.run(start, &mut ctx);
     let status = ctx.exit.unwrap_or(ExitStatus::Code(0));
     let rusage = crate::host::sys::thread_rusage();
@@ -44,6 +63,45 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
 }
 
 impl ThreadCtx {
+    /// Whether a signal is waiting that a blocking call must stop for (or
+    /// the thread must exit).
+    pub fn signal_pending(&self) -> bool {
+        if self.exit.is_some() {
+            return true;
+        }
+        let st = self.thread.state.lock().unwrap();
+        st.pending.set & !(st.sigmask & !signal::UNBLOCKABLE) != 0
+    }
+
+    /// Waits, in slices, until `try_once` reports something (Some), the
+    /// deadline passes (Ok(None)) or a signal arrives (ERESTARTSYS; the
+    /// caller may map it to what its syscall returns). `try_once` gets the
+    /// longest it may block.
+    pub fn block<T>(
+        &self,
+        deadline: Option<Instant>,
+        mut try_once: impl FnMut(Duration) -> Result<Option<T>, Errno>,
+    ) -> Result<Option<T>, Errno> {
+        loop {
+            let slice = match deadline {
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return try_once(Duration::ZERO);
+                    }
+                    (d - now).min(WAIT_SLICE)
+                }
+                None => WAIT_SLICE,
+            };
+            if let Some(v) = try_once(slice)? {
+                return Ok(Some(v));
+            }
+            if self.signal_pending() {
+                return Err(Errno::ERESTARTSYS);
+            }
+        }
+    }
+
     /// A signal the kernel raises against this thread itself (SIGPIPE on
     /// EPIPE, kill of itself); delivered before the guest runs again.
     pub fn raise(&mut self, info: SigInfo) {
@@ -84,13 +142,44 @@ impl ThreadCtx {
     /// frame is pushed (its handler runs first; the rest wait for the next
     /// return to the kernel).
     fn deliver_signals(&mut self, frame: &mut TrapFrame) {
+        // A syscall interrupted by a signal either restarts (re-executes
+        // its `syscall` instruction) or fails with EINTR, as Linux decides
+        // from its result code and the handler's SA_RESTART.
+        let interrupted = self.syscall_nr.take().and_then(|nr| {
+            let e = Errno(-(frame.regs.rax as i64) as i32);
+            e.is_restart().then_some((nr, e))
+        });
+        let mut restart = |frame: &mut TrapFrame, handler: Option<&KernelSigaction>| {
+            if let Some((nr, e)) = interrupted {
+                let again = match handler {
+                    None => true,
+                    Some(a) => {
+                        e == Errno::ERESTARTNOINTR
+                            || (e == Errno::ERESTARTSYS && a.flags & libc::SA_RESTART as u64 != 0)
+                    }
+                };
+                if again {
+                    frame.regs.rip -= 2; // `syscall` and zpoline's `call *%rax` are both 2 bytes
+                    frame.regs.rax = nr;
+                } else {
+                    frame.regs.rax = (-Errno::EINTR.0 as i64) as u64;
+                }
+            }
+        };
         loop {
             let (info, blocked) = {
                 let mut st = self.thread.state.lock().unwrap();
                 let blocked = st.sigmask;
                 match st.pending.take(blocked) {
                     Some(i) => (i, blocked),
-                    None => return,
+                    None => {
+                        drop(st);
+                        restart(frame, None);
+                        if let Some(m) = self.saved_mask.take() {
+                            self.thread.state.lock().unwrap().sigmask = m;
+                        }
+                        return;
+                    }
                 }
             };
             let sig = info.signo();
@@ -120,6 +209,9 @@ impl ThreadCtx {
                 },
                 _ => {
                     self.trace_signal(&info);
+                    restart(frame, Some(&act));
+                    // After rt_sigsuspend the frame keeps the mask from before it.
+                    let blocked = self.saved_mask.take().unwrap_or(blocked);
                     let mut alt = self.thread.state.lock().unwrap().altstack;
                     let mem = UserMem::new(&self.mm);
                     if sigframe::push(&mem, frame, &act, &info, blocked, &mut alt, fault).is_err() {

@@ -86,7 +86,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     let _exit_signal = flags & CSIGNAL;
     if let Err(e) = kernel.spawn_thread(thread, StartState { regs, fs_base }) {
         kernel.exit_process(&child, ExitStatus::Code(0), crate::host::sys::thread_rusage());
-        let _ = kernel.tasks.wait(parent.pid, WaitFor::Pid(pid), true, true);
+        let _ = kernel.tasks.wait(parent.pid, WaitFor::Pid(pid), true, true, &|| false);
         return Err(e);
     }
     if flags & CLONE_VFORK != 0 {
@@ -186,7 +186,7 @@ pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
         p => WaitFor::Pid(p as u32),
     };
     let me = ctx.process().pid;
-    match ctx.kernel().tasks.wait(me, which, options & WNOHANG != 0, true)? {
+    match ctx.kernel().tasks.wait(me, which, options & WNOHANG != 0, true, &|| ctx.t.signal_pending())? {
         None => Ok(0),
         Some((pid, z)) => {
             if status != 0 {
@@ -223,7 +223,10 @@ pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
     if options & WEXITED == 0 {
         return if options & WNOHANG != 0 { write_siginfo(ctx, infop, None).map(|_| 0) } else { Err(Errno::ECHILD) };
     }
-    let found = ctx.kernel().tasks.wait(me, which, options & WNOHANG != 0, options & WNOWAIT == 0)?;
+    let found = ctx
+        .kernel()
+        .tasks
+        .wait(me, which, options & WNOHANG != 0, options & WNOWAIT == 0, &|| ctx.t.signal_pending())?;
     write_siginfo(ctx, infop, found.as_ref())?;
     write_rusage(ctx, rusage, found.as_ref().map(|(_, z)| z))?;
     Ok(0)

@@ -4,9 +4,12 @@ use super::{int, Args, Ctx, SysResult};
 use crate::fs::file::{FileKind, OpenFile};
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
+use crate::host::sys as hostsys;
 use crate::kernel::abi::{GuestIovec, Termios};
 use crate::kernel::errno::Errno;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Linux caps one read or write at this many bytes.
 pub const MAX_RW_COUNT: usize = 0x7fff_f000;
@@ -33,6 +36,36 @@ impl Ctx<'_, '_> {
     }
 }
 
+/// Waits until `f` can do I/O without blocking (pipes, sockets, terminals),
+/// in slices, so a signal interrupts the wait (ERESTARTSYS: restarted under
+/// SA_RESTART, else EINTR). Regular files never block.
+pub fn wait_ready(ctx: &Ctx, f: &OpenFile, events: i16) -> Result<(), Errno> {
+    if !matches!(f.kind(), FileKind::Fifo | FileKind::Socket | FileKind::CharDevice) || f.is_null_device() {
+        return Ok(());
+    }
+    let mut pfd = [libc::pollfd { fd: f.fd().as_raw_fd(), events, revents: 0 }];
+    if hostsys::poll(&mut pfd, Duration::ZERO)? > 0 {
+        return Ok(());
+    }
+    // Non-blocking descriptors, and ones not open for this direction (the
+    // host call then fails at once with EBADF), do not wait.
+    let fl = hostfs::getfl(f.fd())?;
+    let wrong_way = match fl & libc::O_ACCMODE {
+        libc::O_RDONLY => events == libc::POLLOUT,
+        libc::O_WRONLY => events == libc::POLLIN,
+        _ => false,
+    };
+    if fl & libc::O_NONBLOCK != 0 || wrong_way {
+        return Ok(());
+    }
+    ctx.t
+        .block(None, |slice| {
+            pfd[0].revents = 0;
+            Ok((hostsys::poll(&mut pfd, slice)? > 0).then_some(()))
+        })
+        .map(drop)
+}
+
 fn count(len: u64) -> usize {
     (len as usize).min(MAX_RW_COUNT)
 }
@@ -40,6 +73,9 @@ fn count(len: u64) -> usize {
 pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
+    if !buf.is_empty() {
+        wait_ready(ctx, &f, libc::POLLIN)?;
+    }
     if buf.len() < count(a[2]) && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
         // A pipe read that would fault part-way fails whole, consuming
         // nothing (Linux copies each pipe buffer in one piece).
@@ -59,6 +95,9 @@ pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Ok(count(a[2]) as u64);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), false)?;
+    if !buf.is_empty() {
+        wait_ready(ctx, &f, libc::POLLOUT)?;
+    }
     hostfs::write(f.fd(), buf).map(|n| n as u64)
 }
 
@@ -112,6 +151,7 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<Vec<GuestRan
 pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     let ranges = iov_ranges(ctx, a[1], a[2], true)?;
+    wait_ready(ctx, &f, libc::POLLIN)?;
     hostfs::readv(f.fd(), &ranges).map(|n| n as u64)
 }
 
@@ -121,6 +161,7 @@ pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
     if f.is_null_device() {
         return Ok(ranges.iter().map(|r| r.len() as u64).sum());
     }
+    wait_ready(ctx, &f, libc::POLLOUT)?;
     hostfs::writev(f.fd(), &ranges).map(|n| n as u64)
 }
 

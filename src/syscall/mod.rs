@@ -15,6 +15,7 @@ mod signal;
 pub mod table;
 mod time;
 mod trace;
+mod wait;
 
 use crate::entry::TrapFrame;
 use crate::kernel::errno::Errno;
@@ -61,6 +62,7 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
     let nr = frame.regs.syscall_nr();
     let args = frame.regs.syscall_args();
     let def = table::lookup(nr);
+    t.syscall_nr = Some(nr);
     let mut ctx = Ctx { t, frame };
     let pre = ctx.kernel().trace.then(|| trace::before(&ctx, nr, def, &args));
     let result = match def {
@@ -77,6 +79,10 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
         Ok(v) => v,
         Err(e) => (-(e.0 as i64)) as u64,
     };
+    // rt_sigreturn restored a whole context: nothing to restart.
+    if nr == libc::SYS_rt_sigreturn as u64 {
+        ctx.t.syscall_nr = None;
+    }
 }
 
 impl Ctx<'_, '_> {

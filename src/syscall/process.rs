@@ -129,16 +129,6 @@ fn read_timeout(ctx: &Ctx, ptr: u64) -> Result<Option<libc::timespec>, Errno> {
     Ok(Some(ts))
 }
 
-fn add(a: libc::timespec, b: libc::timespec) -> libc::timespec {
-    let mut ns = a.tv_nsec + b.tv_nsec;
-    let mut s = a.tv_sec.saturating_add(b.tv_sec);
-    if ns >= 1_000_000_000 {
-        ns -= 1_000_000_000;
-        s = s.saturating_add(1);
-    }
-    libc::timespec { tv_sec: s, tv_nsec: ns }
-}
-
 /// Guest futexes are host futexes on the same addresses: every guest
 /// process lives in nomu's one host address space (see host::sys).
 pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -161,15 +151,31 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
             let deadline = match (cmd, timeout) {
                 (FUTEX_WAIT, Some(t)) => {
                     let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
-                    Some(add(hostsys::clock_gettime(clock)?, t))
+                    Some(super::time::ts_add(hostsys::clock_gettime(clock)?, t))
                 }
                 (_, t) => t,
             };
             let w = word()?;
+            let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+            let slice = libc::timespec { tv_sec: 0, tv_nsec: crate::kernel::trap::WAIT_SLICE.as_nanos() as i64 };
+            // Waits in slices so a signal can interrupt it (see ThreadCtx::block).
             loop {
-                match hostsys::futex_wait(w, val, deadline.as_ref(), realtime, bitset) {
-                    Err(Errno::EINTR) => continue,
-                    r => return r.map(|_| 0),
+                if ctx.t.signal_pending() {
+                    return Err(if deadline.is_some() { Errno::EINTR } else { Errno::ERESTARTSYS });
+                }
+                let now = hostsys::clock_gettime(clock)?;
+                let next = super::time::ts_add(now, slice);
+                let end = match deadline {
+                    Some(d) if super::time::ts_le(&d, &next) => d,
+                    _ => next,
+                };
+                match hostsys::futex_wait(w, val, Some(&end), realtime, bitset) {
+                    Ok(()) => return Ok(0),
+                    Err(Errno::ETIMEDOUT) if deadline.is_some_and(|d| super::time::ts_le(&d, &end)) => {
+                        return Err(Errno::ETIMEDOUT)
+                    }
+                    Err(Errno::ETIMEDOUT) | Err(Errno::EINTR) => continue,
+                    Err(e) => return Err(e),
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! `nomu syscalls` prints it; anything not here returns ENOSYS.
 
 use super::names::{MAX_SYSCALL, SYSCALL_NAMES};
-use super::{exec, fs, info, io, memory, process, signal, time, Args, Ctx, SysResult};
+use super::{exec, fs, info, io, memory, process, signal, time, wait, Args, Ctx, SysResult};
 use std::sync::OnceLock;
 
 pub type Handler = fn(&mut Ctx, &Args) -> SysResult;
@@ -76,6 +76,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(4, "stat", fs::sys_stat, &[Path, Ptr]),
     def(5, "fstat", fs::sys_fstat, &[Fd, Ptr]),
     def(6, "lstat", fs::sys_lstat, &[Path, Ptr]),
+    def(7, "poll", wait::sys_poll, &[Ptr, Uint, Int]),
     def(8, "lseek", io::sys_lseek, &[Fd, Long, Int]),
     def(9, "mmap", memory::sys_mmap, &[Ptr, Uint, Prot, MapFlags, Fd, Hex])
         .hex()
@@ -93,6 +94,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(20, "writev", io::sys_writev, &[Fd, Ptr, Int]).sigpipe(),
     def(21, "access", fs::sys_access, &[Path, Int]),
     def(22, "pipe", io::sys_pipe, &[Ptr]),
+    def(23, "select", wait::sys_select, &[Int, Ptr, Ptr, Ptr, Ptr]),
     def(24, "sched_yield", process::sys_sched_yield, &[]),
     def(25, "mremap", memory::sys_mremap, &[Ptr, Uint, Uint, Hex, Ptr])
         .hex()
@@ -101,6 +103,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(28, "madvise", memory::sys_madvise, &[Ptr, Uint, Int]),
     def(32, "dup", io::sys_dup, &[Fd]),
     def(33, "dup2", io::sys_dup2, &[Fd, Fd]),
+    def(34, "pause", wait::sys_pause, &[]),
     def(35, "nanosleep", time::sys_nanosleep, &[Ptr, Ptr]),
     def(39, "getpid", process::sys_getpid, &[]),
     def(56, "clone", exec::sys_clone, &[Hex, Ptr, Ptr, Ptr, Hex])
@@ -148,6 +151,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(160, "setrlimit", info::sys_setrlimit, &[Int, Ptr]).partial("limits are recorded; NOFILE is enforced"),
     def(186, "gettid", process::sys_gettid, &[]),
     def(127, "rt_sigpending", signal::sys_rt_sigpending, &[Ptr, Uint]),
+    def(128, "rt_sigtimedwait", wait::sys_rt_sigtimedwait, &[Ptr, Ptr, Ptr, Uint]),
+    def(130, "rt_sigsuspend", wait::sys_rt_sigsuspend, &[Ptr, Uint]),
     def(131, "sigaltstack", signal::sys_sigaltstack, &[Ptr, Ptr]),
     def(200, "tkill", signal::sys_tkill, &[Int, Signal]),
     def(201, "time", time::sys_time, &[Ptr]),
@@ -171,6 +176,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(267, "readlinkat", fs::sys_readlinkat, &[DirFd, Path, OutBuf, Uint]),
     def(268, "fchmodat", fs::sys_fchmodat, &[DirFd, Path, Mode]),
     def(269, "faccessat", fs::sys_faccessat, &[DirFd, Path, Int]),
+    def(270, "pselect6", wait::sys_pselect6, &[Int, Ptr, Ptr, Ptr, Ptr, Ptr]),
+    def(271, "ppoll", wait::sys_ppoll, &[Ptr, Uint, Ptr, Ptr, Uint]),
     def(273, "set_robust_list", process::sys_set_robust_list, &[Ptr, Uint])
         .partial("recorded; walked at thread exit once threads exist"),
     def(274, "get_robust_list", process::sys_get_robust_list, &[Int, Ptr, Ptr]),

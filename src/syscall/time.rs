@@ -46,24 +46,53 @@ pub fn sys_time(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(now as u64)
 }
 
-/// Sleeps the whole time: host signals are nomu's, never the guest's, so
-/// an interrupted host sleep simply continues (`rem` is only written on
-/// EINTR, which the guest cannot get yet).
-fn sleep(clock: i32, flags: i32, req: &libc::timespec) -> SysResult {
-    let mut req = *req;
+pub fn ts_add(a: libc::timespec, b: libc::timespec) -> libc::timespec {
+    let mut ns = a.tv_nsec + b.tv_nsec;
+    let mut s = a.tv_sec.saturating_add(b.tv_sec);
+    if ns >= 1_000_000_000 {
+        ns -= 1_000_000_000;
+        s = s.saturating_add(1);
+    }
+    libc::timespec { tv_sec: s, tv_nsec: ns }
+}
+
+/// a - b, or zero when b is later.
+pub fn ts_sub(a: libc::timespec, b: libc::timespec) -> libc::timespec {
+    let ns =
+        (a.tv_sec as i128 * 1_000_000_000 + a.tv_nsec as i128) - (b.tv_sec as i128 * 1_000_000_000 + b.tv_nsec as i128);
+    let ns = ns.max(0);
+    libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 }
+}
+
+pub fn ts_le(a: &libc::timespec, b: &libc::timespec) -> bool {
+    (a.tv_sec, a.tv_nsec) <= (b.tv_sec, b.tv_nsec)
+}
+
+/// Sleeps until the deadline in slices, so a signal interrupts it: EINTR,
+/// with the time left written to `rem` for a relative sleep.
+fn sleep(ctx: &Ctx, clock: i32, flags: i32, req: &libc::timespec, rem: u64) -> SysResult {
+    let absolute = flags & libc::TIMER_ABSTIME != 0;
+    let deadline = if absolute { *req } else { ts_add(hostsys::clock_gettime(clock)?, *req) };
+    let slice = libc::timespec { tv_sec: 0, tv_nsec: crate::kernel::trap::WAIT_SLICE.as_nanos() as i64 };
     loop {
-        match hostsys::clock_nanosleep(clock, flags, &req) {
-            Ok(()) => return Ok(0),
-            Err((Errno::EINTR, left)) if flags & libc::TIMER_ABSTIME == 0 => req = left,
-            Err((Errno::EINTR, _)) => {}
-            Err((e, _)) => return Err(e),
+        let now = hostsys::clock_gettime(clock)?;
+        if ts_le(&deadline, &now) {
+            return Ok(0);
         }
+        if ctx.t.signal_pending() {
+            if !absolute && rem != 0 {
+                ctx.mem().write(rem, &ts_sub(deadline, now))?;
+            }
+            return Err(Errno::EINTR);
+        }
+        let next = ts_add(now, slice);
+        hostsys::sleep_until(clock, if ts_le(&next, &deadline) { &next } else { &deadline });
     }
 }
 
 pub fn sys_nanosleep(ctx: &mut Ctx, a: &Args) -> SysResult {
     let req = read_timespec(ctx, a[0])?;
-    sleep(libc::CLOCK_MONOTONIC, 0, &req)
+    sleep(ctx, libc::CLOCK_MONOTONIC, 0, &req, a[1])
 }
 
 pub fn sys_clock_nanosleep(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -75,5 +104,5 @@ pub fn sys_clock_nanosleep(ctx: &mut Ctx, a: &Args) -> SysResult {
         _ => return Err(Errno::EINVAL),
     }
     let req = read_timespec(ctx, a[2])?;
-    sleep(clock, flags & libc::TIMER_ABSTIME, &req)
+    sleep(ctx, clock, flags & libc::TIMER_ABSTIME, &req, a[3])
 }

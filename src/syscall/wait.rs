@@ -1,0 +1,270 @@
+//! Waiting for descriptors and signals: poll, ppoll, select, pselect6,
+//! pause, rt_sigsuspend, rt_sigtimedwait. Every wait is sliced (see
+//! ThreadCtx::block), so signals interrupt it.
+
+use super::{int, Args, Ctx, SysResult};
+use crate::fs::file::OpenFile;
+use crate::host::sys as hostsys;
+use crate::kernel::errno::Errno;
+use crate::kernel::signal::UNBLOCKABLE;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A guest `struct pollfd`.
+#[derive(Clone, Copy)]
+struct GuestPollfd {
+    fd: i32,
+    events: i16,
+}
+
+/// Polls guest descriptors. Returns revents per entry; a closed descriptor
+/// reports POLLNVAL, as Linux does.
+fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Result<Vec<i16>, Errno> {
+    let files: Vec<Option<Arc<OpenFile>>> =
+        fds.iter().map(|p| if p.fd < 0 { None } else { ctx.file(p.fd as u32 as u64).ok() }).collect();
+    let mut host: Vec<libc::pollfd> = fds
+        .iter()
+        .zip(&files)
+        .map(|(p, f)| libc::pollfd {
+            fd: f.as_ref().map_or(-1, |f| f.fd().as_raw_fd()),
+            events: p.events | libc::POLLERR | libc::POLLHUP,
+            revents: 0,
+        })
+        .collect();
+    let nval = |i: usize| fds[i].fd >= 0 && files[i].is_none();
+    let any_nval = (0..fds.len()).any(nval);
+    let ready = ctx.t.block(deadline, |slice| {
+        for p in host.iter_mut() {
+            p.revents = 0;
+        }
+        let n = hostsys::poll(&mut host, if any_nval { Duration::ZERO } else { slice })?;
+        Ok((n > 0 || any_nval).then_some(()))
+    });
+    match ready {
+        Ok(_) => {}
+        Err(Errno::ERESTARTSYS) => return Err(Errno::ERESTARTNOHAND),
+        Err(e) => return Err(e),
+    }
+    Ok((0..fds.len())
+        .map(|i| {
+            if nval(i) {
+                libc::POLLNVAL
+            } else {
+                host[i].revents & (fds[i].events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL)
+            }
+        })
+        .collect())
+}
+
+fn read_pollfds(ctx: &Ctx, ptr: u64, n: u64) -> Result<Vec<GuestPollfd>, Errno> {
+    if n as usize > ctx.process().nofile_limit() {
+        return Err(Errno::EINVAL);
+    }
+    let raw = ctx.mem().read_bytes(ptr, n as usize * 8)?;
+    Ok(raw
+        .chunks(8)
+        .map(|c| GuestPollfd {
+            fd: i32::from_le_bytes(c[0..4].try_into().unwrap()),
+            events: i16::from_le_bytes(c[4..6].try_into().unwrap()),
+        })
+        .collect())
+}
+
+fn write_revents(ctx: &Ctx, ptr: u64, revents: &[i16]) -> SysResult {
+    for (i, r) in revents.iter().enumerate() {
+        ctx.mem().write(ptr + i as u64 * 8 + 6, &(*r as u16))?;
+    }
+    Ok(revents.iter().filter(|&&r| r != 0).count() as u64)
+}
+
+fn deadline_in(d: Duration) -> Instant {
+    Instant::now().checked_add(d).unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 32))
+}
+
+pub fn sys_poll(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let fds = read_pollfds(ctx, a[0], a[1])?;
+    let timeout = int(a[2]);
+    let deadline = (timeout >= 0).then(|| deadline_in(Duration::from_millis(timeout as u64)));
+    let revents = poll_guest(ctx, &fds, deadline)?;
+    write_revents(ctx, a[0], &revents)
+}
+
+fn read_timespec_deadline(ctx: &Ctx, ptr: u64) -> Result<Option<Instant>, Errno> {
+    if ptr == 0 {
+        return Ok(None);
+    }
+    let ts: libc::timespec = ctx.mem().read(ptr)?;
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Some(deadline_in(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))))
+}
+
+/// Installs a temporary signal mask for the duration of a p* call; the old
+/// one comes back after the call (or after a handler it let in).
+fn swap_mask(ctx: &mut Ctx, ptr: u64, size: u64) -> Result<(), Errno> {
+    if ptr == 0 {
+        return Ok(());
+    }
+    if size != 8 {
+        return Err(Errno::EINVAL);
+    }
+    let mask: u64 = ctx.mem().read(ptr)?;
+    let mut st = ctx.t.thread.state.lock().unwrap();
+    ctx.t.saved_mask = Some(st.sigmask);
+    st.sigmask = mask & !UNBLOCKABLE;
+    Ok(())
+}
+
+pub fn sys_ppoll(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let fds = read_pollfds(ctx, a[0], a[1])?;
+    let deadline = read_timespec_deadline(ctx, a[2])?;
+    swap_mask(ctx, a[3], a[4])?;
+    let revents = poll_guest(ctx, &fds, deadline)?;
+    write_revents(ctx, a[0], &revents)
+}
+
+const FD_SETSIZE_MAX: usize = 1 << 20;
+
+fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>) -> SysResult {
+    if nfds < 0 || nfds as usize > FD_SETSIZE_MAX {
+        return Err(Errno::EINVAL);
+    }
+    let nfds = (nfds as usize).min(ctx.process().nofile_limit());
+    let words = nfds.div_ceil(64);
+    let mut bits = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+    for (k, &ptr) in sets.iter().enumerate() {
+        if ptr != 0 && words > 0 {
+            let raw = ctx.mem().read_bytes(ptr, words * 8)?;
+            for (w, c) in raw.chunks(8).enumerate() {
+                bits[k][w] = u64::from_le_bytes(c.try_into().unwrap());
+            }
+        }
+    }
+    let mut fds = Vec::new();
+    for fd in 0..nfds {
+        let (w, b) = (fd / 64, 1u64 << (fd % 64));
+        let mut events = 0;
+        if bits[0][w] & b != 0 {
+            events |= libc::POLLIN;
+        }
+        if bits[1][w] & b != 0 {
+            events |= libc::POLLOUT;
+        }
+        if bits[2][w] & b != 0 {
+            events |= libc::POLLPRI;
+        }
+        if events != 0 {
+            ctx.file(fd as u64)?; // EBADF for a closed descriptor in a set
+            fds.push((fd, GuestPollfd { fd: fd as i32, events }));
+        }
+    }
+    let list: Vec<GuestPollfd> = fds.iter().map(|&(_, p)| p).collect();
+    let revents = poll_guest(ctx, &list, deadline)?;
+    let mut out = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+    let mut count = 0;
+    for ((fd, p), r) in fds.iter().zip(&revents) {
+        let (w, b) = (fd / 64, 1u64 << (fd % 64));
+        let checks = [
+            (0, libc::POLLIN, libc::POLLIN | libc::POLLHUP | libc::POLLERR),
+            (1, libc::POLLOUT, libc::POLLOUT | libc::POLLERR),
+            (2, libc::POLLPRI, libc::POLLPRI),
+        ];
+        for (k, asked, hit) in checks {
+            if p.events & asked != 0 && r & hit != 0 {
+                out[k][w] |= b;
+                count += 1;
+            }
+        }
+    }
+    for (k, &ptr) in sets.iter().enumerate() {
+        if ptr != 0 && words > 0 {
+            let bytes: Vec<u8> = out[k].iter().flat_map(|w| w.to_le_bytes()).collect();
+            ctx.mem().write_bytes(ptr, &bytes)?;
+        }
+    }
+    Ok(count)
+}
+
+pub fn sys_select(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let deadline = if a[4] != 0 {
+        let tv: libc::timeval = ctx.mem().read(a[4])?;
+        if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
+            return Err(Errno::EINVAL);
+        }
+        Some(deadline_in(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000)))
+    } else {
+        None
+    };
+    let r = do_select(ctx, int(a[0]), [a[1], a[2], a[3]], deadline);
+    if a[4] != 0 {
+        // Linux writes back the time left.
+        let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
+        let tv = libc::timeval { tv_sec: left.as_secs() as i64, tv_usec: left.subsec_micros() as i64 };
+        ctx.mem().write(a[4], &tv)?;
+    }
+    r
+}
+
+pub fn sys_pselect6(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let deadline = read_timespec_deadline(ctx, a[4])?;
+    if a[5] != 0 {
+        let sig: [u64; 2] = ctx.mem().read(a[5])?;
+        swap_mask(ctx, sig[0], sig[1])?;
+    }
+    do_select(ctx, int(a[0]), [a[1], a[2], a[3]], deadline)
+}
+
+/// Blocks until a signal is delivered (pause, rt_sigsuspend).
+fn wait_for_signal(ctx: &Ctx) -> SysResult {
+    let r: Result<Option<()>, Errno> = ctx.t.block(None, |slice| {
+        std::thread::sleep(slice);
+        Ok(None)
+    });
+    r.and(Err(Errno::ERESTARTNOHAND)).or(Err(Errno::ERESTARTNOHAND))
+}
+
+pub fn sys_pause(ctx: &mut Ctx, _: &Args) -> SysResult {
+    wait_for_signal(ctx)
+}
+
+pub fn sys_rt_sigsuspend(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if a[1] != 8 {
+        return Err(Errno::EINVAL);
+    }
+    swap_mask(ctx, a[0], a[1])?;
+    wait_for_signal(ctx)
+}
+
+pub fn sys_rt_sigtimedwait(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if a[3] != 8 {
+        return Err(Errno::EINVAL);
+    }
+    let set: u64 = ctx.mem().read(a[0])?;
+    let set = set & !UNBLOCKABLE;
+    let deadline = read_timespec_deadline(ctx, a[2])?;
+    let got = ctx.t.block(deadline, |slice| {
+        {
+            let mut st = ctx.t.thread.state.lock().unwrap();
+            // Take a waited-for signal even though it is blocked.
+            let others = !set;
+            if let Some(info) = st.pending.take(others) {
+                return Ok(Some(info));
+            }
+        }
+        std::thread::sleep(slice.min(Duration::from_millis(2)));
+        Ok(None)
+    });
+    match got {
+        Ok(Some(info)) => {
+            if a[1] != 0 {
+                ctx.mem().write_bytes(a[1], &info.0)?;
+            }
+            Ok(info.signo() as u64)
+        }
+        Ok(None) => Err(Errno::EAGAIN),
+        Err(Errno::ERESTARTSYS) => Err(Errno::EINTR),
+        Err(e) => Err(e),
+    }
+}
