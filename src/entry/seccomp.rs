@@ -14,12 +14,15 @@ use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, 
 use crate::host::physmem::PhysMem;
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Read by the asm stubs: 1 when rdfsbase/wrfsbase may be used, else they
 /// fall back to arch_prctl.
 #[no_mangle]
 static NOMU_HAVE_FSGSBASE: AtomicU8 = AtomicU8::new(0);
+
+/// The host signal mask while guest code runs.
+static GUEST_HOST_MASK: AtomicU64 = AtomicU64::new(0);
 
 global_asm!(
     ".text",
@@ -186,7 +189,10 @@ pub struct SeccompEntry;
 impl SeccompEntry {
     /// Installs the trap handlers and the process-wide filter. Must run once,
     /// before any guest thread starts; the filter cannot be removed.
-    pub fn install(physmem: &PhysMem) -> Result<SeccompEntry, String> {
+    /// `guest_mask` is the host signal mask guest code runs with (nomu's
+    /// own forwarded signals stay blocked there).
+    pub fn install(physmem: &PhysMem, guest_mask: u64) -> Result<SeccompEntry, String> {
+        GUEST_HOST_MASK.store(guest_mask, Ordering::Relaxed);
         NOMU_HAVE_FSGSBASE.store(crate::host::cpu::has_fsgsbase() as u8, Ordering::Relaxed);
         for sig in FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, KICK_SIGNAL]) {
             install_handler(sig)?;
@@ -365,7 +371,7 @@ impl EntryPath for SeccompEntry {
                     fpstate: 0, // no saved state: the guest starts with a clean FPU
                     reserved: [0; 8],
                 },
-                sigmask: 0, // the guest runs with no host signal blocked
+                sigmask: GUEST_HOST_MASK.load(Ordering::Relaxed),
             },
             info: [0; 16],
         };

@@ -277,3 +277,19 @@ pub fn cwd() -> BorrowedFd<'static> {
     // descriptor is expected; it is never closed.
     unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
 }
+
+/// utimensat(2); `name` None acts on `dirfd` itself.
+pub fn utimensat(dirfd: BorrowedFd, name: Option<&CStr>, times: Option<&[libc::timespec; 2]>, flags: i32) -> R<()> {
+    let path = name.map_or(std::ptr::null(), |n| n.as_ptr());
+    let times = times.map_or(std::ptr::null(), |t| t.as_ptr());
+    // SAFETY: path is null or NUL-terminated; times is null or two timespecs.
+    check(unsafe { libc::syscall(libc::SYS_utimensat, dirfd.as_raw_fd(), path, times, flags) }).map(drop)
+}
+
+/// sendfile(2) between two host descriptors; `offset` is read and updated
+/// when given.
+pub fn sendfile(out: BorrowedFd, input: BorrowedFd, offset: Option<&mut i64>, count: usize) -> R<usize> {
+    let off = offset.map_or(std::ptr::null_mut(), |o| o as *mut i64);
+    // SAFETY: off is null or a valid i64.
+    check_retry(|| unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), off, count) } as libc::c_long)
+}

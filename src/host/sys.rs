@@ -164,3 +164,31 @@ pub fn sleep_until(clock: i32, deadline: &libc::timespec) {
     // SAFETY: valid timespec; with TIMER_ABSTIME no remainder is written.
     unsafe { libc::clock_nanosleep(clock, libc::TIMER_ABSTIME, deadline, std::ptr::null_mut()) };
 }
+
+fn sigset(sigs: &[i32]) -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill our own set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Blocks host signals in the calling thread (and the threads it starts).
+pub fn block_signals(sigs: &[i32]) {
+    let set = sigset(sigs);
+    // SAFETY: valid signal set; only the calling thread's mask changes.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Waits for one of `sigs` (which must be blocked) and returns it.
+pub fn sigwait(sigs: &[i32]) -> i32 {
+    let set = sigset(sigs);
+    let mut sig = 0;
+    // SAFETY: valid set and output pointer.
+    unsafe { libc::sigwait(&set, &mut sig) };
+    sig
+}

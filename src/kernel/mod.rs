@@ -39,7 +39,13 @@ pub struct Kernel {
     log: std::os::fd::OwnedFd,
     pub pids: PidAllocator,
     pub tasks: Tasks,
+    /// The terminal's foreground process group (TIOCSPGRP); 0: init's.
+    pub foreground: std::sync::atomic::AtomicU32,
 }
+
+/// Host signals nomu passes on to its guests.
+const FORWARDED_SIGNALS: [i32; 7] =
+    [libc::SIGINT, libc::SIGQUIT, libc::SIGTSTP, libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGCONT];
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
 
@@ -48,7 +54,12 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let root = Root::open(&config.root).map_err(|e| format!("--root {e}"))?;
     let mem = PhysMem::init(config.mem)?;
     let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem)));
-    let entry = Box::new(SeccompEntry::install(mem)?);
+    // Signals the host sends nomu (a terminal's Ctrl-C, a `kill` of nomu)
+    // are the guest's: a forwarder thread takes them; every other thread,
+    // guest code included, keeps them blocked.
+    crate::host::sys::block_signals(&FORWARDED_SIGNALS);
+    let guest_mask = FORWARDED_SIGNALS.iter().fold(0, |m, &s| m | signal::bit(s));
+    let entry = Box::new(SeccompEntry::install(mem, guest_mask)?);
     // A dup of nomu's stderr, kept even if the guest closes its own fd 2.
     let log = crate::host::fs::dup_raw(2).map_err(|e| format!("dup(stderr): {e}"))?;
     let kernel = Kernel {
@@ -60,6 +71,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         log,
         pids: PidAllocator::new(),
         tasks: Tasks::default(),
+        foreground: std::sync::atomic::AtomicU32::new(0),
     };
     if config.trace {
         kernel.log(&format!(
@@ -70,7 +82,12 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         ));
     }
     KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;
-    Ok(KERNEL.get().unwrap())
+    let kernel = KERNEL.get().unwrap();
+    std::thread::Builder::new()
+        .name("nomu-signals".into())
+        .spawn(move || kernel.forward_host_signals())
+        .map_err(|e| format!("starting the signal forwarder: {e}"))?;
+    Ok(kernel)
 }
 
 /// Why the first program could not start.
@@ -137,6 +154,33 @@ impl Kernel {
         };
         let info = SigInfo::child(code, process.pid, crate::host::sys::ids().uid, value);
         self.tasks.exit(process.pid, status, rusage, |parent| self.signal_process(parent, info));
+    }
+
+    /// The guest process group a terminal's signals go to.
+    pub fn foreground_pgrp(&self) -> u32 {
+        match self.foreground.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => self.tasks.ids(1).map_or(1, |(pgid, _)| pgid),
+            g => g,
+        }
+    }
+
+    /// Body of the forwarder thread: a terminal's signals go to the guest's
+    /// foreground process group, SIGTERM and SIGHUP to init (as a container
+    /// runtime does).
+    fn forward_host_signals(&self) {
+        loop {
+            let sig = crate::host::sys::sigwait(&FORWARDED_SIGNALS);
+            let targets = match sig {
+                libc::SIGINT | libc::SIGQUIT | libc::SIGTSTP | libc::SIGWINCH => {
+                    self.tasks.group_members(self.foreground_pgrp())
+                }
+                libc::SIGTERM | libc::SIGHUP => self.tasks.process(1).into_iter().collect(),
+                _ => Vec::new(),
+            };
+            for p in targets {
+                self.signal_process(&p, SigInfo::kernel(sig));
+            }
+        }
     }
 
     /// Queues a signal for one thread and makes sure it notices.

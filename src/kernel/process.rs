@@ -126,6 +126,9 @@ pub struct ThreadState {
     pub sigmask: u64,
     pub pending: Pending,
     pub altstack: AltStack,
+    /// The thread's name (PR_SET_NAME / comm).
+    pub comm: [u8; 16],
+    pub pdeathsig: i32,
 }
 
 impl Default for ThreadState {
@@ -136,6 +139,8 @@ impl Default for ThreadState {
             sigmask: 0,
             pending: Pending::default(),
             altstack: AltStack::disabled(),
+            comm: [0; 16],
+            pdeathsig: 0,
         }
     }
 }

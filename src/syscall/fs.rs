@@ -312,8 +312,13 @@ pub fn sys_readlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
     if int(a[3]) <= 0 {
         return Err(Errno::EINVAL);
     }
-    let (dir, name) = entry(ctx, int(a[0]), a[1])?;
-    let target = hostfs::readlinkat(dir.as_fd(), &name)?;
+    let abs = ctx.abs_path(int(a[0]), a[1], false)?;
+    let target = if path::normalize(&abs) == b"/proc/self/exe" {
+        ctx.process().exe.lock().unwrap().clone()
+    } else {
+        let (dir, name) = entry(ctx, int(a[0]), a[1])?;
+        hostfs::readlinkat(dir.as_fd(), &name)?
+    };
     let n = target.len().min(a[3] as u32 as usize);
     ctx.mem().write_bytes(a[2], &target[..n])?;
     Ok(n as u64)
@@ -376,6 +381,36 @@ pub fn sys_truncate(ctx: &mut Ctx, a: &Args) -> SysResult {
     let abs = ctx.abs_path(AT_FDCWD, a[0], false)?;
     let fd = ctx.open_abs(&abs, libc::O_WRONLY, 0)?;
     hostfs::ftruncate(fd.as_fd(), a[1] as i64).map(|_| 0)
+}
+
+const UTIME_NOW: i64 = (1 << 30) - 1;
+const UTIME_OMIT: i64 = (1 << 30) - 2;
+
+pub fn sys_utimensat(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (dirfd, path, times, flags) = (int(a[0]), a[1], a[2], int(a[3]));
+    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let ts = if times != 0 {
+        let ts: [libc::timespec; 2] = ctx.mem().read(times)?;
+        for t in &ts {
+            if t.tv_nsec != UTIME_NOW && t.tv_nsec != UTIME_OMIT && !(0..1_000_000_000).contains(&t.tv_nsec) {
+                return Err(Errno::EINVAL);
+            }
+        }
+        Some(ts)
+    } else {
+        None
+    };
+    // A NULL path means the descriptor itself (futimens).
+    if path == 0 {
+        let f = ctx.file(dirfd as u32 as u64)?;
+        return hostfs::utimensat(f.fd(), None, ts.as_ref(), 0).map(|_| 0);
+    }
+    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    let t = ctx.target(dirfd, path, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let (dir, name, at_flags) = t.at();
+    hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
 }
 
 pub fn sys_umask(ctx: &mut Ctx, a: &Args) -> SysResult {

@@ -165,6 +165,27 @@ pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
     hostfs::writev(f.fd(), &ranges).map(|n| n as u64)
 }
 
+pub fn sys_sendfile(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let out = ctx.io_file(a[0])?;
+    let input = ctx.io_file(a[1])?;
+    let mut off = if a[2] != 0 {
+        let o: i64 = ctx.mem().read(a[2])?;
+        if o < 0 {
+            return Err(Errno::EINVAL);
+        }
+        Some(o)
+    } else {
+        None
+    };
+    wait_ready(ctx, &input, libc::POLLIN)?;
+    wait_ready(ctx, &out, libc::POLLOUT)?;
+    let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), count(a[3]))?;
+    if let Some(o) = off {
+        ctx.mem().write(a[2], &o)?;
+    }
+    Ok(n as u64)
+}
+
 pub fn sys_lseek(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     hostfs::lseek(f.fd(), a[1] as i64, int(a[2]))
@@ -257,14 +278,25 @@ pub fn sys_ioctl(ctx: &mut Ctx, a: &Args) -> SysResult {
             mem.read_into(arg, &mut w)?;
             hostfs::ioctl(f.fd(), req, Some(&mut w), 0).map(|_| 0)
         }
-        // Job control comes with process groups; until then the guest's
-        // only process leads the foreground group.
+        // The host terminal's foreground group is nomu's; the guest's is
+        // kept here, and the terminal's signals go to it.
         TIOCGPGRP => {
-            mem.write(arg, &(ctx.process().pid as i32))?;
+            mem.write(arg, &(ctx.kernel().foreground_pgrp() as i32))?;
             Ok(0)
         }
         TIOCSPGRP => {
-            let _pgrp: i32 = mem.read(arg)?;
+            let pgrp: i32 = mem.read(arg)?;
+            if pgrp <= 0 {
+                return Err(Errno::EINVAL);
+            }
+            let tasks = &ctx.kernel().tasks;
+            let my_sid = tasks.ids(ctx.process().pid).map(|(_, s)| s);
+            let in_session =
+                tasks.group_members(pgrp as u32).iter().any(|p| tasks.ids(p.pid).map(|(_, s)| s) == my_sid);
+            if !in_session {
+                return Err(Errno::EPERM);
+            }
+            ctx.kernel().foreground.store(pgrp as u32, std::sync::atomic::Ordering::Relaxed);
             Ok(0)
         }
         _ => Err(Errno::ENOTTY),

@@ -102,6 +102,52 @@ pub fn sys_arch_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
 }
 
+const PR_SET_PDEATHSIG: u64 = 1;
+const PR_GET_PDEATHSIG: u64 = 2;
+const PR_GET_DUMPABLE: u64 = 3;
+const PR_SET_DUMPABLE: u64 = 4;
+const PR_SET_NAME: u64 = 15;
+const PR_GET_NAME: u64 = 16;
+const PR_SET_NO_NEW_PRIVS: u64 = 38;
+const PR_GET_NO_NEW_PRIVS: u64 = 39;
+
+pub fn sys_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
+    match a[0] {
+        PR_SET_NAME => {
+            let mut name = [0u8; 16];
+            let n = ctx.mem().read_cstring(a[1], 4096).unwrap_or_default();
+            let n = if n.is_empty() { ctx.mem().read_bytes(a[1], 15)? } else { n };
+            let len = n.len().min(15);
+            name[..len].copy_from_slice(&n[..len]);
+            ctx.t.thread.state.lock().unwrap().comm = name;
+            Ok(0)
+        }
+        PR_GET_NAME => {
+            let name = ctx.t.thread.state.lock().unwrap().comm;
+            ctx.mem().write(a[1], &name)?;
+            Ok(0)
+        }
+        PR_SET_PDEATHSIG => {
+            if a[1] > 64 {
+                return Err(Errno::EINVAL);
+            }
+            ctx.t.thread.state.lock().unwrap().pdeathsig = a[1] as i32;
+            Ok(0)
+        }
+        PR_GET_PDEATHSIG => {
+            let s = ctx.t.thread.state.lock().unwrap().pdeathsig;
+            ctx.mem().write(a[1], &s)?;
+            Ok(0)
+        }
+        PR_GET_DUMPABLE => Ok(1),
+        PR_SET_DUMPABLE if a[1] <= 1 => Ok(0),
+        // Already in force: nomu runs guests with no_new_privs.
+        PR_SET_NO_NEW_PRIVS if a[1] == 1 => Ok(0),
+        PR_GET_NO_NEW_PRIVS => Ok(1),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
 pub fn sys_sched_yield(_: &mut Ctx, _: &Args) -> SysResult {
     hostsys::sched_yield();
     Ok(0)

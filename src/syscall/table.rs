@@ -106,6 +106,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(34, "pause", wait::sys_pause, &[]),
     def(35, "nanosleep", time::sys_nanosleep, &[Ptr, Ptr]),
     def(39, "getpid", process::sys_getpid, &[]),
+    def(40, "sendfile", io::sys_sendfile, &[Fd, Fd, Ptr, Uint]),
     def(56, "clone", exec::sys_clone, &[Hex, Ptr, Ptr, Ptr, Hex])
         .partial("CLONE_VM|CLONE_VFORK children only (no threads yet); without CLONE_VM: EINVAL as on no-MMU"),
     def(57, "fork", exec::sys_fork, &[]).partial("EINVAL, as on no-MMU Linux"),
@@ -147,6 +148,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(112, "setsid", exec::sys_setsid, &[]),
     def(121, "getpgid", exec::sys_getpgid, &[Int]),
     def(124, "getsid", exec::sys_getsid, &[Int]),
+    def(157, "prctl", process::sys_prctl, &[Int, Hex, Hex, Hex, Hex])
+        .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS"),
     def(158, "arch_prctl", process::sys_arch_prctl, &[Hex, Hex]),
     def(160, "setrlimit", info::sys_setrlimit, &[Int, Ptr]).partial("limits are recorded; NOFILE is enforced"),
     def(186, "gettid", process::sys_gettid, &[]),
@@ -181,6 +184,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(273, "set_robust_list", process::sys_set_robust_list, &[Ptr, Uint])
         .partial("recorded; walked at thread exit once threads exist"),
     def(274, "get_robust_list", process::sys_get_robust_list, &[Int, Ptr, Ptr]),
+    def(280, "utimensat", fs::sys_utimensat, &[DirFd, Path, Ptr, AtFlags]),
     def(292, "dup3", io::sys_dup3, &[Fd, Fd, OpenFlags]),
     def(293, "pipe2", io::sys_pipe2, &[Ptr, OpenFlags]),
     def(302, "prlimit64", info::sys_prlimit64, &[Int, Int, Ptr, Ptr])
