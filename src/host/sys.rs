@@ -20,18 +20,6 @@ pub fn clock_getres(clock: i32) -> R<libc::timespec> {
     Ok(ts)
 }
 
-/// clock_nanosleep; returns the remaining time when interrupted (EINTR).
-pub fn clock_nanosleep(clock: i32, flags: i32, req: &libc::timespec) -> Result<(), (Errno, libc::timespec)> {
-    let mut rem = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid input and output pointers.
-    let r = unsafe { libc::clock_nanosleep(clock, flags, req, &mut rem) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err((Errno(r), rem))
-    }
-}
-
 pub fn getrandom(buf: &mut [u8], flags: u32) -> R<usize> {
     // SAFETY: valid buffer of buf.len() bytes.
     check_retry(|| unsafe { libc::syscall(libc::SYS_getrandom, buf.as_mut_ptr(), buf.len(), flags) })

@@ -149,7 +149,7 @@ impl ThreadCtx {
             let e = Errno(-(frame.regs.rax as i64) as i32);
             e.is_restart().then_some((nr, e))
         });
-        let mut restart = |frame: &mut TrapFrame, handler: Option<&KernelSigaction>| {
+        let restart = |frame: &mut TrapFrame, handler: Option<&KernelSigaction>| {
             if let Some((nr, e)) = interrupted {
                 let again = match handler {
                     None => true,
