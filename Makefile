@@ -1,6 +1,7 @@
 # nomu build: the Rust kernel (cargo) and the musl guest programs its tests run.
 #
-#   make run      set up, build, and run the bundled demo guest under nomu
+#   make run      set up, build, and run busybox's shell inside nomu
+#                 (interactive on a terminal, a scripted demo otherwise)
 #   make test     build everything and run the whole test suite
 #   make bench    build and run `nomu bench` (ratios nomu vs native)
 
@@ -25,7 +26,7 @@ EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high
 BENCH_BINS   := $(BUILD)/bench/syscall_bench
 DEMO         := $(BUILD)/guest/static/demo
 
-.PHONY: all setup nomu guests bench-bins run test bench clean lint
+.PHONY: all setup nomu guests bench-bins run demo test bench clean lint
 
 all: nomu guests bench-bins
 
@@ -35,7 +36,7 @@ setup:
 nomu:
 	$(CARGO) build --release
 
-guests: $(GUEST_STATIC) $(GUEST_DYN) $(NOMU_BINS) $(EXEC_BINS)
+guests: $(GUEST_STATIC) $(GUEST_DYN) $(NOMU_BINS) $(EXEC_BINS) $(BUILD)/root/bin/busybox
 
 bench-bins: $(BENCH_BINS)
 
@@ -75,7 +76,10 @@ $(BUILD)/bench/syscall_bench: bench/syscall_bench.c $(STATIC_PIE_SPECS)
 
 include mk/busybox.mk
 
-run: setup nomu $(DEMO)
+run: setup nomu $(BUILD)/root/bin/busybox
+	scripts/run.sh
+
+demo: setup nomu $(DEMO)
 	$(NOMU) run -- $(CURDIR)/$(DEMO)
 
 test: setup nomu guests

@@ -29,11 +29,32 @@ struct OpenHow {
 pub fn openat2(dirfd: BorrowedFd, path: &CStr, flags: i32, mode: u32, resolve: u64) -> R<OwnedFd> {
     // open(2) forces O_LARGEFILE on 64-bit hosts and drops the flags O_PATH
     // ignores; openat2 does neither, so do it here.
+    // It also refuses flags it does not know and a mode without O_CREAT,
+    // both of which open(2) ignores.
+    const KNOWN: i32 = libc::O_ACCMODE
+        | libc::O_CREAT
+        | libc::O_EXCL
+        | libc::O_NOCTTY
+        | libc::O_TRUNC
+        | libc::O_APPEND
+        | libc::O_NONBLOCK
+        | libc::O_DSYNC
+        | libc::O_ASYNC
+        | libc::O_DIRECT
+        | libc::O_LARGEFILE
+        | libc::O_DIRECTORY
+        | libc::O_NOFOLLOW
+        | libc::O_NOATIME
+        | libc::O_CLOEXEC
+        | libc::O_SYNC
+        | libc::O_PATH
+        | libc::O_TMPFILE;
     let flags = if flags & libc::O_PATH != 0 {
         flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
     } else {
-        flags | libc::O_LARGEFILE
+        (flags & KNOWN) | libc::O_LARGEFILE
     };
+    let mode = if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE { mode } else { 0 };
     let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u32 as u64, mode: mode as u64, resolve };
     // SAFETY: path is NUL-terminated and `how` outlives the call.
     let fd = check_retry(|| unsafe {

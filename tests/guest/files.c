@@ -690,5 +690,15 @@ int main(void)
 	CHECK_OK(unlink("a.txt"));
 	CHECK_OK(chdir("/"));
 	CHECK_OK(rmdir(top));
+	/* Regression: open(2) ignores a mode without O_CREAT and unknown flag
+	 * bits (openat2, which nomu uses, refuses both). */
+	{
+		int fd = open("/etc/passwd", O_RDONLY, 0666);
+		CHECK(fd >= 0);
+		close(fd);
+		fd = open("/etc/passwd", O_RDONLY | 0x4000000);
+		CHECK(fd >= 0);
+		close(fd);
+	}
 	return checks_done();
 }
