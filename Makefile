@@ -12,7 +12,7 @@ NOMU       := target/release/nomu
 CARGO      ?= cargo
 MUSL_SPECS := /usr/lib/x86_64-linux-musl/musl-gcc.specs
 STATIC_PIE_SPECS := $(BUILD)/musl-static-pie.specs
-GUEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -fno-stack-protector
+GUEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -fno-stack-protector -pthread
 
 GUEST_SRC    := $(wildcard tests/guest/*.c)
 GUEST_NAMES  := $(patsubst tests/guest/%.c,%,$(GUEST_SRC))

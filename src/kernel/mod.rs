@@ -2,6 +2,7 @@
 
 pub mod abi;
 pub mod errno;
+pub mod futex;
 pub mod process;
 pub mod sigframe;
 pub mod signal;
@@ -133,14 +134,25 @@ impl Kernel {
 
     /// Runs a guest thread on a new host thread of its own.
     pub fn spawn_thread(&'static self, thread: Arc<Thread>, start: crate::entry::StartState) -> Result<(), Errno> {
+        // Registered first, so a signal sent at once finds the thread.
+        thread.process.threads.lock().unwrap().push(thread.clone());
         // Kernel work runs on the thread's kernel stack; the host thread's own
         // stack only holds the few frames around entering guest mode.
+        let t = thread.clone();
         std::thread::Builder::new()
             .name(format!("guest-{}", thread.tid))
             .stack_size(256 << 10)
-            .spawn(move || trap::run_thread(self, thread, start))
+            .spawn(move || trap::run_thread(self, t, start))
             .map(drop)
-            .map_err(|_| Errno::EAGAIN)
+            .map_err(|_| {
+                thread.process.threads.lock().unwrap().retain(|x| !Arc::ptr_eq(x, &thread));
+                Errno::EAGAIN
+            })
+    }
+
+    /// The live thread with this tid, in any process.
+    pub fn find_thread(&self, tid: u32) -> Option<Arc<Thread>> {
+        self.tasks.all_live().iter().find_map(|p| p.threads.lock().unwrap().iter().find(|t| t.tid == tid).cloned())
     }
 
     /// The end of a process, in its own context: release its memory and

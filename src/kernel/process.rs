@@ -35,8 +35,11 @@ pub struct Process {
     /// exec'd or exited), which lets the parent continue.
     vfork_released: Mutex<bool>,
     vfork_cv: Condvar,
-    /// The process's threads (one until CLONE_THREAD arrives).
+    /// The process's threads.
     pub threads: Mutex<Vec<Arc<Thread>>>,
+    /// Set by exit_group or a fatal signal: every thread leaves, and this is
+    /// the process's status.
+    pub group_exit: Mutex<Option<ExitStatus>>,
 }
 
 impl Process {
@@ -55,6 +58,7 @@ impl Process {
             vfork_released: Mutex::new(false),
             vfork_cv: Condvar::new(),
             threads: Mutex::new(Vec::new()),
+            group_exit: Mutex::new(None),
         }
     }
 
@@ -73,6 +77,7 @@ impl Process {
             vfork_released: Mutex::new(false),
             vfork_cv: Condvar::new(),
             threads: Mutex::new(Vec::new()),
+            group_exit: Mutex::new(None),
         }
     }
 
@@ -152,11 +157,19 @@ pub struct Thread {
     /// The host thread running this guest thread (0 until it starts), for
     /// kicking it out of guest code when a signal arrives.
     pub host_tid: AtomicI32,
+    /// Another thread's execve wants this one gone.
+    pub kill_requested: std::sync::atomic::AtomicBool,
 }
 
 impl Thread {
     pub fn new(tid: u32, process: Arc<Process>) -> Thread {
-        Thread { tid, process, state: Mutex::new(ThreadState::default()), host_tid: AtomicI32::new(0) }
+        Thread {
+            tid,
+            process,
+            state: Mutex::new(ThreadState::default()),
+            host_tid: AtomicI32::new(0),
+            kill_requested: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 }
 

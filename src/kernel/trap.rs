@@ -31,11 +31,11 @@ pub struct ThreadCtx {
 /// wake-up against the start of a host syscall.
 pub const WAIT_SLICE: Duration = Duration::from_millis(20);
 
-/// Body of a guest thread's host thread: run guest code, then end the
-/// process in this same context.
+/// Body of a guest thread's host thread: run guest code; then leave the
+/// thread group, and if it was the last thread, end the process in this
+/// same context.
 pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) {
     thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
-    thread.process.threads.lock().unwrap().push(thread.clone());
     let mut ctx = ThreadCtx {
         kernel,
         thread: thread.clone(),
@@ -47,6 +47,20 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
     };
     kernel.entry.run(start, &mut ctx);
     let status = ctx.exit.unwrap_or(ExitStatus::Code(0));
+    let process = &thread.process;
+    let last = {
+        let mut threads = process.threads.lock().unwrap();
+        threads.retain(|t| !Arc::ptr_eq(t, &thread));
+        threads.is_empty()
+    };
+    if !last {
+        ctx.release_thread();
+        if kernel.trace {
+            kernel.log(&format!("[{}] +++ thread exited +++", thread.tid));
+        }
+        return;
+    }
+    let status = process.group_exit.lock().unwrap().unwrap_or(status);
     let rusage = crate::host::sys::thread_rusage();
     drop(ctx);
     if kernel.trace {
@@ -58,15 +72,53 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         };
         kernel.log(&format!("[{}] +++ {what} +++", thread.tid));
     }
-    thread.process.threads.lock().unwrap().retain(|t| !Arc::ptr_eq(t, &thread));
-    kernel.exit_process(&thread.process, status, rusage);
+    kernel.exit_process(process, status, rusage);
 }
 
 impl ThreadCtx {
+    /// Ends the whole process (exit_group, a fatal signal): the other
+    /// threads are kicked and leave at their next trap.
+    pub fn exit_group(&mut self, status: ExitStatus) {
+        let process = &self.thread.process;
+        process.group_exit.lock().unwrap().get_or_insert(status);
+        for t in process.threads.lock().unwrap().iter() {
+            if !Arc::ptr_eq(t, &self.thread) {
+                self.kernel.entry.interrupt(t.host_tid.load(std::sync::atomic::Ordering::Relaxed));
+            }
+        }
+        self.exit = Some(status);
+    }
+
+    /// Whether this thread must leave (exit_group elsewhere, execve elsewhere).
+    fn must_leave(&self) -> Option<ExitStatus> {
+        if self.thread.kill_requested.load(std::sync::atomic::Ordering::Relaxed) {
+            return Some(ExitStatus::Code(0));
+        }
+        *self.thread.process.group_exit.lock().unwrap()
+    }
+
+    /// A thread that leaves while others go on: clear_child_tid and the
+    /// robust futex list, as Linux's mm_release and exit_robust_list do.
+    fn release_thread(&self) {
+        let mem = UserMem::new(&self.mm);
+        let (ctid, robust) = {
+            let st = self.thread.state.lock().unwrap();
+            (st.clear_child_tid, st.robust_list)
+        };
+        if robust != 0 {
+            crate::kernel::futex::exit_robust_list(&mem, robust, self.thread.tid);
+        }
+        if ctid != 0 && mem.write(ctid, &0u32).is_ok() {
+            if let Ok(w) = mem.full_range(ctid, 4, true) {
+                let _ = crate::host::sys::futex_wake(w, 1, u32::MAX);
+            }
+        }
+    }
+
     /// Whether a signal is waiting that a blocking call must stop for (or
     /// the thread must exit).
     pub fn signal_pending(&self) -> bool {
-        if self.exit.is_some() {
+        if self.exit.is_some() || self.must_leave().is_some() {
             return true;
         }
         let st = self.thread.state.lock().unwrap();
@@ -203,7 +255,7 @@ impl ThreadCtx {
                     DefaultAction::Terminate | DefaultAction::CoreDump => {
                         self.trace_signal(&info);
                         let core = signal::default_action(sig) == DefaultAction::CoreDump;
-                        self.exit = Some(ExitStatus::Signal { signo: sig, core });
+                        self.exit_group(ExitStatus::Signal { signo: sig, core });
                         return;
                     }
                 },
@@ -216,7 +268,7 @@ impl ThreadCtx {
                     let mem = UserMem::new(&self.mm);
                     if sigframe::push(&mem, frame, &act, &info, blocked, &mut alt, fault).is_err() {
                         // No room for the frame: Linux kills with SIGSEGV.
-                        self.exit = Some(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
+                        self.exit_group(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
                         return;
                     }
                     let mut st = self.thread.state.lock().unwrap();
@@ -239,6 +291,10 @@ impl ThreadCtx {
 
 impl GuestKernel for ThreadCtx {
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume {
+        if let Some(status) = self.must_leave() {
+            self.exit = Some(status);
+            return Resume::Exit;
+        }
         match trap {
             Trap::Syscall => crate::syscall::handle(self, frame),
             Trap::Fault(f) => self.force_fault(&f),
@@ -246,6 +302,9 @@ impl GuestKernel for ThreadCtx {
         }
         if self.exit.is_none() {
             self.deliver_signals(frame);
+        }
+        if self.exit.is_none() {
+            self.exit = self.must_leave();
         }
         if self.exit.is_some() {
             Resume::Exit

@@ -42,8 +42,11 @@ pub fn sys_clone(ctx: &mut Ctx, a: &Args) -> SysResult {
     // x86-64 order: flags, stack, parent_tid, child_tid, tls.
     let (flags, stack, ptid, ctid, tls) = (a[0], a[1], a[2], a[3], a[4]);
     if flags & CLONE_THREAD != 0 {
-        ctx.note("threads (CLONE_THREAD) are not provided yet");
-        return Err(Errno::EINVAL);
+        // Linux: a thread shares signal handlers, which needs shared memory.
+        if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
+            return Err(Errno::EINVAL);
+        }
+        return spawn_thread(ctx, flags, stack, ptid, ctid, tls);
     }
     if flags & CLONE_VM == 0 {
         ctx.note("clone without CLONE_VM needs an MMU; use CLONE_VM|CLONE_VFORK");
@@ -95,6 +98,36 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     Ok(pid as u64)
 }
 
+/// clone(CLONE_THREAD): a new thread of this process on a host thread of
+/// its own, starting after the syscall with rax = 0 on the given stack.
+fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
+    let kernel = ctx.kernel();
+    let process = ctx.process().clone();
+    let tid = kernel.pids.next();
+    let thread = Arc::new(Thread::new(tid, process));
+    if flags & CLONE_PARENT_SETTID != 0 {
+        ctx.mem().write(ptid, &(tid as i32))?;
+    }
+    if flags & CLONE_CHILD_SETTID != 0 {
+        ctx.mem().write(ctid, &(tid as i32))?;
+    }
+    {
+        let mut st = thread.state.lock().unwrap();
+        if flags & CLONE_CHILD_CLEARTID != 0 {
+            st.clear_child_tid = ctid;
+        }
+        st.sigmask = ctx.t.thread.state.lock().unwrap().sigmask;
+    }
+    let mut regs = *ctx.frame.regs;
+    regs.rax = 0;
+    if stack != 0 {
+        regs.rsp = stack;
+    }
+    let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
+    kernel.spawn_thread(thread, StartState { regs, fs_base })?;
+    Ok(tid as u64)
+}
+
 /// Reads a NULL-terminated array of string pointers (argv, envp).
 fn read_strings(ctx: &Ctx, mut ptr: u64, total: &mut usize) -> Result<Vec<Vec<u8>>, Errno> {
     let mut out = Vec::new();
@@ -139,6 +172,7 @@ pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
         e.errno
     })?;
     // Past the point of no return: the new image is in place.
+    kill_other_threads(ctx);
     ctx.t.mm = process.mm();
     process.files.lock().unwrap().close_on_exec();
     process.signals.lock().unwrap().reset_for_exec();
@@ -147,6 +181,20 @@ pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
     ctx.frame.reset_xstate = true;
     process.release_vfork_parent();
     Ok(0)
+}
+
+/// execve leaves only the calling thread (Linux's de_thread).
+fn kill_other_threads(ctx: &Ctx) {
+    let me = &ctx.t.thread;
+    let others: Vec<Arc<Thread>> =
+        ctx.process().threads.lock().unwrap().iter().filter(|t| !Arc::ptr_eq(t, me)).cloned().collect();
+    for t in &others {
+        t.kill_requested.store(true, std::sync::atomic::Ordering::Relaxed);
+        ctx.kernel().entry.interrupt(t.host_tid.load(std::sync::atomic::Ordering::Relaxed));
+    }
+    while ctx.process().threads.lock().unwrap().len() > 1 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 const WNOHANG: i32 = 1;

@@ -5,14 +5,14 @@ use crate::host::sys as hostsys;
 use crate::kernel::errno::Errno;
 use crate::kernel::process::ExitStatus;
 
+/// exit(2) ends the calling thread; the process ends with its last thread.
 pub fn sys_exit(ctx: &mut Ctx, a: &Args) -> SysResult {
-    // One thread per process until threads arrive: exit ends the process.
     ctx.t.exit = Some(ExitStatus::Code(int(a[0]) & 0xff));
     Ok(0)
 }
 
 pub fn sys_exit_group(ctx: &mut Ctx, a: &Args) -> SysResult {
-    ctx.t.exit = Some(ExitStatus::Code(int(a[0]) & 0xff));
+    ctx.t.exit_group(ExitStatus::Code(int(a[0]) & 0xff));
     Ok(0)
 }
 

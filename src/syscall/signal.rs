@@ -91,17 +91,15 @@ pub fn sys_kill(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-/// tkill/tgkill: one thread (a process's only thread has tid == pid).
+/// tkill/tgkill: one thread.
 fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
     if tid <= 0 || tgid.is_some_and(|g| g <= 0) || (sig != 0 && !valid_signal(sig)) {
         return Err(Errno::EINVAL);
     }
-    let process = ctx.kernel().tasks.process(tid as u32).ok_or(Errno::ESRCH)?;
-    if tgid.is_some_and(|g| g as u32 != process.pid) {
+    let thread = ctx.kernel().find_thread(tid as u32).ok_or(Errno::ESRCH)?;
+    if tgid.is_some_and(|g| g as u32 != thread.process.pid) {
         return Err(Errno::ESRCH);
     }
-    let thread = process.threads.lock().unwrap().iter().find(|t| t.tid == tid as u32).cloned();
-    let thread = thread.ok_or(Errno::ESRCH)?;
     if sig != 0 {
         ctx.kernel().signal_thread(&thread, sender_info(ctx, sig, signal::SI_TKILL));
     }
@@ -130,7 +128,7 @@ pub fn sys_rt_sigreturn(ctx: &mut Ctx, _: &Args) -> SysResult {
         }
         Err(_) => {
             // A corrupt frame: Linux kills the process with SIGSEGV.
-            ctx.t.exit = Some(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
+            ctx.t.exit_group(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
             Ok(0)
         }
     }

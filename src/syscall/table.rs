@@ -108,11 +108,11 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(39, "getpid", process::sys_getpid, &[]),
     def(40, "sendfile", io::sys_sendfile, &[Fd, Fd, Ptr, Uint]),
     def(56, "clone", exec::sys_clone, &[Hex, Ptr, Ptr, Ptr, Hex])
-        .partial("CLONE_VM|CLONE_VFORK children only (no threads yet); without CLONE_VM: EINVAL as on no-MMU"),
+        .partial("threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; no CLONE_FILES/FS/PARENT sharing for processes"),
     def(57, "fork", exec::sys_fork, &[]).partial("EINVAL, as on no-MMU Linux"),
     def(58, "vfork", exec::sys_vfork, &[]),
     def(59, "execve", exec::sys_execve, &[Path, Ptr, Ptr]),
-    def(60, "exit", process::sys_exit, &[Int]).partial("ends the process (one thread per process yet)"),
+    def(60, "exit", process::sys_exit, &[Int]),
     def(61, "wait4", exec::sys_wait4, &[Int, Ptr, Hex, Ptr]).partial("exits only: no stopped/continued children yet"),
     def(62, "kill", signal::sys_kill, &[Int, Signal]).partial("a blocked syscall of the target is not interrupted yet"),
     def(63, "uname", info::sys_uname, &[Ptr]),
@@ -181,8 +181,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(269, "faccessat", fs::sys_faccessat, &[DirFd, Path, Int]),
     def(270, "pselect6", wait::sys_pselect6, &[Int, Ptr, Ptr, Ptr, Ptr, Ptr]),
     def(271, "ppoll", wait::sys_ppoll, &[Ptr, Uint, Ptr, Ptr, Uint]),
-    def(273, "set_robust_list", process::sys_set_robust_list, &[Ptr, Uint])
-        .partial("recorded; walked at thread exit once threads exist"),
+    def(273, "set_robust_list", process::sys_set_robust_list, &[Ptr, Uint]),
     def(274, "get_robust_list", process::sys_get_robust_list, &[Int, Ptr, Ptr]),
     def(280, "utimensat", fs::sys_utimensat, &[DirFd, Path, Ptr, AtFlags]),
     def(292, "dup3", io::sys_dup3, &[Fd, Fd, OpenFlags]),
