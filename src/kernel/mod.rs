@@ -7,6 +7,7 @@ pub mod process;
 pub mod sigframe;
 pub mod signal;
 pub mod task;
+pub mod timer;
 pub mod trap;
 
 use crate::entry::seccomp::SeccompEntry;
@@ -42,6 +43,7 @@ pub struct Kernel {
     pub tasks: Tasks,
     /// The terminal's foreground process group (TIOCSPGRP); 0: init's.
     pub foreground: std::sync::atomic::AtomicU32,
+    pub timers: timer::Timers,
 }
 
 /// Host signals nomu passes on to its guests.
@@ -73,6 +75,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         pids: PidAllocator::new(),
         tasks: Tasks::default(),
         foreground: std::sync::atomic::AtomicU32::new(0),
+        timers: timer::Timers::default(),
     };
     if config.trace {
         kernel.log(&format!(
@@ -88,6 +91,10 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         .name("nomu-signals".into())
         .spawn(move || kernel.forward_host_signals())
         .map_err(|e| format!("starting the signal forwarder: {e}"))?;
+    std::thread::Builder::new()
+        .name("nomu-timers".into())
+        .spawn(move || kernel.timers.run(kernel))
+        .map_err(|e| format!("starting the timer thread: {e}"))?;
     Ok(kernel)
 }
 

@@ -6,6 +6,7 @@ use crate::mm::phys::PhysicalMemory;
 use crate::mm::space::AddressSpace;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// How a process ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -40,6 +41,10 @@ pub struct Process {
     /// Set by exit_group or a fatal signal: every thread leaves, and this is
     /// the process's status.
     pub group_exit: Mutex<Option<ExitStatus>>,
+    /// ITIMER_REAL (alarm, setitimer); not inherited by children.
+    pub real_timer: Mutex<super::timer::RealTimer>,
+    /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
+    pub children_usage: Mutex<(Duration, Duration)>,
 }
 
 impl Process {
@@ -59,6 +64,8 @@ impl Process {
             vfork_cv: Condvar::new(),
             threads: Mutex::new(Vec::new()),
             group_exit: Mutex::new(None),
+            real_timer: Mutex::new(Default::default()),
+            children_usage: Mutex::new(Default::default()),
         }
     }
 
@@ -78,6 +85,8 @@ impl Process {
             vfork_cv: Condvar::new(),
             threads: Mutex::new(Vec::new()),
             group_exit: Mutex::new(None),
+            real_timer: Mutex::new(Default::default()),
+            children_usage: Mutex::new(Default::default()),
         }
     }
 

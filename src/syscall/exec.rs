@@ -214,6 +214,14 @@ fn wait_status(s: ExitStatus) -> i32 {
     }
 }
 
+/// A reaped child's CPU time counts for the parent's RUSAGE_CHILDREN.
+fn add_child_usage(ctx: &Ctx, z: &Zombie) {
+    let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let mut u = ctx.process().children_usage.lock().unwrap();
+    u.0 += tv(z.rusage.ru_utime);
+    u.1 += tv(z.rusage.ru_stime);
+}
+
 fn write_rusage(ctx: &Ctx, ptr: u64, z: Option<&Zombie>) -> Result<(), Errno> {
     if ptr != 0 {
         let r = z.map_or_else(crate::host::pod::zeroed::<libc::rusage>, |z| z.rusage);
@@ -237,6 +245,7 @@ pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
     match ctx.kernel().tasks.wait(me, which, options & WNOHANG != 0, true, &|| ctx.t.signal_pending())? {
         None => Ok(0),
         Some((pid, z)) => {
+            add_child_usage(ctx, &z);
             if status != 0 {
                 ctx.mem().write(status, &wait_status(z.status))?;
             }

@@ -3,6 +3,8 @@
 use super::{int, Args, Ctx, SysResult};
 use crate::host::sys as hostsys;
 use crate::kernel::errno::Errno;
+use crate::kernel::timer::RealTimer;
+use std::time::{Duration, Instant};
 
 fn read_timespec(ctx: &Ctx, ptr: u64) -> Result<libc::timespec, Errno> {
     let ts: libc::timespec = ctx.mem().read(ptr)?;
@@ -105,4 +107,97 @@ pub fn sys_clock_nanosleep(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
     let req = read_timespec(ctx, a[2])?;
     sleep(ctx, clock, flags & libc::TIMER_ABSTIME, &req, a[3])
+}
+
+const ITIMER_REAL: i32 = 0;
+
+fn tv_to_dur(tv: &libc::timeval) -> Result<Duration, Errno> {
+    if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
+}
+
+fn dur_to_tv(d: Duration) -> libc::timeval {
+    libc::timeval { tv_sec: d.as_secs() as i64, tv_usec: d.subsec_micros() as i64 }
+}
+
+/// The current setting as `struct itimerval` (interval, time left).
+fn itimer_value(t: &RealTimer) -> [libc::timeval; 2] {
+    let left = t.deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
+    // A timer about to fire still reads as running, as on Linux.
+    let left = if t.deadline.is_some() && left.is_zero() { Duration::from_micros(1) } else { left };
+    [dur_to_tv(t.interval), dur_to_tv(left)]
+}
+
+pub fn sys_getitimer(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if int(a[0]) != ITIMER_REAL {
+        return Err(Errno::EINVAL);
+    }
+    let t = *ctx.process().real_timer.lock().unwrap();
+    ctx.mem().write(a[1], &itimer_value(&t))?;
+    Ok(0)
+}
+
+pub fn sys_setitimer(ctx: &mut Ctx, a: &Args) -> SysResult {
+    if int(a[0]) != ITIMER_REAL {
+        return Err(Errno::EINVAL);
+    }
+    let new = if a[1] != 0 { Some(ctx.mem().read::<[libc::timeval; 2]>(a[1])?) } else { None };
+    let (interval, value) = match &new {
+        Some(v) => (tv_to_dur(&v[0])?, tv_to_dur(&v[1])?),
+        None => (Duration::ZERO, Duration::ZERO),
+    };
+    let deadline = (!value.is_zero()).then(|| Instant::now() + value);
+    let p = ctx.process().clone();
+    let old = ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, interval);
+    if a[2] != 0 {
+        ctx.mem().write(a[2], &itimer_value(&old))?;
+    }
+    Ok(0)
+}
+
+pub fn sys_alarm(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let secs = a[0] as u32;
+    let deadline = (secs != 0).then(|| Instant::now() + Duration::from_secs(secs as u64));
+    let p = ctx.process().clone();
+    let old = ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, Duration::ZERO);
+    // Seconds left of the old alarm, rounded to nearest (at least 1 if armed).
+    Ok(old.deadline.map_or(0, |d| {
+        let left = d.saturating_duration_since(Instant::now());
+        (left.as_secs() + u64::from(left.subsec_millis() >= 500)).max(1)
+    }))
+}
+
+fn usage_times(ctx: &Ctx, who: i32) -> Result<(Duration, Duration), Errno> {
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    match who {
+        libc::RUSAGE_SELF | libc::RUSAGE_THREAD => {
+            let r = hostsys::thread_rusage();
+            Ok((tv(r.ru_utime), tv(r.ru_stime)))
+        }
+        libc::RUSAGE_CHILDREN => Ok(*ctx.process().children_usage.lock().unwrap()),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+pub fn sys_getrusage(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let who = int(a[0]);
+    let (u, s) = usage_times(ctx, who)?;
+    let mut r = if who == libc::RUSAGE_CHILDREN { crate::host::pod::zeroed() } else { hostsys::thread_rusage() };
+    r.ru_utime = dur_to_tv(u);
+    r.ru_stime = dur_to_tv(s);
+    ctx.mem().write(a[1], &r)?;
+    Ok(0)
+}
+
+pub fn sys_times(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let ticks = |d: Duration| (d.as_millis() / 10) as i64; // USER_HZ = 100
+    let (u, s) = usage_times(ctx, libc::RUSAGE_SELF)?;
+    let (cu, cs) = usage_times(ctx, libc::RUSAGE_CHILDREN)?;
+    if a[0] != 0 {
+        let tms = libc::tms { tms_utime: ticks(u), tms_stime: ticks(s), tms_cutime: ticks(cu), tms_cstime: ticks(cs) };
+        ctx.mem().write(a[0], &tms)?;
+    }
+    Ok(ticks(ctx.kernel().boot_time.elapsed()) as u64)
 }
