@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +257,127 @@ static int loop_stat(unsigned long iters)
     return 0;
 }
 
+/* ---- processes and signals ---- */
+
+static const char *self_path;  /* argv[0]: re-executed as a trivial child */
+static const char *sh_path;    /* --sh: a busybox whose `sh -c :` is spawned */
+extern char **environ;
+
+static int wait_ok(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return errno;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : ECHILD;
+}
+
+static int loop_vfork_exit(unsigned long iters)
+{
+    for (volatile unsigned long i = 0; i < iters; i++) {
+        pid_t pid = vfork();
+        if (pid == 0)
+            _exit(0);
+        if (pid < 0)
+            return errno;
+        int e = wait_ok(pid);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+static int loop_vfork_exec(unsigned long iters)
+{
+    char *args[] = {(char *)self_path, "--child-exit", NULL};
+    for (volatile unsigned long i = 0; i < iters; i++) {
+        pid_t pid = vfork();
+        if (pid == 0) {
+            execve(self_path, args, environ);
+            _exit(127);
+        }
+        if (pid < 0)
+            return errno;
+        int e = wait_ok(pid);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+static int spawn_wait(const char *path, char **args)
+{
+    pid_t pid;
+    int e = posix_spawn(&pid, path, NULL, NULL, args, environ);
+    return e ? e : wait_ok(pid);
+}
+
+static int loop_spawn(unsigned long iters)
+{
+    char *args[] = {(char *)self_path, "--child-exit", NULL};
+    for (unsigned long i = 0; i < iters; i++) {
+        int e = spawn_wait(self_path, args);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+static int loop_spawn_sh(unsigned long iters)
+{
+    char *args[] = {(char *)sh_path, "sh", "-c", ":", NULL};
+    for (unsigned long i = 0; i < iters; i++) {
+        int e = spawn_wait(sh_path, args);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+static int echo_to = -1, echo_from = -1; /* pipes to and from the echo child */
+
+static int loop_pipe_rt(unsigned long iters)
+{
+    char c = 'x';
+    for (unsigned long i = 0; i < iters; i++) {
+        if (write(echo_to, &c, 1) != 1 || read(echo_from, &c, 1) != 1)
+            return errno ? errno : EIO;
+    }
+    return 0;
+}
+
+static int start_echo_child(pid_t *pid)
+{
+    int down[2], up[2];
+    if (pipe2(down, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0)
+        return errno;
+    /* Only the child's two ends survive its exec, as fds 100 and 101. */
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, down[0], 100);
+    posix_spawn_file_actions_adddup2(&fa, up[1], 101);
+    char *args[] = {(char *)self_path, "--child-echo", "100", "101", NULL};
+    int e = posix_spawn(pid, self_path, &fa, NULL, args, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(down[0]);
+    close(up[1]);
+    echo_to = down[1];
+    echo_from = up[0];
+    return e;
+}
+
+static volatile unsigned long signals_seen;
+static void on_usr1(int sig) { (void)sig; signals_seen++; }
+
+static int loop_signal(unsigned long iters)
+{
+    long tid = syscall(SYS_gettid);
+    for (unsigned long i = 0; i < iters; i++)
+        if (syscall(SYS_tkill, tid, SIGUSR1) < 0)
+            return errno;
+    return 0;
+}
+
 /* ---- sigsys_raw ---- */
 
 static volatile unsigned long sigsys_count;
@@ -423,7 +545,7 @@ static void run_sigsys_raw(const char *op, unsigned long iters)
 
 /* ---- driver ---- */
 
-enum { NEED_NULL = 1, NEED_FILE = 2 };
+enum { NEED_NULL = 1, NEED_FILE = 2, NEED_SH = 4, NEED_ECHO = 8, NEED_HANDLER = 16 };
 
 struct op {
     const char *name;
@@ -439,13 +561,19 @@ static const struct op ops[] = {
     {"fstat", loop_fstat, 100000, NEED_FILE},
     {"open_close", loop_open_close, 20000, NEED_FILE},
     {"stat", loop_stat, 50000, NEED_FILE},
+    {"vfork_exit", loop_vfork_exit, 2000, 0},
+    {"vfork_exec", loop_vfork_exec, 300, 0},
+    {"spawn", loop_spawn, 300, 0},
+    {"spawn_sh", loop_spawn_sh, 200, NEED_SH},
+    {"pipe_rt", loop_pipe_rt, 20000, NEED_ECHO},
+    {"signal", loop_signal, 50000, NEED_HANDLER},
     {"sigsys_raw", NULL, 20000, 0},
 };
 #define NOPS (sizeof ops / sizeof ops[0])
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: syscall_bench [--iters N] [--dir DIR] [OP...]\nops:");
+    fprintf(f, "usage: syscall_bench [--iters N] [--dir DIR] [--sh BUSYBOX] [OP...]\nops:");
     for (size_t i = 0; i < NOPS; i++)
         fprintf(f, " %s", ops[i].name);
     fprintf(f, "\n");
@@ -471,8 +599,23 @@ int main(int argc, char **argv)
     int selected[NOPS] = {0};
     int any_selected = 0;
 
+    self_path = argv[0];
+    /* The trivial children the process benchmarks start. */
+    if (argc >= 2 && !strcmp(argv[1], "--child-exit"))
+        return 0;
+    if (argc == 4 && !strcmp(argv[1], "--child-echo")) {
+        int r = atoi(argv[2]), w = atoi(argv[3]);
+        char c;
+        while (read(r, &c, 1) == 1 && write(w, &c, 1) == 1)
+            ;
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--sh") && i + 1 < argc) {
+            sh_path = argv[++i];
+            continue;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stderr);
             return 0;
@@ -570,8 +713,27 @@ int main(int argc, char **argv)
             run_sigsys_raw(op->name, n);
             continue;
         }
+        if ((op->needs & NEED_SH) && !sh_path) {
+            print_msg(op->name, "unavailable", "no --sh BUSYBOX given");
+            continue;
+        }
+        pid_t echo_pid = -1;
+        if (op->needs & NEED_ECHO) {
+            int e = start_echo_child(&echo_pid);
+            if (e) {
+                op_error(op->name, "start the echo child", e);
+                continue;
+            }
+        }
+        if (op->needs & NEED_HANDLER)
+            signal(SIGUSR1, on_usr1);
         double min_ns, median_ns;
         int err = measure(op->fn, n, &min_ns, &median_ns);
+        if (echo_pid > 0) {
+            close(echo_to);
+            close(echo_from);
+            wait_ok(echo_pid);
+        }
         if (err) {
             const char *what = op->name;
             char buf[4200];
