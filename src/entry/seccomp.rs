@@ -288,6 +288,11 @@ fn current_fs_base() -> u64 {
     fs
 }
 
+thread_local! {
+    /// This host thread's kernel stack, kept between guest threads it runs.
+    static KSTACK: std::cell::RefCell<Option<KernelStack>> = const { std::cell::RefCell::new(None) };
+}
+
 /// glibc registers every thread for restartable sequences; the host then
 /// does rseq bookkeeping on each signal delivery and return. A guest thread
 /// never runs nomu code in an rseq critical section, so it unregisters.
@@ -330,7 +335,13 @@ impl EntryPath for SeccompEntry {
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
-        let kstack = KernelStack::new().unwrap_or_else(|e| panic!("{e}"));
+        // Host threads are reused for guest threads: so is their kernel stack.
+        let kstack = KSTACK.with(|k| k.borrow_mut().take()).unwrap_or_else(|| {
+            let k = KernelStack::new().unwrap_or_else(|e| panic!("{e}"));
+            // SAFETY: the Tcb was just initialised by KernelStack::new.
+            unregister_rseq(current_fs_base() as usize);
+            k
+        });
         let (ss_sp, ss_size) = kstack.stack_range();
         let tcb = kstack.tcb_ptr();
         // SAFETY: the Tcb lives in our kernel stack mapping, which outlives
@@ -343,8 +354,6 @@ impl EntryPath for SeccompEntry {
             (*tcb).kernel =
                 Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
         }
-        // SAFETY: the Tcb was just initialised by KernelStack::new.
-        unregister_rseq(unsafe { (*tcb).host_fs } as usize);
         let host_mask = current_sigmask();
         let new_ss = libc::stack_t { ss_sp: ss_sp as *mut libc::c_void, ss_flags: 0, ss_size };
         let mut old_ss = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: 0, ss_size: 0 };
@@ -384,7 +393,7 @@ impl EntryPath for SeccompEntry {
             (*tcb).kernel = None;
             libc::sigaltstack(&old_ss, std::ptr::null_mut());
         }
-        drop(kstack);
+        KSTACK.with(|k| *k.borrow_mut() = Some(kstack));
     }
 }
 

@@ -44,7 +44,17 @@ pub struct Kernel {
     /// The terminal's foreground process group (TIOCSPGRP); 0: init's.
     pub foreground: std::sync::atomic::AtomicU32,
     pub timers: timer::Timers,
+    idle_workers: std::sync::Mutex<Vec<Arc<Worker>>>,
 }
+
+/// An idle host thread waiting for a guest thread to run.
+#[derive(Default)]
+struct Worker {
+    job: std::sync::Mutex<Option<(Arc<Thread>, crate::entry::StartState)>>,
+    ready: std::sync::Condvar,
+}
+
+const MAX_IDLE_WORKERS: usize = 64;
 
 /// Host signals nomu passes on to its guests.
 const FORWARDED_SIGNALS: [i32; 7] =
@@ -76,6 +86,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         tasks: Tasks::default(),
         foreground: std::sync::atomic::AtomicU32::new(0),
         timers: timer::Timers::default(),
+        idle_workers: Default::default(),
     };
     if config.trace {
         kernel.log(&format!(
@@ -143,18 +154,49 @@ impl Kernel {
     pub fn spawn_thread(&'static self, thread: Arc<Thread>, start: crate::entry::StartState) -> Result<(), Errno> {
         // Registered first, so a signal sent at once finds the thread.
         thread.process.threads.lock().unwrap().push(thread.clone());
+        // A host thread that ran a guest thread before takes it, if one is
+        // idle: creating host threads (stacks, TLS, kernel stack) dominates
+        // the cost of vfork otherwise.
+        if let Some(worker) = self.idle_workers.lock().unwrap().pop() {
+            *worker.job.lock().unwrap() = Some((thread, start));
+            worker.ready.notify_one();
+            return Ok(());
+        }
         // Kernel work runs on the thread's kernel stack; the host thread's own
         // stack only holds the few frames around entering guest mode.
         let t = thread.clone();
         std::thread::Builder::new()
-            .name(format!("guest-{}", thread.tid))
+            .name("nomu-guest".into())
             .stack_size(256 << 10)
-            .spawn(move || trap::run_thread(self, t, start))
+            .spawn(move || self.worker_loop(t, start))
             .map(drop)
             .map_err(|_| {
                 thread.process.threads.lock().unwrap().retain(|x| !Arc::ptr_eq(x, &thread));
                 Errno::EAGAIN
             })
+    }
+
+    /// A host thread's life: run guest threads, one after another.
+    fn worker_loop(&'static self, mut thread: Arc<Thread>, mut start: crate::entry::StartState) {
+        let me = Arc::new(Worker::default());
+        loop {
+            trap::run_thread(self, thread, start);
+            {
+                let mut idle = self.idle_workers.lock().unwrap();
+                if idle.len() >= MAX_IDLE_WORKERS {
+                    return;
+                }
+                idle.push(me.clone());
+            }
+            let mut job = me.job.lock().unwrap();
+            loop {
+                if let Some((t, s)) = job.take() {
+                    (thread, start) = (t, s);
+                    break;
+                }
+                job = me.ready.wait(job).unwrap();
+            }
+        }
     }
 
     /// The live thread with this tid, in any process.

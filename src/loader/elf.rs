@@ -173,7 +173,7 @@ fn load_one(
         Ok(())
     });
     if let Err(e) = filled {
-        phys.free(start + span, heap_reserve);
+        phys.free(start + span, heap_reserve, crate::mm::phys::RW);
         return Err(e.into());
     }
     if with_brk {

@@ -8,6 +8,9 @@ use crate::host::physmem::{PhysMem, Prot};
 use crate::kernel::errno::Errno;
 use std::sync::Mutex;
 
+/// The protection pages have while free (and when freshly allocated).
+pub const RW: Prot = libc::PROT_READ | libc::PROT_WRITE;
+
 pub struct PhysicalMemory {
     mem: &'static PhysMem,
     buddy: Mutex<BuddyAllocator>,
@@ -51,19 +54,31 @@ impl PhysicalMemory {
     }
 
     /// Returns pages to the allocator, zeroed and writable again.
-    pub fn free(&self, addr: usize, len: usize) {
+    /// `prot` is their current protection (read-write needs no change: every
+    /// host mprotect of shared memory costs a TLB shootdown on all CPUs).
+    pub fn free(&self, addr: usize, len: usize, prot: Prot) {
         if len == 0 {
             return;
         }
-        self.scrub(addr, len);
+        self.scrub(addr, len, prot);
         self.buddy.lock().unwrap().free(self.pfn(addr), len / PAGE_SIZE);
     }
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
-    pub fn scrub(&self, addr: usize, len: usize) {
-        // Restoring read-write on our own direct map cannot fail.
-        let _ = self.mem.protect(addr, len, libc::PROT_READ | libc::PROT_WRITE);
+    pub fn scrub(&self, addr: usize, len: usize, prot: Prot) {
+        if prot != RW {
+            // Restoring read-write on our own direct map cannot fail.
+            let _ = self.mem.protect(addr, len, RW);
+        }
         self.mem.discard(addr, len);
+    }
+
+    /// Changes the protection of pages whose protection is now `from`.
+    pub fn reprotect(&self, addr: usize, len: usize, from: Prot, to: Prot) -> Result<(), Errno> {
+        if from == to || len == 0 {
+            return Ok(());
+        }
+        self.mem.protect(addr, len, to)
     }
 
     pub fn protect(&self, addr: usize, len: usize, prot: Prot) -> Result<(), Errno> {

@@ -5,7 +5,7 @@
 //! host MMU still enforces each VMA's protection (mprotect is real), which
 //! no-MMU Linux cannot do.
 
-use super::phys::PhysicalMemory;
+use super::phys::{PhysicalMemory, RW};
 use super::{is_page_aligned, page_up, PAGE_SIZE};
 use crate::fs::file::OpenFile;
 use crate::host::physmem::GuestRange;
@@ -125,7 +125,7 @@ impl AddressSpace {
     /// Removes the VMAs covering [start, end) (splitting at the edges) and
     /// returns the ranges they covered. Shared file mappings are written
     /// back first, so nothing the guest wrote through them is lost.
-    fn take_range(&mut self, start: usize, end: usize) -> Vec<(usize, usize)> {
+    fn take_range(&mut self, start: usize, end: usize) -> Vec<(usize, usize, i32)> {
         self.split_at(start);
         self.split_at(end);
         let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
@@ -133,7 +133,7 @@ impl AddressSpace {
             .map(|s| {
                 let v = self.vmas.remove(&s).unwrap();
                 Self::write_back_vma(s, &v);
-                (s, v.end)
+                (s, v.end, host_prot(v.prot))
             })
             .collect()
     }
@@ -189,10 +189,10 @@ impl AddressSpace {
         };
         let range = GuestRange::new(start, len).expect("allocated pages lie in physical memory");
         if let Err(e) = fill(range) {
-            self.phys.free(start, len);
+            self.phys.free(start, len, RW);
             return Err(e);
         }
-        self.phys.protect(start, len, host_prot(vma.prot))?;
+        self.phys.reprotect(start, len, RW, host_prot(vma.prot))?;
         self.vmas.insert(start, Vma { end: start + len, ..vma });
         Ok(start)
     }
@@ -220,33 +220,37 @@ impl AddressSpace {
         let owned = self.take_range(addr, end);
         let mut p = addr;
         while p < end {
-            if owned.iter().any(|&(s, e)| s <= p && p < e) || self.owned_by_heap(p) {
+            if owned.iter().any(|&(s, e, _)| s <= p && p < e) || self.owned_by_heap(p) {
                 p += PAGE_SIZE;
                 continue;
             }
             self.phys.alloc_at(p, PAGE_SIZE)?;
             p += PAGE_SIZE;
         }
-        self.phys.scrub(addr, len);
+        // Only our own mappings can be protected other than read-write.
+        for &(s, e, prot) in &owned {
+            self.phys.reprotect(s, e - s, prot, RW)?;
+        }
+        self.phys.scrub(addr, len, RW);
         Ok(())
     }
 
     /// munmap: frees the pages of every mapping in the range.
     pub fn unmap(&mut self, addr: usize, len: usize) {
         let end = addr.saturating_add(len);
-        for (s, e) in self.take_range(addr, end) {
-            self.release_pages(s, e);
+        for (s, e, prot) in self.take_range(addr, end) {
+            self.release_pages(s, e, prot);
         }
     }
 
     /// Gives back the pages of a removed mapping: to the allocator, or, for
     /// pages inside the heap's reservation, back to that reservation.
-    fn release_pages(&self, s: usize, e: usize) {
+    fn release_pages(&self, s: usize, e: usize, prot: i32) {
         let heap_s = self.brk_start.clamp(s, e);
         let heap_e = self.brk_owned_end.clamp(heap_s, e);
-        self.phys.free(s, heap_s - s);
-        self.phys.scrub(heap_s, heap_e - heap_s);
-        self.phys.free(heap_e, e - heap_e);
+        self.phys.free(s, heap_s - s, prot);
+        self.phys.scrub(heap_s, heap_e - heap_s, prot);
+        self.phys.free(heap_e, e - heap_e, prot);
     }
 
     /// mprotect: the whole range must be mapped.
@@ -261,11 +265,20 @@ impl AddressSpace {
         }
         self.split_at(addr);
         self.split_at(end);
-        for (_, v) in self.vmas.range_mut(addr..end) {
+        let mut runs = Vec::new();
+        for (&s, v) in self.vmas.range_mut(addr..end) {
+            runs.push((s, v.end, host_prot(v.prot)));
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
         }
-        self.phys.protect(addr, len, host_prot(prot))
+        // One host call when nothing is read-write-only to begin with.
+        if runs.iter().all(|r| r.2 == runs[0].2) {
+            return self.phys.reprotect(addr, len, runs[0].2, host_prot(prot));
+        }
+        for (s, e, old) in runs {
+            self.phys.reprotect(s, e - s, old, host_prot(prot))?;
+        }
+        Ok(())
     }
 
     /// MADV_DONTNEED: private anonymous pages read as zero again, private
@@ -277,12 +290,12 @@ impl AddressSpace {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
-            self.phys.scrub(p, run_end - p);
+            self.phys.scrub(p, run_end - p, host_prot(prot));
             if let Some(b) = backing {
                 let range = GuestRange::new(p, run_end - p).unwrap();
                 let _ = b.file.read_at_into(range, b.offset + (p - s) as u64);
             }
-            self.phys.protect(p, run_end - p, host_prot(prot))?;
+            self.phys.reprotect(p, run_end - p, RW, host_prot(prot))?;
             p = run_end;
         }
         Ok(())
@@ -302,7 +315,7 @@ impl AddressSpace {
         }
         let grow = new_len - old_len;
         if old_end == vma.end && self.phys.alloc_at(old_end, grow).is_ok() {
-            self.phys.protect(old_end, grow, host_prot(vma.prot))?;
+            self.phys.reprotect(old_end, grow, RW, host_prot(vma.prot))?;
             self.vmas.get_mut(&start).unwrap().end = old_end + grow;
             return Ok(old);
         }
@@ -316,8 +329,11 @@ impl AddressSpace {
         let phys = self.phys;
         let new = self.map(Placement::Anywhere { align: PAGE_SIZE }, new_len, moved, |dst| {
             // The old pages may be unreadable to the guest, never to nomu:
-            // give them read access for the copy.
-            phys.protect(old, old_len, PROT_READ)?;
+            // give them read access for the copy (they are freed next, and
+            // their VMA's protection, not read-write, makes that restore RW).
+            if host_prot(vma.prot) & PROT_READ == 0 {
+                phys.protect(old, old_len, PROT_READ)?;
+            }
             phys.copy_within(dst.addr(), old, old_len);
             Ok(())
         })?;
@@ -350,15 +366,14 @@ impl AddressSpace {
         }
         if new_end > old_end {
             // Like Linux, the heap may not grow over another mapping.
-            if self.vmas.range(old_end..new_end).next().is_some()
-                || self.phys.protect(old_end, new_end - old_end, PROT_READ | PROT_WRITE).is_err()
-            {
+            // Reserved heap pages are read-write already (free pages are).
+            if self.vmas.range(old_end..new_end).next().is_some() {
                 return self.brk;
             }
             self.vmas.insert(old_end, Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap));
         } else if new_end < old_end {
-            for (s, e) in self.take_range(new_end, old_end) {
-                self.phys.scrub(s, e - s);
+            for (s, e, prot) in self.take_range(new_end, old_end) {
+                self.phys.scrub(s, e - s, prot);
             }
         }
         self.brk = new;
@@ -370,9 +385,15 @@ impl AddressSpace {
         let vmas = std::mem::take(&mut self.vmas);
         for (s, v) in vmas {
             Self::write_back_vma(s, &v);
-            self.release_pages(s, v.end);
+            // Heap pages are freed with the whole reservation below.
+            let prot = host_prot(v.prot);
+            let heap_s = self.brk_start.clamp(s, v.end);
+            let heap_e = self.brk_owned_end.clamp(heap_s, v.end);
+            self.phys.free(s, heap_s - s, prot);
+            self.phys.reprotect(heap_s, heap_e - heap_s, prot, RW).ok();
+            self.phys.free(heap_e, v.end - heap_e, prot);
         }
-        self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start);
+        self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start, RW);
         self.brk_start = 0;
         self.brk = 0;
         self.brk_owned_end = 0;
