@@ -207,3 +207,10 @@ fn fork_fails_with_einval_as_on_no_mmu_linux() {
     assert_eq!(text(&out.stdout), "fork: -1 EINVAL\nclone without CLONE_VM: -1 EINVAL\n");
     assert!(text(&out.stderr).contains("nomu: fork needs an MMU; use vfork or posix_spawn"));
 }
+
+#[test]
+fn orphans_are_reparented_to_init() {
+    let out = nomu(&["run", "--", s(&bin("nomu-tests/orphans"))]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "init pid 1\nchild exited 0\norphan reaped by init, exited 42\nreaped 2\n");
+}

@@ -142,7 +142,14 @@ impl Kernel {
         }
         let start = crate::loader::exec(self, &process, path, argv, envp)
             .map_err(|e| StartError { errno: e.errno, message: e.message })?;
-        self.tasks.insert(Task { process: process.clone(), ppid: 0, pgid: pid, sid: pid, zombie: None });
+        self.tasks.insert(Task {
+            process: process.clone(),
+            ppid: 0,
+            pgid: pid,
+            sid: pid,
+            zombie: None,
+            stop_event: None,
+        });
         let thread = Arc::new(Thread::new(pid, process));
         self.spawn_thread(thread, start)
             .map_err(|errno| StartError { errno, message: "cannot start a host thread".into() })?;
@@ -244,9 +251,66 @@ impl Kernel {
         }
     }
 
+    /// Job control at send time, as Linux does it: SIGCONT resumes a stopped
+    /// process (and cancels its pending stops); a stop cancels a pending
+    /// SIGCONT.
+    fn job_control_on_send(&self, process: &Process, sig: i32) {
+        let stops = [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+        let threads = process.threads.lock().unwrap().clone();
+        if sig == libc::SIGCONT {
+            for t in &threads {
+                let mut st = t.state.lock().unwrap();
+                for s in stops {
+                    st.pending.discard(s);
+                }
+            }
+            if process.stopped.lock().unwrap().take().is_some() {
+                self.tasks.stop_event(process.pid, task::StopEvent::Continued);
+                self.notify_parent_stop(process, 6, libc::SIGCONT); // CLD_CONTINUED
+            }
+        } else if stops.contains(&sig) {
+            for t in &threads {
+                t.state.lock().unwrap().pending.discard(libc::SIGCONT);
+            }
+        }
+    }
+
+    /// SIGCHLD for a child that stopped or continued, unless the parent
+    /// asked not to hear of it (SA_NOCLDSTOP).
+    fn notify_parent_stop(&self, child: &Process, code: i32, status: i32) {
+        if let Some(parent) = self.tasks.parent(child.pid) {
+            let nocldstop = parent.signals.lock().unwrap().get(libc::SIGCHLD).flags & libc::SA_NOCLDSTOP as u64 != 0;
+            if !nocldstop {
+                let info = SigInfo::child(code, child.pid, crate::host::sys::ids().uid, status);
+                self.signal_process(&parent, info);
+            }
+        }
+    }
+
+    /// The default action of a stop signal: every thread of the process
+    /// parks at its next trap until SIGCONT or SIGKILL.
+    pub fn stop_process(&self, process: &Process, sig: i32) {
+        {
+            let mut stopped = process.stopped.lock().unwrap();
+            if stopped.is_some() {
+                return;
+            }
+            *stopped = Some(sig);
+        }
+        self.tasks.stop_event(process.pid, task::StopEvent::Stopped(sig));
+        self.notify_parent_stop(process, 5, sig); // CLD_STOPPED
+        for t in process.threads.lock().unwrap().iter() {
+            let host_tid = t.host_tid.load(std::sync::atomic::Ordering::Relaxed);
+            if host_tid != crate::host::sys::gettid() {
+                self.entry.interrupt(host_tid);
+            }
+        }
+    }
+
     /// Queues a signal for one thread and makes sure it notices.
     pub fn signal_thread(&self, thread: &Thread, info: SigInfo) {
         let sig = info.signo();
+        self.job_control_on_send(&thread.process, sig);
         let act = thread.process.signals.lock().unwrap().get(sig);
         let mut st = thread.state.lock().unwrap();
         // An ignored signal is dropped at once unless blocked (Linux too).
@@ -265,11 +329,13 @@ impl Kernel {
 
     /// Queues a process-directed signal on a thread that does not block it.
     pub fn signal_process(&self, process: &Process, info: SigInfo) {
-        let threads = process.threads.lock().unwrap();
-        let bit = signal::bit(info.signo());
-        let target = threads.iter().find(|t| t.state.lock().unwrap().sigmask & bit == 0).or(threads.first());
+        let target = {
+            let threads = process.threads.lock().unwrap();
+            let bit = signal::bit(info.signo());
+            threads.iter().find(|t| t.state.lock().unwrap().sigmask & bit == 0).or(threads.first()).cloned()
+        };
         if let Some(t) = target {
-            self.signal_thread(t, info);
+            self.signal_thread(&t, info);
         }
     }
 

@@ -41,6 +41,8 @@ pub struct Process {
     /// Set by exit_group or a fatal signal: every thread leaves, and this is
     /// the process's status.
     pub group_exit: Mutex<Option<ExitStatus>>,
+    /// Stopped by this signal (job control), until SIGCONT or SIGKILL.
+    pub stopped: Mutex<Option<i32>>,
     /// ITIMER_REAL (alarm, setitimer); not inherited by children.
     pub real_timer: Mutex<super::timer::RealTimer>,
     /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
@@ -66,6 +68,7 @@ impl Process {
             group_exit: Mutex::new(None),
             real_timer: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
+            stopped: Mutex::new(None),
         }
     }
 
@@ -87,6 +90,7 @@ impl Process {
             group_exit: Mutex::new(None),
             real_timer: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
+            stopped: Mutex::new(None),
         }
     }
 

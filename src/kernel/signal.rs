@@ -252,6 +252,12 @@ impl Pending {
         }
     }
 
+    /// Drops a pending signal (SIGCONT cancels pending stops and back).
+    pub fn discard(&mut self, sig: i32) {
+        self.set &= !bit(sig);
+        self.infos[sig as usize - 1] = None;
+    }
+
     /// Takes the lowest pending signal not in `blocked` (synchronous fault
     /// signals first, as Linux dequeues them).
     pub fn take(&mut self, blocked: u64) -> Option<SigInfo> {

@@ -19,6 +19,23 @@ pub struct Task {
     pub pgid: u32,
     pub sid: u32,
     pub zombie: Option<Zombie>,
+    /// A job-control change not yet reported to a wait with WUNTRACED or
+    /// WCONTINUED.
+    pub stop_event: Option<StopEvent>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StopEvent {
+    Stopped(i32),
+    Continued,
+}
+
+/// What a wait found.
+#[derive(Clone, Copy)]
+pub enum WaitResult {
+    Exited(Zombie),
+    Stopped(i32),
+    Continued,
 }
 
 /// Which children a wait is for (wait4's pid argument, waitid's idtype).
@@ -51,6 +68,11 @@ impl Tasks {
 
     pub fn process(&self, pid: u32) -> Option<Arc<Process>> {
         self.table.lock().unwrap().get(&pid).filter(|t| t.zombie.is_none()).map(|t| t.process.clone())
+    }
+
+    /// Whether `pid` exists, alive or as a zombie (kill(pid, 0) succeeds on both).
+    pub fn exists(&self, pid: u32) -> bool {
+        self.table.lock().unwrap().contains_key(&pid)
     }
 
     /// Live processes in a process group.
@@ -125,45 +147,82 @@ impl Tasks {
 
     /// wait4/waitid for `parent`'s children. Ok(None): nothing ready (only
     /// with `nohang`); ECHILD when no child matches at all.
-    pub fn wait(
+    /// Records a stop or continue of `pid` for its parent's wait.
+    pub fn stop_event(&self, pid: u32, event: StopEvent) {
+        if let Some(t) = self.table.lock().unwrap().get_mut(&pid) {
+            t.stop_event = Some(event);
+        }
+        self.changed.notify_all();
+    }
+
+    /// The parent of `pid`, if alive.
+    pub fn parent(&self, pid: u32) -> Option<Arc<Process>> {
+        let table = self.table.lock().unwrap();
+        let ppid = table.get(&pid)?.ppid;
+        table.get(&ppid).filter(|t| t.zombie.is_none()).map(|t| t.process.clone())
+    }
+
+    /// wait4/waitid for `parent`'s children: exits always, stops with
+    /// `stopped` (WUNTRACED), continues with `continued` (WCONTINUED).
+    /// Ok(None): nothing ready (only with `nohang`); ECHILD when no child
+    /// matches at all.
+    #[allow(clippy::too_many_arguments)]
+    pub fn wait_any(
         &self,
         parent: u32,
         which: WaitFor,
         nohang: bool,
         reap: bool,
+        stopped: bool,
+        continued: bool,
         interrupted: &dyn Fn() -> bool,
-    ) -> Result<Option<(u32, Zombie)>, Errno> {
+    ) -> Result<Option<(u32, WaitResult)>, Errno> {
         let mut table = self.table.lock().unwrap();
         let parent_pgid = table.get(&parent).map_or(0, |t| t.pgid);
         loop {
-            let matches = |pid: u32, t: &Task| {
-                t.ppid == parent
+            let mut any = false;
+            let mut ready = None;
+            for (&pid, t) in table.iter() {
+                let matches = t.ppid == parent
                     && match which {
                         WaitFor::Any => true,
                         WaitFor::Pid(p) => p == pid,
                         WaitFor::Group(0) => t.pgid == parent_pgid,
                         WaitFor::Group(g) => t.pgid == g,
-                    }
-            };
-            let mut any = false;
-            let mut ready = None;
-            for (&pid, t) in table.iter() {
-                if matches(pid, t) {
-                    any = true;
-                    if let Some(z) = t.zombie {
-                        ready = Some((pid, z));
+                    };
+                if !matches {
+                    continue;
+                }
+                any = true;
+                if let Some(z) = t.zombie {
+                    ready = Some((pid, WaitResult::Exited(z)));
+                    break;
+                }
+                match t.stop_event {
+                    Some(StopEvent::Stopped(sig)) if stopped => {
+                        ready = Some((pid, WaitResult::Stopped(sig)));
                         break;
                     }
+                    Some(StopEvent::Continued) if continued => {
+                        ready = Some((pid, WaitResult::Continued));
+                        break;
+                    }
+                    _ => {}
                 }
             }
             if !any {
                 return Err(Errno::ECHILD);
             }
-            if let Some((pid, z)) = ready {
+            if let Some((pid, r)) = ready {
                 if reap {
-                    table.remove(&pid);
+                    match r {
+                        WaitResult::Exited(_) => {
+                            table.remove(&pid);
+                        }
+                        _ => table.get_mut(&pid).unwrap().stop_event = None,
+                    }
                 }
-                return Ok(Some((pid, z)));
+                return Ok(Some((pid, r)));
             }
             if nohang {
                 return Ok(None);
@@ -173,6 +232,21 @@ impl Tasks {
             }
             table = self.changed.wait_timeout(table, super::trap::WAIT_SLICE).unwrap().0;
         }
+    }
+
+    /// wait for exits only (see wait_any).
+    pub fn wait(
+        &self,
+        parent: u32,
+        which: WaitFor,
+        nohang: bool,
+        reap: bool,
+        interrupted: &dyn Fn() -> bool,
+    ) -> Result<Option<(u32, Zombie)>, Errno> {
+        Ok(self.wait_any(parent, which, nohang, reap, false, false, interrupted)?.map(|(pid, r)| match r {
+            WaitResult::Exited(z) => (pid, z),
+            _ => unreachable!("only exits were asked for"),
+        }))
     }
 
     /// Blocks until `pid` has exited and returns how (nomu waits for init).

@@ -115,6 +115,19 @@ impl ThreadCtx {
         }
     }
 
+    /// A stopped process's threads wait here until SIGCONT (sent, not
+    /// delivered, resumes them) or until they must die (SIGKILL pending,
+    /// exit_group).
+    fn park_while_stopped(&mut self) {
+        while self.thread.process.stopped.lock().unwrap().is_some() {
+            let killed = self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
+            if killed || self.must_leave().is_some() {
+                return;
+            }
+            std::thread::sleep(WAIT_SLICE);
+        }
+    }
+
     /// Whether a signal is waiting that a blocking call must stop for (or
     /// the thread must exit).
     pub fn signal_pending(&self) -> bool {
@@ -242,14 +255,9 @@ impl ThreadCtx {
                 signal::SIG_DFL | signal::SIG_IGN => match signal::default_action(sig) {
                     DefaultAction::Ignore | DefaultAction::Continue => continue,
                     DefaultAction::Stop => {
-                        // Job-control stops are not provided yet: note and go on.
-                        if self.kernel.trace {
-                            self.kernel.log(&format!(
-                                "[{}] nomu: stop by {} ignored",
-                                self.thread.tid,
-                                signal::name(sig)
-                            ));
-                        }
+                        self.trace_signal(&info);
+                        self.kernel.stop_process(&self.thread.process, sig);
+                        self.park_while_stopped();
                         continue;
                     }
                     DefaultAction::Terminate | DefaultAction::CoreDump => {
@@ -301,6 +309,8 @@ impl GuestKernel for ThreadCtx {
             Trap::Interrupt => {}
         }
         if self.exit.is_none() {
+            // Another thread stopped the process: park until it continues.
+            self.park_while_stopped();
             self.deliver_signals(frame);
         }
         if self.exit.is_none() {

@@ -6,7 +6,7 @@ use crate::entry::StartState;
 use crate::fs::path::PATH_MAX;
 use crate::kernel::errno::Errno;
 use crate::kernel::process::{ExitStatus, Process, Thread};
-use crate::kernel::task::{Task, WaitFor, Zombie};
+use crate::kernel::task::{Task, WaitFor, WaitResult, Zombie};
 use std::sync::Arc;
 
 const CLONE_VM: u64 = 0x100;
@@ -72,7 +72,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
         // Memory is shared: the child's view of ctid is the parent's.
         ctx.mem().write(ctid, &(pid as i32))?;
     }
-    kernel.tasks.insert(Task { process: child.clone(), ppid: parent.pid, pgid, sid, zombie: None });
+    kernel.tasks.insert(Task { process: child.clone(), ppid: parent.pid, pgid, sid, zombie: None, stop_event: None });
     let thread = Arc::new(Thread::new(pid, child.clone()));
     if flags & CLONE_CHILD_CLEARTID != 0 {
         thread.state.lock().unwrap().clear_child_tid = ctid;
@@ -242,17 +242,35 @@ pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
         p => WaitFor::Pid(p as u32),
     };
     let me = ctx.process().pid;
-    match ctx.kernel().tasks.wait(me, which, options & WNOHANG != 0, true, &|| ctx.t.signal_pending())? {
-        None => Ok(0),
-        Some((pid, z)) => {
+    let found = ctx.kernel().tasks.wait_any(
+        me,
+        which,
+        options & WNOHANG != 0,
+        true,
+        options & WUNTRACED != 0,
+        options & WCONTINUED != 0,
+        &|| ctx.t.signal_pending(),
+    )?;
+    let Some((pid, r)) = found else { return Ok(0) };
+    let word = match r {
+        WaitResult::Exited(z) => {
             add_child_usage(ctx, &z);
-            if status != 0 {
-                ctx.mem().write(status, &wait_status(z.status))?;
-            }
             write_rusage(ctx, rusage, Some(&z))?;
-            Ok(pid as u64)
+            wait_status(z.status)
         }
+        WaitResult::Stopped(sig) => {
+            write_rusage(ctx, rusage, None)?;
+            (sig << 8) | 0x7f
+        }
+        WaitResult::Continued => {
+            write_rusage(ctx, rusage, None)?;
+            0xffff
+        }
+    };
+    if status != 0 {
+        ctx.mem().write(status, &word)?;
     }
+    Ok(pid as u64)
 }
 
 const P_ALL: i32 = 0;
@@ -261,6 +279,8 @@ const P_PGID: i32 = 2;
 const CLD_EXITED: i32 = 1;
 const CLD_KILLED: i32 = 2;
 const CLD_DUMPED: i32 = 3;
+const CLD_STOPPED: i32 = 5;
+const CLD_CONTINUED: i32 = 6;
 
 pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (idtype, id, infop, options, rusage) = (int(a[0]), a[1] as u32, a[2], int(a[3]), a[4]);
@@ -276,30 +296,46 @@ pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
         _ => return Err(Errno::EINVAL),
     };
     let me = ctx.process().pid;
-    // Only exits are reported until stop/continue exist.
-    if options & WEXITED == 0 {
-        return if options & WNOHANG != 0 { write_siginfo(ctx, infop, None).map(|_| 0) } else { Err(Errno::ECHILD) };
-    }
-    let found = ctx
-        .kernel()
-        .tasks
-        .wait(me, which, options & WNOHANG != 0, options & WNOWAIT == 0, &|| ctx.t.signal_pending())?;
+    // waitid(WSTOPPED) is wait4's WUNTRACED.
+    let found = ctx.kernel().tasks.wait_any(
+        me,
+        which,
+        options & WNOHANG != 0,
+        options & WNOWAIT == 0,
+        options & WUNTRACED != 0,
+        options & WCONTINUED != 0,
+        &|| ctx.t.signal_pending(),
+    );
+    // Without WEXITED an exited child must not be reported: only the
+    // stop/continue flags were asked for.
+    let found = match found? {
+        Some((_, WaitResult::Exited(_))) if options & WEXITED == 0 => None,
+        f => f,
+    };
     write_siginfo(ctx, infop, found.as_ref())?;
-    write_rusage(ctx, rusage, found.as_ref().map(|(_, z)| z))?;
+    write_rusage(
+        ctx,
+        rusage,
+        found.as_ref().and_then(|(_, r)| if let WaitResult::Exited(z) = r { Some(z) } else { None }),
+    )?;
     Ok(0)
 }
 
-fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, Zombie)>) -> Result<(), Errno> {
+fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, WaitResult)>) -> Result<(), Errno> {
     if infop == 0 {
         return Ok(());
     }
     let mut info = [0i32; 32];
-    if let Some((pid, z)) = found {
+    if let Some((pid, r)) = found {
         info[0] = libc::SIGCHLD;
-        let (code, status) = match z.status {
-            ExitStatus::Code(c) => (CLD_EXITED, c),
-            ExitStatus::Signal { signo, core: true } => (CLD_DUMPED, signo),
-            ExitStatus::Signal { signo, core: false } => (CLD_KILLED, signo),
+        let (code, status) = match *r {
+            WaitResult::Exited(z) => match z.status {
+                ExitStatus::Code(c) => (CLD_EXITED, c),
+                ExitStatus::Signal { signo, core: true } => (CLD_DUMPED, signo),
+                ExitStatus::Signal { signo, core: false } => (CLD_KILLED, signo),
+            },
+            WaitResult::Stopped(sig) => (CLD_STOPPED, sig),
+            WaitResult::Continued => (CLD_CONTINUED, libc::SIGCONT),
         };
         info[2] = code;
         info[4] = *pid as i32;

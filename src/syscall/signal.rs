@@ -80,7 +80,8 @@ pub fn sys_kill(ctx: &mut Ctx, a: &Args) -> SysResult {
         -1 => tasks.all_live().into_iter().filter(|p| p.pid != 1 && p.pid != me).collect(),
         p => tasks.group_members(p.unsigned_abs()),
     };
-    if targets.is_empty() {
+    // A zombie can still be signalled (to no effect).
+    if targets.is_empty() && !(pid > 0 && tasks.exists(pid as u32)) {
         return Err(Errno::ESRCH);
     }
     if sig != 0 {

@@ -1,0 +1,116 @@
+/* Pipes: many writer processes into one pipe (writes up to PIPE_BUF are
+ * atomic, so no line is torn), EOF when the last writer goes, EPIPE and
+ * SIGPIPE, O_NONBLOCK and EAGAIN, poll on both ends. */
+#define _GNU_SOURCE
+#include "nomu_test.h"
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WRITERS 6
+#define LINES 200
+#define LINE 100 /* bytes per write: well below PIPE_BUF */
+
+extern char **environ;
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "writer")) {
+		char buf[LINE];
+		int id = atoi(argv[2]);
+		for (int i = 0; i < LINES; i++) {
+			memset(buf, 'a' + id, LINE - 1);
+			buf[LINE - 1] = '\n';
+			if (write(1, buf, LINE) != LINE)
+				return 1;
+		}
+		return 0;
+	}
+	printf("== %d writers, one reader\n", WRITERS);
+	int p[2];
+	CHECK_OK(pipe(p));
+	pid_t pids[WRITERS];
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addclose(&fa, p[0]);
+	for (int i = 0; i < WRITERS; i++) {
+		char id[4];
+		snprintf(id, sizeof(id), "%d", i);
+		char *args[] = { argv[0], "writer", id, NULL };
+		CHECK_EQ(posix_spawn(&pids[i], argv[0], &fa, NULL, args, environ), 0);
+	}
+	close(p[1]);
+	int counts[WRITERS] = { 0 }, torn = 0, total = 0;
+	char line[LINE];
+	size_t have = 0;
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(p[0], buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			line[have++] = buf[i];
+			if (have == LINE) {
+				int id = line[0] - 'a';
+				int ok = id >= 0 && id < WRITERS && line[LINE - 1] == '\n';
+				for (int k = 1; ok && k < LINE - 1; k++)
+					ok = line[k] == line[0];
+				if (ok)
+					counts[id]++;
+				else
+					torn++;
+				total++;
+				have = 0;
+			}
+		}
+	}
+	CHECK_EQ(n, 0);
+	CHECK_EQ(torn, 0);
+	CHECK_EQ(total, WRITERS * LINES);
+	for (int i = 0; i < WRITERS; i++) {
+		CHECK_EQ(counts[i], LINES);
+		int st;
+		CHECK_EQ(waitpid(pids[i], &st, 0), pids[i]);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	close(p[0]);
+
+	printf("== EPIPE and SIGPIPE\n");
+	CHECK_OK(pipe(p));
+	close(p[0]);
+	signal(SIGPIPE, SIG_IGN);
+	CHECK_ERR(write(p[1], "x", 1), EPIPE);
+	signal(SIGPIPE, SIG_DFL);
+	close(p[1]);
+
+	printf("== O_NONBLOCK and poll\n");
+	CHECK_OK(pipe2(p, O_NONBLOCK));
+	char c;
+	CHECK_ERR(read(p[0], &c, 1), EAGAIN);
+	struct pollfd pf[2] = { { .fd = p[0], .events = POLLIN }, { .fd = p[1], .events = POLLOUT } };
+	CHECK_EQ(poll(pf, 2, 0), 1);
+	CHECK(pf[1].revents & POLLOUT);
+	/* Fill it up: a non-blocking writer gets EAGAIN when full. */
+	static char big[65536];
+	ssize_t put = 0, w;
+	while ((w = write(p[1], big, sizeof(big))) > 0)
+		put += w;
+	CHECK_EQ(w, -1);
+	CHECK_EQ(errno, EAGAIN);
+	CHECK(put >= 4096);
+	pf[0].revents = pf[1].revents = 0;
+	CHECK_EQ(poll(pf, 2, 0), 1);
+	CHECK(pf[0].revents & POLLIN);
+	close(p[1]);
+	ssize_t got = 0;
+	while ((w = read(p[0], big, sizeof(big))) > 0)
+		got += w;
+	CHECK_EQ(got, put);
+	CHECK_EQ(w, 0);
+	close(p[0]);
+	return checks_done();
+}
