@@ -8,7 +8,7 @@ use std::path::PathBuf;
 const USAGE: &str = "\
 usage: nomu run [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
        nomu syscalls [--all]
-       nomu bench [--bin PATH] [--iters N] [--rounds N] [--json FILE]
+       nomu bench [--bin PATH] [--iters N] [--rounds N] [--cpu N] [--json FILE]
        nomu help
 
 run       runs PROGRAM (a path inside the guest root) inside nomu, with the

@@ -180,3 +180,16 @@ pub fn sigwait(sigs: &[i32]) -> i32 {
     unsafe { libc::sigwait(&set, &mut sig) };
     sig
 }
+
+/// Restricts the calling thread (and what it starts) to one CPU.
+pub fn pin_to_cpu(cpu: usize) -> R<()> {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays within it for cpu < 1024.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(Errno::EINVAL);
+        }
+        libc::CPU_SET(cpu, &mut set);
+        check(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) as libc::c_long).map(drop)
+    }
+}
