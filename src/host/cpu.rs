@@ -23,3 +23,23 @@ pub fn minsigstksz() -> u64 {
 pub fn has_fsgsbase() -> bool {
     hwcap2() & 2 != 0
 }
+
+/// Where each XSAVE component ends in the standard (signal frame) layout:
+/// `ends[i]` for component i (0 when the CPU has none).
+pub fn xstate_component_ends() -> &'static [usize; 64] {
+    static ENDS: std::sync::OnceLock<[usize; 64]> = std::sync::OnceLock::new();
+    ENDS.get_or_init(|| {
+        let mut ends = [0usize; 64];
+        ends[0] = 512;
+        ends[1] = 512;
+        if __cpuid(1).ecx & (1 << 26) != 0 {
+            for (i, end) in ends.iter_mut().enumerate().skip(2) {
+                let leaf = std::arch::x86_64::__cpuid_count(0xd, i as u32);
+                if leaf.eax != 0 {
+                    *end = (leaf.ebx + leaf.eax) as usize; // offset + size
+                }
+            }
+        }
+        ends
+    })
+}

@@ -110,7 +110,13 @@ pub fn push(
     let mut fpstate = 0;
     if let Some(xs) = frame.xstate.as_deref() {
         sp = sp.wrapping_sub(xs.len() as u64) & !63;
-        mem.write_bytes(sp, xs)?;
+        // Only the components in use are written (xstate_bv says which; the
+        // rest read as their initial state), plus the trailing magic.
+        let used = used_len(xs);
+        mem.write_bytes(sp, &xs[..used])?;
+        if used < xs.len() {
+            mem.write_bytes(sp + xs.len() as u64 - 4, &xs[xs.len() - 4..])?;
+        }
         fpstate = sp;
     }
     // Then the frame, so that rsp+8 is 16-aligned at the handler's entry,
@@ -178,8 +184,15 @@ pub fn pop(mem: &UserMem, frame: &mut TrapFrame) -> Result<(u64, Option<AltStack
     if fpstate == 0 {
         frame.reset_xstate = true;
     } else if let Some(host) = frame.xstate.as_deref_mut() {
-        let guest = mem.read_bytes(fpstate, host.len())?;
-        restore_xstate(host, &guest);
+        // The guest's header says how much of its image is in use.
+        let head = mem.read_bytes(fpstate, (XSAVE_HEADER + 64).min(host.len()))?;
+        let mut guest = head.clone();
+        guest.resize(host.len(), 0);
+        let used = used_len(&guest).min(host.len());
+        if used > head.len() {
+            mem.read_into(fpstate + head.len() as u64, &mut guest[head.len()..used])?;
+        }
+        restore_xstate(host, &guest[..], used);
     }
     let restored = regs_from(&words);
     // Only the flags a program may change come back (Linux's FIX_EFLAGS).
@@ -191,7 +204,21 @@ pub fn pop(mem: &UserMem, frame: &mut TrapFrame) -> Result<(u64, Option<AltStack
     Ok((mask, Some(alt)))
 }
 
-fn restore_xstate(host: &mut [u8], guest: &[u8]) {
+/// Bytes of an xsave image in use: the legacy area and header, and every
+/// component its xstate_bv marks as not in its initial state.
+fn used_len(xs: &[u8]) -> usize {
+    let magic = xs.len() >= XSAVE_HEADER + 64
+        && u32::from_le_bytes(xs[SW_RESERVED..SW_RESERVED + 4].try_into().unwrap()) == FP_XSTATE_MAGIC1;
+    if !magic {
+        return xs.len();
+    }
+    let bv = get(xs, XSAVE_HEADER);
+    let ends = crate::host::cpu::xstate_component_ends();
+    let end = (2..64).filter(|&i| bv & (1 << i) != 0).map(|i| ends[i]).max().unwrap_or(0);
+    end.max(XSAVE_HEADER + 64).min(xs.len())
+}
+
+fn restore_xstate(host: &mut [u8], guest: &[u8], used: usize) {
     // Legacy area (x87, MXCSR, XMM) with MXCSR's reserved bits cleared.
     host[..SW_RESERVED].copy_from_slice(&guest[..SW_RESERVED]);
     let mask = u32::from_le_bytes(host[MXCSR_MASK..MXCSR_MASK + 4].try_into().unwrap());
@@ -206,6 +233,8 @@ fn restore_xstate(host: &mut [u8], guest: &[u8]) {
     let host_features = get(host, SW_RESERVED + 8);
     let bv = get(guest, XSAVE_HEADER) & host_features;
     put(host, XSAVE_HEADER, bv);
-    let end = host.len() - 4; // FP_XSTATE_MAGIC2 stays the host's
-    host[XSAVE_HEADER + 64..end].copy_from_slice(&guest[XSAVE_HEADER + 64..end]);
+    let end = used.min(host.len() - 4); // FP_XSTATE_MAGIC2 stays the host's
+    if end > XSAVE_HEADER + 64 {
+        host[XSAVE_HEADER + 64..end].copy_from_slice(&guest[XSAVE_HEADER + 64..end]);
+    }
 }
