@@ -128,11 +128,13 @@ impl Process {
         self.vfork_cv.notify_all();
     }
 
-    /// Blocks the vfork parent until this child releases its memory.
-    pub fn wait_vfork_release(&self) {
+    /// Blocks the vfork parent until this child releases its memory, or
+    /// until `killed` says the parent must die (the wait is killable only,
+    /// as on Linux).
+    pub fn wait_vfork_release(&self, killed: &dyn Fn() -> bool) {
         let mut released = self.vfork_released.lock().unwrap();
-        while !*released {
-            released = self.vfork_cv.wait(released).unwrap();
+        while !*released && !killed() {
+            released = self.vfork_cv.wait_timeout(released, super::trap::WAIT_SLICE).unwrap().0;
         }
     }
 }

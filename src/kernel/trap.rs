@@ -128,6 +128,12 @@ impl ThreadCtx {
         }
     }
 
+    /// Whether the thread must die now: SIGKILL pending, or the process is
+    /// going away.
+    pub fn fatal_signal_pending(&self) -> bool {
+        self.must_leave().is_some() || self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0
+    }
+
     /// Whether a signal is waiting that a blocking call must stop for (or
     /// the thread must exit).
     pub fn signal_pending(&self) -> bool {

@@ -93,7 +93,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
         return Err(e);
     }
     if flags & CLONE_VFORK != 0 {
-        child.wait_vfork_release();
+        child.wait_vfork_release(&|| ctx.t.fatal_signal_pending());
     }
     Ok(pid as u64)
 }

@@ -70,8 +70,34 @@ fn count(len: u64) -> usize {
     (len as usize).min(MAX_RW_COUNT)
 }
 
+/// Terminal job control: a process outside the terminal's foreground group
+/// that reads it (SIGTTIN) or changes its settings (SIGTTOU) gets its group
+/// stopped by that signal, and the call is restarted once it continues; if
+/// the signal is blocked or ignored, reads fail with EIO and settings go
+/// through (Linux's tty_check_change / job_control).
+fn tty_job_control(ctx: &Ctx, f: &OpenFile, sig: i32) -> Result<(), Errno> {
+    if f.kind() != FileKind::CharDevice || !hostfs::isatty(f.fd()) {
+        return Ok(());
+    }
+    let kernel = ctx.kernel();
+    let Some((pgid, _)) = kernel.tasks.ids(ctx.process().pid) else { return Ok(()) };
+    if pgid == kernel.foreground_pgrp() {
+        return Ok(());
+    }
+    let blocked = ctx.t.thread.state.lock().unwrap().sigmask & crate::kernel::signal::bit(sig) != 0;
+    let ignored = ctx.process().signals.lock().unwrap().get(sig).handler == crate::kernel::signal::SIG_IGN;
+    if blocked || ignored {
+        return if sig == libc::SIGTTIN { Err(Errno::EIO) } else { Ok(()) };
+    }
+    for p in kernel.tasks.group_members(pgid) {
+        kernel.signal_process(&p, crate::kernel::signal::SigInfo::kernel(sig));
+    }
+    Err(Errno::ERESTARTSYS)
+}
+
 pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
+    tty_job_control(ctx, &f, libc::SIGTTIN)?;
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
     if !buf.is_empty() {
         wait_ready(ctx, &f, libc::POLLIN)?;
@@ -263,6 +289,7 @@ pub fn sys_ioctl(ctx: &mut Ctx, a: &Args) -> SysResult {
             Ok(0)
         }
         TCSETS | TCSETSW | TCSETSF => {
+            tty_job_control(ctx, &f, libc::SIGTTOU)?;
             let mut t = [0u8; std::mem::size_of::<Termios>()];
             mem.read_into(arg, &mut t)?;
             hostfs::ioctl(f.fd(), req, Some(&mut t), 0).map(|_| 0)
@@ -285,6 +312,7 @@ pub fn sys_ioctl(ctx: &mut Ctx, a: &Args) -> SysResult {
             Ok(0)
         }
         TIOCSPGRP => {
+            tty_job_control(ctx, &f, libc::SIGTTOU)?;
             let pgrp: i32 = mem.read(arg)?;
             if pgrp <= 0 {
                 return Err(Errno::EINVAL);
