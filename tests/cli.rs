@@ -214,3 +214,19 @@ fn orphans_are_reparented_to_init() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "init pid 1\nchild exited 0\norphan reaped by init, exited 42\nreaped 2\n");
 }
+
+/// Runs a command on a pseudo-terminal (util-linux `script`), returning its
+/// output with the terminal's line endings normalised.
+fn on_a_terminal(cmd: &str) -> String {
+    let out = Command::new("script").args(["-qec", cmd, "/dev/null"]).stdin(Stdio::null()).output().expect("script");
+    text(&out.stdout).replace("\r\n", "\n")
+}
+
+#[test]
+fn background_reads_of_the_terminal_get_sigttin() {
+    let prog = bin("nomu-tests/ttin");
+    let native = on_a_terminal(s(&prog));
+    assert_eq!(native, "ignored: -1 EIO\ncaught 1: -1 EINTR\n", "the test disagrees with Linux");
+    let under = on_a_terminal(&format!("{} run -- {}", env!("CARGO_BIN_EXE_nomu"), s(&prog)));
+    assert_eq!(under, native);
+}
