@@ -180,3 +180,18 @@ impl GuestRange {
         self.addr as *mut libc::c_void
     }
 }
+
+impl PhysMem {
+    /// Which pages of [addr, addr+len) the host holds in memory (mincore).
+    pub fn resident(&self, addr: usize, len: usize) -> Vec<bool> {
+        self.assert_pages(addr, len);
+        let mut vec = vec![0u8; len / PAGE_SIZE];
+        // SAFETY: the range lies inside our direct map; vec has one byte per page.
+        let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
+        if r < 0 {
+            // Cannot tell: treat every page as held, so all get zeroed.
+            return vec![true; len / PAGE_SIZE];
+        }
+        vec.iter().map(|b| b & 1 != 0).collect()
+    }
+}

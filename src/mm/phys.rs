@@ -1,6 +1,11 @@
 //! Physical memory: nomu's memfd-backed direct map and the buddy allocator
-//! that hands out its pages. Pages leave the allocator zeroed and writable,
-//! and `free` makes them so again before they return.
+//! that hands out its pages. Pages leave the allocator zeroed and writable.
+//!
+//! Freed pages are not zeroed at once: they are marked dirty, and zeroed
+//! when allocated again, and only those the host really holds (mincore):
+//! punching holes at every free costs the host a TLB shootdown and the next
+//! user a page fault per page. When too much dirty memory piles up, it is
+//! given back to the host in one sweep.
 
 use super::buddy::BuddyAllocator;
 use super::PAGE_SIZE;
@@ -13,12 +18,110 @@ pub const RW: Prot = libc::PROT_READ | libc::PROT_WRITE;
 
 pub struct PhysicalMemory {
     mem: &'static PhysMem,
-    buddy: Mutex<BuddyAllocator>,
+    buddy: Mutex<Pages>,
 }
+
+/// The allocator and the dirty-page bookkeeping, under one lock.
+struct Pages {
+    buddy: BuddyAllocator,
+    /// One bit per page: freed since it was last zeroed.
+    dirty: Vec<u64>,
+    dirty_free: usize,
+}
+
+impl Pages {
+    fn is_dirty(&self, pfn: usize) -> bool {
+        self.dirty[pfn / 64] & (1 << (pfn % 64)) != 0
+    }
+
+    fn set_dirty(&mut self, pfn: usize, on: bool) {
+        if on {
+            self.dirty[pfn / 64] |= 1 << (pfn % 64);
+        } else {
+            self.dirty[pfn / 64] &= !(1 << (pfn % 64));
+        }
+    }
+
+    /// Runs of dirty pages in [pfn, pfn+count), clearing their bits.
+    fn take_dirty(&mut self, pfn: usize, count: usize) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut p = pfn;
+        while p < pfn + count {
+            // Skip clean words quickly.
+            if p % 64 == 0 && p + 64 <= pfn + count && self.dirty[p / 64] == 0 {
+                p += 64;
+                continue;
+            }
+            if self.is_dirty(p) {
+                self.set_dirty(p, false);
+                match runs.last_mut() {
+                    Some((s, n)) if *s + *n == p => *n += 1,
+                    _ => runs.push((p, 1)),
+                }
+            }
+            p += 1;
+        }
+        runs
+    }
+}
+
+/// Dirty runs up to this long are zeroed page by page where the host holds
+/// them; longer ones get their hole punched.
+const MINCORE_MAX_PAGES: usize = 4096;
+
+/// Dirty free memory beyond which it all goes back to the host.
+const MAX_DIRTY_FREE: usize = 64 << 20;
 
 impl PhysicalMemory {
     pub fn new(mem: &'static PhysMem) -> PhysicalMemory {
-        PhysicalMemory { mem, buddy: Mutex::new(BuddyAllocator::new(mem.size() / PAGE_SIZE)) }
+        let npages = mem.size() / PAGE_SIZE;
+        let pages = Pages { buddy: BuddyAllocator::new(npages), dirty: vec![0; npages.div_ceil(64)], dirty_free: 0 };
+        PhysicalMemory { mem, buddy: Mutex::new(pages) }
+    }
+
+    /// Zeroes the dirty pages of a range just allocated. `sparse`: the
+    /// range will mostly stay untouched (a stack), so holes are punched
+    /// rather than every page asked about.
+    fn clean(&self, pages: &mut Pages, pfn: usize, count: usize, sparse: bool) {
+        for (start, n) in pages.take_dirty(pfn, count) {
+            pages.dirty_free -= n;
+            let addr = self.addr(start);
+            if sparse || n > MINCORE_MAX_PAGES {
+                // Asking the host page by page costs more than a hole punch.
+                self.mem.discard(addr, n * PAGE_SIZE);
+                continue;
+            }
+            // Only pages the host holds need zeroing; the rest read as zero.
+            let resident = self.mem.resident(addr, n * PAGE_SIZE);
+            for (i, &r) in resident.iter().enumerate() {
+                if r {
+                    self.mem.zero(addr + i * PAGE_SIZE, PAGE_SIZE);
+                }
+            }
+        }
+    }
+
+    /// Gives all dirty free memory back to the host (zeroing it).
+    fn sweep(&self, pages: &mut Pages) {
+        let npages = self.mem.size() / PAGE_SIZE;
+        let mut p = 0;
+        while p < npages {
+            if p % 64 == 0 && pages.dirty[p / 64] == 0 {
+                p += 64;
+                continue;
+            }
+            if pages.is_dirty(p) && pages.buddy.range_is_free(p, 1) {
+                let start = p;
+                while p < npages && pages.is_dirty(p) && pages.buddy.range_is_free(p, 1) {
+                    pages.set_dirty(p, false);
+                    p += 1;
+                }
+                pages.dirty_free -= p - start;
+                self.mem.discard(self.addr(start), (p - start) * PAGE_SIZE);
+            } else {
+                p += 1;
+            }
+        }
     }
 
     fn pfn(&self, addr: usize) -> usize {
@@ -31,8 +134,19 @@ impl PhysicalMemory {
 
     /// Allocates `len` bytes (a page multiple) aligned to `align` bytes.
     pub fn alloc(&self, len: usize, align: usize) -> Result<usize, Errno> {
+        self.alloc_with(len, align, false)
+    }
+
+    /// Like `alloc`, for memory that will mostly stay untouched (stacks).
+    pub fn alloc_sparse(&self, len: usize, align: usize) -> Result<usize, Errno> {
+        self.alloc_with(len, align, true)
+    }
+
+    fn alloc_with(&self, len: usize, align: usize, sparse: bool) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
-        let pfn = self.buddy.lock().unwrap().alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
+        let mut pages = self.buddy.lock().unwrap();
+        let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
+        self.clean(&mut pages, pfn, len / PAGE_SIZE, sparse);
         Ok(self.addr(pfn))
     }
 
@@ -42,7 +156,9 @@ impl PhysicalMemory {
             return Err(Errno::ENOMEM);
         }
         let pfn = self.pfn(addr);
-        if self.buddy.lock().unwrap().alloc_at(pfn, len / PAGE_SIZE) {
+        let mut pages = self.buddy.lock().unwrap();
+        if pages.buddy.alloc_at(pfn, len / PAGE_SIZE) {
+            self.clean(&mut pages, pfn, len / PAGE_SIZE, false);
             Ok(())
         } else {
             Err(Errno::ENOMEM)
@@ -50,18 +166,33 @@ impl PhysicalMemory {
     }
 
     pub fn is_free(&self, addr: usize, len: usize) -> bool {
-        self.mem.contains(addr, len) && self.buddy.lock().unwrap().range_is_free(self.pfn(addr), len / PAGE_SIZE)
+        self.mem.contains(addr, len) && self.buddy.lock().unwrap().buddy.range_is_free(self.pfn(addr), len / PAGE_SIZE)
     }
 
-    /// Returns pages to the allocator, zeroed and writable again.
-    /// `prot` is their current protection (read-write needs no change: every
-    /// host mprotect of shared memory costs a TLB shootdown on all CPUs).
+    /// Returns pages to the allocator, writable again (they are zeroed when
+    /// next allocated). `prot` is their current protection (read-write
+    /// needs no change: every host mprotect of shared memory costs a TLB
+    /// shootdown on all CPUs).
     pub fn free(&self, addr: usize, len: usize, prot: Prot) {
         if len == 0 {
             return;
         }
-        self.scrub(addr, len, prot);
-        self.buddy.lock().unwrap().free(self.pfn(addr), len / PAGE_SIZE);
+        if prot != RW {
+            // Restoring read-write on our own direct map cannot fail.
+            let _ = self.mem.protect(addr, len, RW);
+        }
+        let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
+        let mut pages = self.buddy.lock().unwrap();
+        for p in pfn..pfn + n {
+            if !pages.is_dirty(p) {
+                pages.set_dirty(p, true);
+                pages.dirty_free += 1;
+            }
+        }
+        pages.buddy.free(pfn, n);
+        if pages.dirty_free * PAGE_SIZE > MAX_DIRTY_FREE {
+            self.sweep(&mut pages);
+        }
     }
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
@@ -94,7 +225,7 @@ impl PhysicalMemory {
     }
 
     pub fn free_bytes(&self) -> usize {
-        self.buddy.lock().unwrap().free_pages() * PAGE_SIZE
+        self.buddy.lock().unwrap().buddy.free_pages() * PAGE_SIZE
     }
 
     pub fn contains(&self, addr: usize, len: usize) -> bool {

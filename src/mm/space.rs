@@ -59,6 +59,8 @@ pub enum Placement {
     Anywhere {
         align: usize,
     },
+    /// Anywhere, for memory that will mostly stay untouched (a stack).
+    Sparse,
     /// MAP_FIXED: replaces this process's own mappings in the range, or
     /// claims free physical pages.
     Fixed(usize),
@@ -181,6 +183,7 @@ impl AddressSpace {
         debug_assert!(len > 0 && is_page_aligned(len));
         let start = match place {
             Placement::Anywhere { align } => self.phys.alloc(len, align)?,
+            Placement::Sparse => self.phys.alloc_sparse(len, PAGE_SIZE)?,
             Placement::Fixed(addr) => {
                 self.claim_fixed(addr, len)?;
                 addr
