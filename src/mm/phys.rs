@@ -48,7 +48,7 @@ impl Pages {
         let mut p = pfn;
         while p < pfn + count {
             // Skip clean words quickly.
-            if p % 64 == 0 && p + 64 <= pfn + count && self.dirty[p / 64] == 0 {
+            if p.is_multiple_of(64) && p + 64 <= pfn + count && self.dirty[p / 64] == 0 {
                 p += 64;
                 continue;
             }
@@ -106,7 +106,7 @@ impl PhysicalMemory {
         let npages = self.mem.size() / PAGE_SIZE;
         let mut p = 0;
         while p < npages {
-            if p % 64 == 0 && pages.dirty[p / 64] == 0 {
+            if p.is_multiple_of(64) && pages.dirty[p / 64] == 0 {
                 p += 64;
                 continue;
             }
