@@ -232,3 +232,49 @@ impl PhysicalMemory {
         self.mem.contains(addr, len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::physmem::GuestRange;
+    use crate::host::safecopy::{copy_from_guest, copy_to_guest};
+
+    fn fill(addr: usize, len: usize, byte: u8) {
+        assert_eq!(copy_to_guest(addr, &vec![byte; len]), len);
+    }
+
+    fn all_zero(addr: usize, len: usize) -> bool {
+        let mut buf = vec![1u8; len];
+        assert_eq!(copy_from_guest(&mut buf, addr), len);
+        buf.iter().all(|&b| b == 0)
+    }
+
+    /// The one test that owns the process-wide physical memory.
+    #[test]
+    fn pages_leave_the_allocator_zeroed() {
+        let mem = PhysMem::init(256 << 20).expect("physical memory");
+        let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem)));
+        for sparse in [false, true] {
+            for len in [PAGE_SIZE, 16 * PAGE_SIZE, 1 << 20] {
+                let a = phys.alloc_with(len, PAGE_SIZE, sparse).unwrap();
+                assert!(all_zero(a, len));
+                fill(a, len, 0xa5);
+                phys.free(a, len, RW);
+                // Lowest-address-first: the same pages come back, dirty.
+                let b = phys.alloc_with(len, PAGE_SIZE, sparse).unwrap();
+                assert_eq!(a, b);
+                assert!(all_zero(b, len), "reused pages not zeroed (len {len}, sparse {sparse})");
+                phys.free(b, len, RW);
+            }
+        }
+        // Past the dirty limit everything goes back to the host, zeroed.
+        let big = MAX_DIRTY_FREE + (4 << 20);
+        let a = phys.alloc(big, PAGE_SIZE).unwrap();
+        fill(a, big, 0x5a);
+        phys.free(a, big, RW);
+        assert_eq!(phys.buddy.lock().unwrap().dirty_free, 0);
+        let b = phys.alloc_at(a, PAGE_SIZE);
+        assert!(b.is_ok() && all_zero(a, PAGE_SIZE));
+        let _ = GuestRange::new(a, PAGE_SIZE).unwrap();
+    }
+}
