@@ -48,6 +48,7 @@ pub fn getrlimit(resource: u32) -> libc::rlimit {
     r
 }
 
+#[derive(Clone, Copy)]
 pub struct Ids {
     pub uid: u32,
     pub euid: u32,
@@ -55,9 +56,14 @@ pub struct Ids {
     pub egid: u32,
 }
 
+/// nomu's credentials, which guests see as theirs. They never change, so
+/// they are asked of the host once.
 pub fn ids() -> Ids {
+    static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
     // SAFETY: these calls cannot fail.
-    unsafe { Ids { uid: libc::getuid(), euid: libc::geteuid(), gid: libc::getgid(), egid: libc::getegid() } }
+    *IDS.get_or_init(|| unsafe {
+        Ids { uid: libc::getuid(), euid: libc::geteuid(), gid: libc::getgid(), egid: libc::getegid() }
+    })
 }
 
 pub fn host_pid() -> u32 {
@@ -135,9 +141,13 @@ pub fn thread_rusage() -> libc::rusage {
     r
 }
 
+/// The calling host thread's id (cached: glibc asks the host every time).
 pub fn gettid() -> i32 {
-    // SAFETY: cannot fail.
-    unsafe { libc::gettid() }
+    thread_local! {
+        // SAFETY: gettid cannot fail.
+        static TID: i32 = unsafe { libc::gettid() };
+    }
+    TID.with(|t| *t)
 }
 
 /// poll(2) on nomu's own descriptors (the host side of guest fds).

@@ -256,6 +256,9 @@ impl Kernel {
     /// SIGCONT.
     fn job_control_on_send(&self, process: &Process, sig: i32) {
         let stops = [libc::SIGSTOP, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+        if sig != libc::SIGCONT && !stops.contains(&sig) {
+            return;
+        }
         let threads = process.threads.lock().unwrap().clone();
         if sig == libc::SIGCONT {
             for t in &threads {

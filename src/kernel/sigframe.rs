@@ -122,7 +122,7 @@ pub fn push(
     // Then the frame, so that rsp+8 is 16-aligned at the handler's entry,
     // as after a call.
     sp = (sp.wrapping_sub(FRAME_SIZE as u64) & !15).wrapping_sub(8);
-    let mut f = vec![0u8; FRAME_SIZE];
+    let mut f = [0u8; FRAME_SIZE];
     put(&mut f, 0, act.restorer);
     let mut flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
     if fpstate != 0 {
@@ -185,14 +185,14 @@ pub fn pop(mem: &UserMem, frame: &mut TrapFrame) -> Result<(u64, Option<AltStack
         frame.reset_xstate = true;
     } else if let Some(host) = frame.xstate.as_deref_mut() {
         // The guest's header says how much of its image is in use.
-        let head = mem.read_bytes(fpstate, (XSAVE_HEADER + 64).min(host.len()))?;
-        let mut guest = head.clone();
-        guest.resize(host.len(), 0);
+        let head_len = (XSAVE_HEADER + 64).min(host.len());
+        let mut guest = vec![0u8; host.len()];
+        mem.read_into(fpstate, &mut guest[..head_len])?;
         let used = used_len(&guest).min(host.len());
-        if used > head.len() {
-            mem.read_into(fpstate + head.len() as u64, &mut guest[head.len()..used])?;
+        if used > head_len {
+            mem.read_into(fpstate + head_len as u64, &mut guest[head_len..used])?;
         }
-        restore_xstate(host, &guest[..], used);
+        restore_xstate(host, &guest, used);
     }
     let restored = regs_from(&words);
     // Only the flags a program may change come back (Linux's FIX_EFLAGS).

@@ -97,7 +97,11 @@ fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
     if tid <= 0 || tgid.is_some_and(|g| g <= 0) || (sig != 0 && !valid_signal(sig)) {
         return Err(Errno::EINVAL);
     }
-    let thread = ctx.kernel().find_thread(tid as u32).ok_or(Errno::ESRCH)?;
+    let thread = if tid as u32 == ctx.tid() {
+        ctx.t.thread.clone()
+    } else {
+        ctx.kernel().find_thread(tid as u32).ok_or(Errno::ESRCH)?
+    };
     if tgid.is_some_and(|g| g as u32 != thread.process.pid) {
         return Err(Errno::ESRCH);
     }
