@@ -4,7 +4,9 @@ use std::arch::x86_64::__cpuid;
 
 /// CPUID leaf 1 EDX, which Linux reports as AT_HWCAP on x86-64.
 pub fn hwcap() -> u64 {
-    __cpuid(1).edx as u64
+    // cpuid traps to the hypervisor on a VM: ask once.
+    static HWCAP: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HWCAP.get_or_init(|| __cpuid(1).edx as u64)
 }
 
 /// The host's AT_HWCAP2 (bit 1: the kernel allows FSGSBASE instructions).

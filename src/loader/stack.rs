@@ -72,36 +72,22 @@ pub fn build(
 }
 
 fn write_frame(top: usize, image: &Image, argv: &[Vec<u8>], envp: &[Vec<u8>], execfn: &[u8]) -> Result<usize, Errno> {
-    let put = |addr: usize, bytes: &[u8]| {
-        if safecopy::copy_to_guest(addr, bytes) == bytes.len() {
-            Ok(())
-        } else {
-            Err(Errno::EFAULT)
-        }
-    };
-    // Strings, lowest first: argv, envp, execfn; then the 8-byte end marker.
+    // Laid out in a local copy of the stack's top, then copied in one go.
     let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
     let strings_start = top - 8 - strings;
+    let platform = (strings_start & !15) - PLATFORM.len();
+    let random = platform - 16;
+    let ids = hostsys::ids();
+    let mut rnd = [0u8; 16];
+    hostsys::getrandom(&mut rnd, 0)?;
+    // Strings, lowest first: argv, envp, execfn; then the 8-byte end marker.
+    let mut ptrs = Vec::with_capacity(argv.len() + envp.len() + 1);
     let mut at = strings_start;
-    let mut ptrs = Vec::with_capacity(argv.len() + envp.len());
-    for s in argv.iter().chain(envp).chain(std::iter::once(&execfn.to_vec())) {
+    for s in argv.iter().chain(envp).map(|s| s.as_slice()).chain(std::iter::once(execfn)) {
         ptrs.push(at as u64);
-        put(at, s)?;
-        put(at + s.len(), &[0])?;
         at += s.len() + 1;
     }
     let execfn_addr = ptrs.pop().unwrap();
-    let mut p = strings_start & !15;
-    p -= PLATFORM.len();
-    let platform = p;
-    put(platform, PLATFORM)?;
-    p -= 16;
-    let random = p;
-    let mut rnd = [0u8; 16];
-    hostsys::getrandom(&mut rnd, 0)?;
-    put(random, &rnd)?;
-
-    let ids = hostsys::ids();
     let auxv: [(u64, u64); 19] = [
         (AT_MINSIGSTKSZ, cpu::minsigstksz()),
         (AT_HWCAP, cpu::hwcap()),
@@ -123,7 +109,7 @@ fn write_frame(top: usize, image: &Image, argv: &[Vec<u8>], envp: &[Vec<u8>], ex
         (AT_EXECFN, execfn_addr),
         (AT_PLATFORM, platform as u64),
     ];
-    let mut words: Vec<u64> = Vec::new();
+    let mut words: Vec<u64> = Vec::with_capacity(argv.len() + envp.len() + 3 + 2 * auxv.len() + 2);
     words.push(argv.len() as u64);
     words.extend(&ptrs[..argv.len()]);
     words.push(0);
@@ -134,9 +120,22 @@ fn write_frame(top: usize, image: &Image, argv: &[Vec<u8>], envp: &[Vec<u8>], ex
         words.push(v);
     }
     words.extend([AT_NULL, 0]);
-    let sp = (p & !15) - words.len() * 8;
-    let sp = sp & !15;
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    put(sp, &bytes)?;
+    let sp = ((random & !15) - words.len() * 8) & !15;
+
+    let mut buf = vec![0u8; top - sp];
+    let off = |addr: usize| addr - sp;
+    for (i, w) in words.iter().enumerate() {
+        buf[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    buf[off(random)..off(random) + 16].copy_from_slice(&rnd);
+    buf[off(platform)..off(platform) + PLATFORM.len()].copy_from_slice(PLATFORM);
+    let mut at = off(strings_start);
+    for s in argv.iter().chain(envp).map(|s| s.as_slice()).chain(std::iter::once(execfn)) {
+        buf[at..at + s.len()].copy_from_slice(s);
+        at += s.len() + 1; // the NUL is already there
+    }
+    if safecopy::copy_to_guest(sp, &buf) != buf.len() {
+        return Err(Errno::EFAULT);
+    }
     Ok(sp)
 }
