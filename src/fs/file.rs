@@ -38,6 +38,8 @@ pub struct OpenFile {
     /// File type and device, read from the host on first use (most files
     /// never need it, and open is a hot path).
     meta: OnceLock<(FileKind, u64)>,
+    /// Whether it is a terminal, asked once (it cannot change).
+    tty: OnceLock<bool>,
     /// The guest path it was opened by (for tracing and /dev/zero checks;
     /// a directory's current path is asked of the host when needed).
     pub path: Vec<u8>,
@@ -47,7 +49,7 @@ pub struct OpenFile {
 
 impl OpenFile {
     pub fn new(host: OwnedFd, path: Vec<u8>, path_only: bool) -> OpenFile {
-        OpenFile { host, meta: OnceLock::new(), path, path_only }
+        OpenFile { host, meta: OnceLock::new(), tty: OnceLock::new(), path, path_only }
     }
 
     fn meta(&self) -> (FileKind, u64) {
@@ -61,6 +63,10 @@ impl OpenFile {
 
     pub fn kind(&self) -> FileKind {
         self.meta().0
+    }
+
+    pub fn is_tty(&self) -> bool {
+        *self.tty.get_or_init(|| self.kind() == FileKind::CharDevice && hostfs::isatty(self.fd()))
     }
 
     /// The null device (1, 3), whose write never reads its buffer.

@@ -76,7 +76,7 @@ fn count(len: u64) -> usize {
 /// the signal is blocked or ignored, reads fail with EIO and settings go
 /// through (Linux's tty_check_change / job_control).
 fn tty_job_control(ctx: &Ctx, f: &OpenFile, sig: i32) -> Result<(), Errno> {
-    if f.kind() != FileKind::CharDevice || !hostfs::isatty(f.fd()) {
+    if !f.is_tty() {
         return Ok(());
     }
     let kernel = ctx.kernel();
@@ -281,7 +281,7 @@ pub fn sys_ioctl(ctx: &mut Ctx, a: &Args) -> SysResult {
             mem.write_bytes(arg, &n)?;
             Ok(0)
         }
-        _ if !hostfs::isatty(f.fd()) => Err(Errno::ENOTTY),
+        _ if !f.is_tty() => Err(Errno::ENOTTY),
         TCGETS => {
             let mut t = [0u8; std::mem::size_of::<Termios>()];
             hostfs::ioctl(f.fd(), req, Some(&mut t), 0)?;
