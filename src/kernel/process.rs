@@ -53,37 +53,46 @@ impl Process {
     /// The first process: nomu's own limits, an empty address space.
     pub fn new_init(pid: u32, phys: &'static PhysicalMemory) -> Process {
         let rlimits = std::array::from_fn(|r| crate::host::sys::getrlimit(r as u32));
-        Process {
-            pid,
-            mm: Mutex::new(Arc::new(Mutex::new(AddressSpace::new(phys)))),
-            files: Mutex::new(FdTable::default()),
-            cwd: Mutex::new(b"/".to_vec()),
-            umask: AtomicU32::new(0o022),
-            signals: Mutex::new(SignalActions::default()),
-            rlimits: Mutex::new(rlimits),
-            exe: Mutex::new(Vec::new()),
-            vfork_released: Mutex::new(false),
-            vfork_cv: Condvar::new(),
-            threads: Mutex::new(Vec::new()),
-            group_exit: Mutex::new(None),
-            real_timer: Mutex::new(Default::default()),
-            children_usage: Mutex::new(Default::default()),
-            stopped: Mutex::new(None),
-        }
+        let mm = Arc::new(Mutex::new(AddressSpace::new(phys)));
+        Process::with(pid, mm, FdTable::default(), b"/".to_vec(), 0o022, SignalActions::default(), rlimits, Vec::new())
     }
 
     /// A child created by vfork (or clone with CLONE_VM): it borrows the
     /// parent's memory and inherits copies of everything else.
     pub fn new_child(parent: &Process, pid: u32) -> Process {
+        Process::with(
+            pid,
+            parent.mm(),
+            parent.files.lock().unwrap().clone(),
+            parent.cwd.lock().unwrap().clone(),
+            parent.umask.load(Ordering::Relaxed),
+            parent.signals.lock().unwrap().clone(),
+            *parent.rlimits.lock().unwrap(),
+            parent.exe.lock().unwrap().clone(),
+        )
+    }
+
+    /// What a process inherits is given; the rest starts fresh.
+    #[allow(clippy::too_many_arguments)]
+    fn with(
+        pid: u32,
+        mm: Mm,
+        files: FdTable,
+        cwd: Vec<u8>,
+        umask: u32,
+        signals: SignalActions,
+        rlimits: [libc::rlimit; RLIM_NLIMITS],
+        exe: Vec<u8>,
+    ) -> Process {
         Process {
             pid,
-            mm: Mutex::new(parent.mm()),
-            files: Mutex::new(parent.files.lock().unwrap().clone()),
-            cwd: Mutex::new(parent.cwd.lock().unwrap().clone()),
-            umask: AtomicU32::new(parent.umask.load(Ordering::Relaxed)),
-            signals: Mutex::new(parent.signals.lock().unwrap().clone()),
-            rlimits: Mutex::new(*parent.rlimits.lock().unwrap()),
-            exe: Mutex::new(parent.exe.lock().unwrap().clone()),
+            mm: Mutex::new(mm),
+            files: Mutex::new(files),
+            cwd: Mutex::new(cwd),
+            umask: AtomicU32::new(umask),
+            signals: Mutex::new(signals),
+            rlimits: Mutex::new(rlimits),
+            exe: Mutex::new(exe),
             vfork_released: Mutex::new(false),
             vfork_cv: Condvar::new(),
             threads: Mutex::new(Vec::new()),
