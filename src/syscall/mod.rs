@@ -64,7 +64,7 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
     let def = table::lookup(nr);
     t.syscall_nr = Some(nr);
     let mut ctx = Ctx { t, frame };
-    let pre = ctx.kernel().trace.then(|| trace::before(&ctx, nr, def, &args));
+    let pre = ctx.kernel().trace.then(|| trace::before(&ctx, def, &args));
     let result = match def {
         Some(d) => (d.handler)(&mut ctx, &args),
         None => Err(Errno::ENOSYS),

@@ -114,9 +114,12 @@ const PR_GET_NO_NEW_PRIVS: u64 = 39;
 pub fn sys_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
     match a[0] {
         PR_SET_NAME => {
+            // Linux takes at most 15 bytes, NUL-terminated or not.
             let mut name = [0u8; 16];
-            let n = ctx.mem().read_cstring(a[1], 4096).unwrap_or_default();
-            let n = if n.is_empty() { ctx.mem().read_bytes(a[1], 15)? } else { n };
+            let n = match ctx.mem().read_cstring(a[1], 15) {
+                Err(Errno::ENAMETOOLONG) => ctx.mem().read_bytes(a[1], 15)?,
+                r => r?,
+            };
             let len = n.len().min(15);
             name[..len].copy_from_slice(&n[..len]);
             ctx.t.thread.state.lock().unwrap().comm = name;

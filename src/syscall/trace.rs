@@ -156,11 +156,10 @@ fn guest_buf(ctx: &Ctx, addr: u64, len: u64) -> String {
 }
 
 /// Formats what can be known before the call (paths, input buffers).
-pub fn before(ctx: &Ctx, nr: u64, def: Option<&SyscallDef>, args: &Args) -> Vec<Option<String>> {
+pub fn before(ctx: &Ctx, def: Option<&SyscallDef>, args: &Args) -> Vec<Option<String>> {
     let Some(def) = def else {
         return Vec::new();
     };
-    let _ = nr;
     def.args
         .iter()
         .enumerate()
