@@ -230,3 +230,23 @@ fn background_reads_of_the_terminal_get_sigttin() {
     let under = on_a_terminal(&format!("{} run -- {}", env!("CARGO_BIN_EXE_nomu"), s(&prog)));
     assert_eq!(under, native);
 }
+
+#[test]
+fn proc_shows_guest_processes_and_memory() {
+    let root = repo().join("build/root");
+    assert!(root.join("bin/busybox").exists(), "run `make guests` first (it builds build/root)");
+    let script = "sleep 1 & ps | grep -c '[s]leep 1'; cut -d' ' -f1,3,4 /proc/$!/stat; \
+                  readlink /proc/$!/exe; tr '\\0' ' ' < /proc/$!/cmdline; echo; \
+                  ls /proc | grep -c -x self; grep -c MemTotal /proc/meminfo; kill $!; wait";
+    let out = nomu(&["run", "--root", s(&root), "--", "/bin/sh", "-c", script]);
+    let got = text(&out.stdout);
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines.len(), 6, "{got}\n{}", text(&out.stderr));
+    assert_eq!(lines[0], "1");
+    let stat: Vec<&str> = lines[1].split(' ').collect();
+    assert_eq!(stat[1], "S"); // sleeping
+    assert_eq!(stat[2], "1"); // its parent is the shell, pid 1
+    assert_eq!(lines[2], "/bin/sh"); // busybox re-executes itself through /proc/self/exe
+    assert_eq!(lines[3], "sleep 1 ");
+    assert_eq!(&lines[4..], ["1", "1"]);
+}

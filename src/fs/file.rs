@@ -45,11 +45,23 @@ pub struct OpenFile {
     pub path: Vec<u8>,
     /// Opened with O_PATH: only a handle, no I/O.
     pub path_only: bool,
+    /// A directory of nomu's /proc (None: /proc itself, Some(pid)), listed
+    /// by nomu rather than the host; the position is the next entry.
+    pub proc_dir: Option<Option<u32>>,
+    pub dir_pos: std::sync::Mutex<usize>,
 }
 
 impl OpenFile {
     pub fn new(host: OwnedFd, path: Vec<u8>, path_only: bool) -> OpenFile {
-        OpenFile { host, meta: OnceLock::new(), tty: OnceLock::new(), path, path_only }
+        OpenFile {
+            host,
+            meta: OnceLock::new(),
+            tty: OnceLock::new(),
+            path,
+            path_only,
+            proc_dir: None,
+            dir_pos: std::sync::Mutex::new(0),
+        }
     }
 
     fn meta(&self) -> (FileKind, u64) {

@@ -3,3 +3,4 @@
 pub mod fdtable;
 pub mod file;
 pub mod path;
+pub mod procfs;

@@ -124,8 +124,10 @@ pub enum Special {
     HostDevice(&'static str),
     /// The guest's own descriptor N (/dev/fd/N, /proc/self/fd/N, /dev/stdin...).
     GuestFd(i32),
-    /// /proc/self and friends would show nomu itself: not provided yet.
+    /// Paths that would show nomu's own host state.
     Hidden,
+    /// nomu's own /proc.
+    Proc(super::procfs::ProcPath),
 }
 
 pub fn special(abs: &[u8]) -> Option<Special> {
@@ -159,14 +161,10 @@ pub fn special(abs: &[u8]) -> Option<Special> {
             return Some(n.parse().map(Special::GuestFd).unwrap_or(Special::Hidden));
         }
     }
-    static HOST_PROC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let host_proc = HOST_PROC.get_or_init(|| format!("/proc/{}", crate::host::sys::host_pid()));
-    for hidden in ["/proc/self", "/proc/thread-self", "/dev/fd", host_proc.as_str()] {
-        if s == hidden || s.strip_prefix(hidden).is_some_and(|r| r.starts_with('/')) {
-            return Some(Special::Hidden);
-        }
+    if s == "/dev/fd" || s.starts_with("/proc/self/fd") || s.starts_with("/proc/thread-self/fd") {
+        return Some(Special::Hidden);
     }
-    None
+    super::procfs::parse(s).map(Special::Proc)
 }
 
 #[cfg(test)]
@@ -186,7 +184,8 @@ mod tests {
     fn specials() {
         assert!(matches!(special(b"/dev/../dev/null"), Some(Special::HostDevice("/dev/null"))));
         assert!(matches!(special(b"/proc/self/fd/7"), Some(Special::GuestFd(7))));
-        assert!(matches!(special(b"/proc/self/maps"), Some(Special::Hidden)));
+        assert!(matches!(special(b"/proc/self/fd"), Some(Special::Hidden)));
+        assert!(matches!(special(b"/proc/self/maps"), Some(Special::Proc(_))));
         assert!(special(b"/etc/hosts").is_none());
     }
 }

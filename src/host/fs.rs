@@ -5,7 +5,7 @@ use super::physmem::GuestRange;
 use super::{check, check_retry};
 use crate::kernel::errno::Errno;
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 type R<T> = Result<T, Errno>;
 
@@ -313,4 +313,19 @@ pub fn sendfile(out: BorrowedFd, input: BorrowedFd, offset: Option<&mut i64>, co
     let off = offset.map_or(std::ptr::null_mut(), |o| o as *mut i64);
     // SAFETY: off is null or a valid i64.
     check_retry(|| unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), off, count) } as libc::c_long)
+}
+
+/// A read-only-in-spirit anonymous file holding `content` (nomu's /proc
+/// files), positioned at its start.
+pub fn memfd_with(content: &[u8]) -> R<OwnedFd> {
+    // SAFETY: a NUL-terminated name; the result is a new descriptor.
+    let fd = owned(check(unsafe { libc::memfd_create(c"nomu-proc".as_ptr(), libc::MFD_CLOEXEC) } as libc::c_long)?);
+    let mut done = 0;
+    while done < content.len() {
+        // SAFETY: writing from a valid buffer to our own memfd.
+        done += check(unsafe { libc::write(fd.as_raw_fd(), content[done..].as_ptr().cast(), content.len() - done) }
+            as libc::c_long)?;
+    }
+    lseek(fd.as_fd(), 0, libc::SEEK_SET)?;
+    Ok(fd)
 }

@@ -32,6 +32,8 @@ pub struct Process {
     pub rlimits: Mutex<[libc::rlimit; RLIM_NLIMITS]>,
     /// The guest path of the running program (AT_EXECFN, /proc/self/exe).
     pub exe: Mutex<Vec<u8>>,
+    /// argv of the running program, each NUL-terminated (/proc/PID/cmdline).
+    pub cmdline: Mutex<Vec<u8>>,
     /// Set when a vfork child stops borrowing its parent's memory (it
     /// exec'd or exited), which lets the parent continue.
     vfork_released: Mutex<bool>,
@@ -92,6 +94,7 @@ impl Process {
             umask: AtomicU32::new(umask),
             signals: Mutex::new(signals),
             rlimits: Mutex::new(rlimits),
+            cmdline: Mutex::new(exe.iter().copied().chain([0]).collect()),
             exe: Mutex::new(exe),
             vfork_released: Mutex::new(false),
             vfork_cv: Condvar::new(),

@@ -93,6 +93,7 @@ pub fn exec(
         // Point of no return: the old image (if any) goes away here.
         drop(process.set_mm(std::sync::Arc::new(std::sync::Mutex::new(space))));
         *process.exe.lock().unwrap() = abs;
+        *process.cmdline.lock().unwrap() = argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect();
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
         return Ok(StartState { regs, fs_base: 0 });
     }

@@ -176,6 +176,8 @@ pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
     ctx.t.mm = process.mm();
     process.files.lock().unwrap().close_on_exec();
     process.signals.lock().unwrap().reset_for_exec();
+    // comm becomes the new program's name (procfs falls back to it).
+    ctx.t.thread.state.lock().unwrap().comm = [0; 16];
     *ctx.frame.regs = start.regs;
     ctx.frame.fs_base = start.fs_base;
     ctx.frame.reset_xstate = true;

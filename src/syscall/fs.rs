@@ -3,6 +3,7 @@
 use super::{int, Args, Ctx, SysResult};
 use crate::fs::file::{FileKind, OpenFile};
 use crate::fs::path::{self, Special, PATH_MAX};
+use crate::fs::procfs::{self, ProcNode};
 use crate::host::fs as hostfs;
 use crate::kernel::errno::Errno;
 use std::ffi::CString;
@@ -76,7 +77,30 @@ impl Ctx<'_, '_> {
                 hostfs::open_host(&link, flags & !(libc::O_CREAT | libc::O_EXCL))
             }
             Some(Special::Hidden) => Err(Errno::ENOENT),
+            Some(Special::Proc(p)) => match procfs::resolve(self.kernel(), self.process(), &p)? {
+                // A directory nomu lists itself: any host directory serves
+                // as the descriptor underneath (for fstat).
+                ProcNode::Dir(_) if flags & libc::O_ACCMODE != libc::O_RDONLY => Err(Errno::EISDIR),
+                ProcNode::Dir(_) => hostfs::open_host(c"/", libc::O_RDONLY | libc::O_DIRECTORY),
+                ProcNode::File(_) if flags & libc::O_ACCMODE != libc::O_RDONLY => Err(Errno::EACCES),
+                ProcNode::File(content) => hostfs::memfd_with(&content),
+                ProcNode::Link(target) if target.starts_with(b"/") => self.open_abs(&target, flags, mode),
+                ProcNode::Link(target) => self.open_abs(&[b"/proc/".as_slice(), &target].concat(), flags, mode),
+            },
             None => self.kernel().root.open_path(abs, flags, mode),
+        }
+    }
+
+    /// Which of nomu's /proc directories `abs` names, if any.
+    fn proc_dir(&self, abs: &[u8]) -> Option<Option<u32>> {
+        let Some(Special::Proc(p)) = path::special(abs) else { return None };
+        let p = match p {
+            procfs::ProcPath::SelfLink => procfs::ProcPath::Pid(procfs::Who::Me),
+            p => p,
+        };
+        match procfs::resolve(self.kernel(), self.process(), &p) {
+            Ok(ProcNode::Dir(d)) => Some(d),
+            _ => None,
         }
     }
 
@@ -129,7 +153,8 @@ fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysRes
     let abs = ctx.abs_path(dirfd, ptr, false)?;
     let mode = mode & 0o7777 & !ctx.umask();
     let host = ctx.open_abs(&abs, flags & !libc::O_CLOEXEC, mode)?;
-    let file = OpenFile::new(host, abs, flags & libc::O_PATH != 0);
+    let mut file = OpenFile::new(host, abs, flags & libc::O_PATH != 0);
+    file.proc_dir = ctx.proc_dir(&file.path);
     ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
 }
 
@@ -313,8 +338,11 @@ pub fn sys_readlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let abs = ctx.abs_path(int(a[0]), a[1], false)?;
-    let target = if path::normalize(&abs) == b"/proc/self/exe" {
-        ctx.process().exe.lock().unwrap().clone()
+    let target = if let Some(Special::Proc(p)) = path::special(&abs) {
+        match procfs::resolve(ctx.kernel(), ctx.process(), &p)? {
+            ProcNode::Link(t) => t,
+            _ => return Err(Errno::EINVAL),
+        }
     } else {
         let (dir, name) = entry(ctx, int(a[0]), a[1])?;
         hostfs::readlinkat(dir.as_fd(), &name)?

@@ -238,8 +238,38 @@ pub fn sys_ftruncate(ctx: &mut Ctx, a: &Args) -> SysResult {
     hostfs::ftruncate(f.fd(), a[1] as i64).map(|_| 0)
 }
 
+/// getdents64 over one of nomu's /proc directories.
+fn proc_getdents(ctx: &Ctx, f: &OpenFile, dir: Option<u32>, buf: u64, len: usize) -> SysResult {
+    let entries = crate::fs::procfs::list(ctx.kernel(), dir);
+    let mut pos = f.dir_pos.lock().unwrap();
+    let mut out = Vec::new();
+    for (i, (name, kind)) in entries.iter().enumerate().skip(*pos) {
+        // struct linux_dirent64: ino, off, reclen, type, name, NUL, padded to 8.
+        let reclen = (19 + name.len() + 1).next_multiple_of(8);
+        if out.len() + reclen > len {
+            if out.is_empty() {
+                return Err(Errno::EINVAL);
+            }
+            break;
+        }
+        let mut rec = vec![0u8; reclen];
+        rec[0..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+        rec[8..16].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+        rec[16..18].copy_from_slice(&(reclen as u16).to_le_bytes());
+        rec[18] = *kind;
+        rec[19..19 + name.len()].copy_from_slice(name);
+        out.extend(rec);
+        *pos = i + 1;
+    }
+    ctx.mem().write_bytes(buf, &out)?;
+    Ok(out.len() as u64)
+}
+
 pub fn sys_getdents64(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
+    if let Some(dir) = f.proc_dir {
+        return proc_getdents(ctx, &f, dir, a[1], count(a[2]));
+    }
     if f.kind() != FileKind::Directory {
         return Err(Errno::ENOTDIR);
     }
