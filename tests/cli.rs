@@ -235,7 +235,7 @@ fn background_reads_of_the_terminal_get_sigttin() {
 fn proc_shows_guest_processes_and_memory() {
     let root = repo().join("build/root");
     assert!(root.join("bin/busybox").exists(), "run `make guests` first (it builds build/root)");
-    let script = "sleep 1 & ps | grep -c '[s]leep 1'; cut -d' ' -f1,3,4 /proc/$!/stat; \
+    let script = "sleep 1 & ps | awk -v p=$! '$1 == p' | grep -c sleep; cut -d' ' -f1,3,4 /proc/$!/stat; \
                   readlink /proc/$!/exe; tr '\\0' ' ' < /proc/$!/cmdline; echo; \
                   ls /proc | grep -c -x self; grep -c MemTotal /proc/meminfo; kill $!; wait";
     let out = nomu(&["run", "--root", s(&root), "--", "/bin/sh", "-c", script]);

@@ -66,10 +66,6 @@ pub fn ids() -> Ids {
     })
 }
 
-pub fn host_pid() -> u32 {
-    std::process::id()
-}
-
 pub fn sched_yield() {
     // SAFETY: cannot fail.
     unsafe { libc::sched_yield() };
