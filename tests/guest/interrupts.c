@@ -41,7 +41,7 @@ int main(int argc, char **argv)
 {
 	self = argv[0];
 	if (argc == 3 && !strcmp(argv[1], "writer")) {
-		struct timespec t = { 0, 300000000 };
+		struct timespec t = { 1, 500000000 };
 		nanosleep(&t, NULL);
 		return write(atoi(argv[2]), "w", 1) == 1 ? 0 : 1;
 	}
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 	CHECK(now() - t0 > 0.5);
 
 	printf("== SA_RESTART restarts it\n");
-	/* A child writes after 300 ms; SIGALRM comes at 100 ms: the read is
+	/* A child writes after 1.5 s; SIGALRM comes at 100 ms: the read is
 	 * restarted after the handler and returns the child's byte. */
 	handle(SIGALRM, on_alarm, SA_RESTART);
 	alarms = 0;

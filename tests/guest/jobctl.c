@@ -28,7 +28,7 @@ int main(int argc, char **argv)
 		for (;;)
 			syscall(SYS_getppid);
 	if (argc > 1 && !strcmp(argv[1], "nap")) {
-		struct timespec t = { 0, 300000000 };
+		struct timespec t = { 1, 500000000 };
 		while (nanosleep(&t, &t) && errno == EINTR)
 			;
 		return 0;
