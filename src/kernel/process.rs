@@ -160,6 +160,9 @@ pub struct ThreadState {
     pub altstack: AltStack,
     /// The thread's name (PR_SET_NAME / comm).
     pub comm: [u8; 16],
+    /// The host thread's CPU times when this guest thread started on it
+    /// (host threads are reused, so their own totals include others').
+    pub cpu_base: (libc::timeval, libc::timeval),
     pub pdeathsig: i32,
 }
 
@@ -172,6 +175,7 @@ impl Default for ThreadState {
             pending: Pending::default(),
             altstack: AltStack::disabled(),
             comm: [0; 16],
+            cpu_base: (libc::timeval { tv_sec: 0, tv_usec: 0 }, libc::timeval { tv_sec: 0, tv_usec: 0 }),
             pdeathsig: 0,
         }
     }
@@ -189,6 +193,21 @@ pub struct Thread {
 }
 
 impl Thread {
+    /// Resource usage of this guest thread: the host thread's, with the CPU
+    /// times of earlier guest threads on the same host thread taken out.
+    pub fn rusage(&self) -> libc::rusage {
+        let mut r = crate::host::sys::thread_rusage();
+        let (u, s) = self.state.lock().unwrap().cpu_base;
+        let sub = |a: libc::timeval, b: libc::timeval| {
+            let us = (a.tv_sec - b.tv_sec) * 1_000_000 + (a.tv_usec - b.tv_usec);
+            let us = us.max(0);
+            libc::timeval { tv_sec: us / 1_000_000, tv_usec: us % 1_000_000 }
+        };
+        r.ru_utime = sub(r.ru_utime, u);
+        r.ru_stime = sub(r.ru_stime, s);
+        r
+    }
+
     pub fn new(tid: u32, process: Arc<Process>) -> Thread {
         Thread {
             tid,

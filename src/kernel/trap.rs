@@ -36,6 +36,8 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(20);
 /// same context.
 pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) {
     thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
+    let host = crate::host::sys::thread_rusage();
+    thread.state.lock().unwrap().cpu_base = (host.ru_utime, host.ru_stime);
     let mut ctx = ThreadCtx {
         kernel,
         thread: thread.clone(),
@@ -61,7 +63,7 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         return;
     }
     let status = process.group_exit.lock().unwrap().unwrap_or(status);
-    let rusage = crate::host::sys::thread_rusage();
+    let rusage = thread.rusage();
     drop(ctx);
     if kernel.trace {
         let what = match status {

@@ -173,7 +173,7 @@ fn usage_times(ctx: &Ctx, who: i32) -> Result<(Duration, Duration), Errno> {
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     match who {
         libc::RUSAGE_SELF | libc::RUSAGE_THREAD => {
-            let r = hostsys::thread_rusage();
+            let r = ctx.t.thread.rusage();
             Ok((tv(r.ru_utime), tv(r.ru_stime)))
         }
         libc::RUSAGE_CHILDREN => Ok(*ctx.process().children_usage.lock().unwrap()),
@@ -184,7 +184,7 @@ fn usage_times(ctx: &Ctx, who: i32) -> Result<(Duration, Duration), Errno> {
 pub fn sys_getrusage(ctx: &mut Ctx, a: &Args) -> SysResult {
     let who = int(a[0]);
     let (u, s) = usage_times(ctx, who)?;
-    let mut r = if who == libc::RUSAGE_CHILDREN { crate::host::pod::zeroed() } else { hostsys::thread_rusage() };
+    let mut r = if who == libc::RUSAGE_CHILDREN { crate::host::pod::zeroed() } else { ctx.t.thread.rusage() };
     r.ru_utime = dur_to_tv(u);
     r.ru_stime = dur_to_tv(s);
     ctx.mem().write(a[1], &r)?;
