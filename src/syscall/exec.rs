@@ -88,7 +88,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
     let _exit_signal = flags & CSIGNAL;
     if let Err(e) = kernel.spawn_thread(thread, StartState { regs, fs_base }) {
-        kernel.exit_process(&child, ExitStatus::Code(0), crate::host::sys::thread_rusage());
+        kernel.exit_process(&child, ExitStatus::Code(0), crate::host::pod::zeroed());
         let _ = kernel.tasks.wait(parent.pid, WaitFor::Pid(pid), true, true, &|| false);
         return Err(e);
     }
