@@ -250,3 +250,13 @@ fn proc_shows_guest_processes_and_memory() {
     assert_eq!(lines[3], "sleep 1 ");
     assert_eq!(&lines[4..], ["1", "1"]);
 }
+
+#[test]
+fn garbage_sigreturn_frames_kill_only_the_guest() {
+    for mode in ["0", "1", "2"] {
+        let out = nomu(&["run", "--", s(&bin("nomu-tests/bad_sigreturn")), mode]);
+        // Exit code 139 (the guest's SIGSEGV), not nomu dying of a signal.
+        assert_eq!(out.status.code(), Some(139), "mode {mode}: {:?} {}", out.status, text(&out.stderr));
+        assert!(text(&out.stderr).contains("Segmentation fault"));
+    }
+}

@@ -70,7 +70,13 @@ global_asm!(
     ".globl nomu_trap_entry",
     ".type nomu_trap_entry,@function",
     "nomu_trap_entry:",
+    // The guest's DF and AC flags must not reach nomu's code: with AC set
+    // (alignment checking, settable by any program) a misaligned access in
+    // nomu would raise SIGBUS. The kernel clears DF on signal entry, not AC.
     "    cld",
+    "    pushfq",
+    "    and qword ptr [rsp], -262145", // ~(1 << 18): EFLAGS.AC
+    "    popfq",
     "    push rbx",
     "    mov rbx, rsp",
     "    and rbx, {kstack_mask}",
@@ -460,6 +466,8 @@ unsafe extern "C" fn nomu_handle_trap(
             regs.rip = std::ptr::addr_of!(nomu_guest_exit_landing) as u64;
             regs.rsp = tcb.host_rsp;
             regs.rax = 0;
+            // Not the guest's flags (a trap flag would single-step nomu).
+            regs.rflags = RFLAGS_IF;
             uc.mcontext.fpstate = 0;
             uc.sigmask = tcb.host_mask;
             *fs_slot = tcb.host_fs;

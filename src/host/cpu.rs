@@ -26,22 +26,21 @@ pub fn has_fsgsbase() -> bool {
     hwcap2() & 2 != 0
 }
 
-/// Where each XSAVE component ends in the standard (signal frame) layout:
-/// `ends[i]` for component i (0 when the CPU has none).
-pub fn xstate_component_ends() -> &'static [usize; 64] {
-    static ENDS: std::sync::OnceLock<[usize; 64]> = std::sync::OnceLock::new();
-    ENDS.get_or_init(|| {
-        let mut ends = [0usize; 64];
-        ends[0] = 512;
-        ends[1] = 512;
+/// Where each XSAVE component lies in the standard (signal frame) layout:
+/// `(offset, size)` for component i (size 0 when the CPU has none; x87 and
+/// SSE live in the 512-byte legacy area).
+pub fn xstate_components() -> &'static [(usize, usize); 64] {
+    static COMPONENTS: std::sync::OnceLock<[(usize, usize); 64]> = std::sync::OnceLock::new();
+    COMPONENTS.get_or_init(|| {
+        let mut c = [(0usize, 0usize); 64];
+        c[0] = (0, 512);
+        c[1] = (0, 512);
         if __cpuid(1).ecx & (1 << 26) != 0 {
-            for (i, end) in ends.iter_mut().enumerate().skip(2) {
+            for (i, comp) in c.iter_mut().enumerate().skip(2) {
                 let leaf = std::arch::x86_64::__cpuid_count(0xd, i as u32);
-                if leaf.eax != 0 {
-                    *end = (leaf.ebx + leaf.eax) as usize; // offset + size
-                }
+                *comp = (leaf.ebx as usize, leaf.eax as usize);
             }
         }
-        ends
+        c
     })
 }

@@ -213,28 +213,39 @@ fn used_len(xs: &[u8]) -> usize {
         return xs.len();
     }
     let bv = get(xs, XSAVE_HEADER);
-    let ends = crate::host::cpu::xstate_component_ends();
-    let end = (2..64).filter(|&i| bv & (1 << i) != 0).map(|i| ends[i]).max().unwrap_or(0);
+    let comps = crate::host::cpu::xstate_components();
+    let end = (2..64).filter(|&i| bv & (1 << i) != 0).map(|i| comps[i].0 + comps[i].1).max().unwrap_or(0);
     end.max(XSAVE_HEADER + 64).min(xs.len())
 }
 
 fn restore_xstate(host: &mut [u8], guest: &[u8], used: usize) {
-    // Legacy area (x87, MXCSR, XMM) with MXCSR's reserved bits cleared.
-    host[..SW_RESERVED].copy_from_slice(&guest[..SW_RESERVED]);
+    // Legacy area (x87, MXCSR, XMM) with MXCSR's reserved bits cleared,
+    // by the host's mask (not one the guest wrote).
     let mask = u32::from_le_bytes(host[MXCSR_MASK..MXCSR_MASK + 4].try_into().unwrap());
     let mask = if mask == 0 { 0xffbf } else { mask };
+    host[..SW_RESERVED].copy_from_slice(&guest[..SW_RESERVED]);
+    host[MXCSR_MASK..MXCSR_MASK + 4].copy_from_slice(&mask.to_le_bytes());
     let mxcsr = u32::from_le_bytes(host[MXCSR..MXCSR + 4].try_into().unwrap()) & mask;
     host[MXCSR..MXCSR + 4].copy_from_slice(&mxcsr.to_le_bytes());
     let magic = u32::from_le_bytes(host[SW_RESERVED..SW_RESERVED + 4].try_into().unwrap());
     if magic != FP_XSTATE_MAGIC1 || host.len() < XSAVE_HEADER + 64 {
         return;
     }
-    // xstate_bv limited to what the host saves; components copied as given.
+    // Only the register state a program owns comes back: x87, SSE, AVX and
+    // AVX-512. Other components (PKRU, CET, AMX...) stay as the host saved
+    // them: PKRU, say, would apply to nomu's own code on this host thread.
+    const GUEST_COMPONENTS: u64 = 0b1110_0111;
     let host_features = get(host, SW_RESERVED + 8);
-    let bv = get(guest, XSAVE_HEADER) & host_features;
+    let host_bv = get(host, XSAVE_HEADER);
+    let allowed = GUEST_COMPONENTS & host_features;
+    let bv = (host_bv & !allowed) | (get(guest, XSAVE_HEADER) & allowed);
     put(host, XSAVE_HEADER, bv);
-    let end = used.min(host.len() - 4); // FP_XSTATE_MAGIC2 stays the host's
-    if end > XSAVE_HEADER + 64 {
-        host[XSAVE_HEADER + 64..end].copy_from_slice(&guest[XSAVE_HEADER + 64..end]);
+    let comps = crate::host::cpu::xstate_components();
+    for i in (2..64).filter(|&i| allowed & (1 << i) != 0) {
+        let (off, size) = comps[i];
+        let end = (off + size).min(used).min(host.len() - 4); // FP_XSTATE_MAGIC2 stays the host's
+        if size > 0 && off >= XSAVE_HEADER + 64 && end > off {
+            host[off..end].copy_from_slice(&guest[off..end]);
+        }
     }
 }
