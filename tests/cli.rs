@@ -260,3 +260,22 @@ fn garbage_sigreturn_frames_kill_only_the_guest() {
         assert!(text(&out.stderr).contains("Segmentation fault"));
     }
 }
+
+#[test]
+fn garbage_process_syscalls_never_bring_nomu_down() {
+    let out = nomu(&["run", "--", s(&bin("nomu-tests/process_storm"))]);
+    assert!(out.status.success(), "{:?} {}", out.status, text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
+}
+
+#[test]
+fn init_ignores_signals_it_has_no_handler_for() {
+    // As Linux's pid 1: a guest's kill(1, SIGTERM) does nothing without a
+    // handler, and works with one.
+    let root = repo().join("build/root");
+    assert!(root.join("bin/busybox").exists(), "run `make guests` first");
+    let script = "kill -TERM 1; sh -c 'kill -TERM 1'; echo alive; trap 'echo trapped' TERM; sh -c 'kill -TERM 1'; sleep 0.1; echo done";
+    let out = nomu(&["run", "--root", s(&root), "--", "/bin/sh", "-c", script]);
+    assert!(out.status.success(), "{:?} {}", out.status, text(&out.stderr));
+    assert_eq!(text(&out.stdout), "alive\ntrapped\ndone\n");
+}

@@ -1,0 +1,52 @@
+/* The syscalls the plain storm leaves out (they end, block, fork or signal
+ * the caller), each called with garbage arguments in a child of its own
+ * that an alarm ends if it blocks. nomu must outlive all of them. */
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static long raw(long nr, long a)
+{
+	long ret;
+	register long r10 __asm__("r10") = a, r8 __asm__("r8") = a, r9 __asm__("r9") = a;
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(a), "d"(a), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static const long nrs[] = { 7, 15, 23, 34, 35, 37, 38, 56, 57, 58, 59, 61, 62, 128, 130,
+				    200, 202, 230, 232, 234, 247, 270, 271, 281, 322, 435, 441, 60, 231 };
+	static const long patterns[] = { 0xdeadbeef000L, 1, -1, 0x7fffffff, 0 };
+	if (argc == 4) {
+		alarm(1);
+		raw(atol(argv[2]), atol(argv[3]));
+		return 0;
+	}
+	int runs = 0;
+	for (unsigned i = 0; i < sizeof(nrs) / sizeof(nrs[0]); i++)
+		for (unsigned p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
+			char nr[32], pat[32];
+			snprintf(nr, sizeof(nr), "%ld", nrs[i]);
+			snprintf(pat, sizeof(pat), "%ld", patterns[p]);
+			char *args[] = { argv[0], "one", nr, pat, NULL };
+			pid_t c;
+			if (posix_spawn(&c, argv[0], NULL, NULL, args, environ) == 0) {
+				/* Reap it and anything it may have started. */
+				while (waitpid(-1, NULL, 0) > 0)
+					;
+				runs++;
+			}
+		}
+	printf("survived %d children\n", runs);
+	return 0;
+}
