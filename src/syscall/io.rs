@@ -121,10 +121,44 @@ pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Ok(count(a[2]) as u64);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), false)?;
-    if !buf.is_empty() {
-        wait_ready(ctx, &f, libc::POLLOUT)?;
+    write_ranges(ctx, &f, &[buf])
+}
+
+/// Linux's PIPE_BUF: pipe writes up to this size are atomic.
+const PIPE_BUF: usize = 4096;
+
+/// Writes guest buffers. To a pipe, a write larger than PIPE_BUF goes in
+/// PIPE_BUF pieces, each after the pipe has room (so none blocks in the
+/// host, where a signal could not interrupt it); a signal after some bytes
+/// went gives the partial count, as on Linux.
+fn write_ranges(ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+    let total: usize = ranges.iter().map(|r| r.len()).sum();
+    if total == 0 {
+        return hostfs::writev(f.fd(), ranges).map(|n| n as u64);
     }
-    hostfs::write(f.fd(), buf).map(|n| n as u64)
+    if !matches!(f.kind(), FileKind::Fifo | FileKind::Socket) || total <= PIPE_BUF {
+        wait_ready(ctx, f, libc::POLLOUT)?;
+        return hostfs::writev(f.fd(), ranges).map(|n| n as u64);
+    }
+    let mut done = 0usize;
+    for r in ranges {
+        let mut off = 0;
+        while off < r.len() {
+            if let Err(e) = wait_ready(ctx, f, libc::POLLOUT) {
+                return if done > 0 { Ok(done as u64) } else { Err(e) };
+            }
+            let piece = GuestRange::new(r.addr() + off, (r.len() - off).min(PIPE_BUF)).unwrap();
+            match hostfs::write(f.fd(), piece) {
+                Ok(n) => {
+                    off += n;
+                    done += n;
+                }
+                Err(_) if done > 0 => return Ok(done as u64),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(done as u64)
 }
 
 pub fn sys_pread64(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -187,8 +221,7 @@ pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
     if f.is_null_device() {
         return Ok(ranges.iter().map(|r| r.len() as u64).sum());
     }
-    wait_ready(ctx, &f, libc::POLLOUT)?;
-    hostfs::writev(f.fd(), &ranges).map(|n| n as u64)
+    write_ranges(ctx, &f, &ranges)
 }
 
 pub fn sys_sendfile(ctx: &mut Ctx, a: &Args) -> SysResult {

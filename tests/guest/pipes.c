@@ -18,6 +18,9 @@
 
 extern char **environ;
 
+static volatile int alarmed;
+static void on_alarm(int sig) { (void)sig; alarmed++; }
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "writer")) {
@@ -112,5 +115,21 @@ int main(int argc, char **argv)
 	CHECK_EQ(got, put);
 	CHECK_EQ(w, 0);
 	close(p[0]);
+
+	printf("== a signal ends a big blocked write with the partial count\n");
+	/* Regression: the write blocked inside the host, where no signal could
+	 * interrupt it. */
+	CHECK_OK(pipe(p));
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	static char huge[1 << 20];
+	alarm(1);
+	ssize_t wr = write(p[1], huge, sizeof(huge));
+	CHECK(wr > 0 && wr < (ssize_t)sizeof(huge));
+	CHECK_EQ(alarmed, 1);
+	close(p[0]);
+	close(p[1]);
 	return checks_done();
 }
