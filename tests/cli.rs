@@ -279,3 +279,14 @@ fn init_ignores_signals_it_has_no_handler_for() {
     assert!(out.status.success(), "{:?} {}", out.status, text(&out.stderr));
     assert_eq!(text(&out.stdout), "alive\ntrapped\ndone\n");
 }
+
+#[test]
+fn exit_and_exec_end_threads_in_every_kind_of_wait() {
+    let prog = bin("nomu-tests/thread_storm");
+    let exit = nomu(&["run", "--", s(&prog)]);
+    assert_eq!(exit.status.code(), Some(3), "{}", text(&exit.stderr));
+    assert_eq!(text(&exit.stdout), "exiting with 24 threads running\n");
+    let exec = nomu(&["run", "--", s(&prog), "exec"]);
+    assert!(exec.status.success(), "{}", text(&exec.stderr));
+    assert_eq!(text(&exec.stdout), "exec'd with the others gone\n");
+}
