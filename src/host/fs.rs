@@ -168,11 +168,6 @@ pub fn read(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
     check_retry(|| unsafe { libc::read(fd.as_raw_fd(), buf.ptr(), buf.len()) } as libc::c_long)
 }
 
-pub fn write(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
-    // SAFETY: the host only reads from buf, which lies inside physical memory.
-    check_retry(|| unsafe { libc::write(fd.as_raw_fd(), buf.ptr(), buf.len()) } as libc::c_long)
-}
-
 pub fn pread(fd: BorrowedFd, buf: GuestRange, off: i64) -> R<usize> {
     // SAFETY: as for read.
     check_retry(|| unsafe { libc::pread(fd.as_raw_fd(), buf.ptr(), buf.len(), off) } as libc::c_long)
@@ -328,4 +323,21 @@ pub fn memfd_with(content: &[u8]) -> R<OwnedFd> {
     }
     lseek(fd.as_fd(), 0, libc::SEEK_SET)?;
     Ok(fd)
+}
+
+const RWF_NOWAIT: i32 = 8;
+
+/// readv at the current position that never blocks (RWF_NOWAIT): EAGAIN
+/// when nothing can be read right now.
+pub fn readv_nowait(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
+    let iov = iovecs(bufs);
+    // SAFETY: every iovec is a checked range inside physical memory.
+    check(unsafe { libc::preadv2(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32, -1, RWF_NOWAIT) } as libc::c_long)
+}
+
+/// writev at the current position that never blocks (RWF_NOWAIT).
+pub fn writev_nowait(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
+    let iov = iovecs(bufs);
+    // SAFETY: as above; the host only reads the buffers.
+    check(unsafe { libc::pwritev2(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32, -1, RWF_NOWAIT) } as libc::c_long)
 }

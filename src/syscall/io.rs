@@ -99,9 +99,6 @@ pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     tty_job_control(ctx, &f, libc::SIGTTIN)?;
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    if !buf.is_empty() {
-        wait_ready(ctx, &f, libc::POLLIN)?;
-    }
     if buf.len() < count(a[2]) && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
         // A pipe read that would fault part-way fails whole, consuming
         // nothing (Linux copies each pipe buffer in one piece).
@@ -110,6 +107,12 @@ pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
         if u32::from_ne_bytes(avail) as usize > buf.len() {
             return Err(Errno::EFAULT);
         }
+    }
+    if matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
+        return pipe_io(ctx, &f, false, &[buf]);
+    }
+    if !buf.is_empty() {
+        wait_ready(ctx, &f, libc::POLLIN)?;
     }
     hostfs::read(f.fd(), buf).map(|n| n as u64)
 }
@@ -124,41 +127,73 @@ pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
     write_ranges(ctx, &f, &[buf])
 }
 
-/// Linux's PIPE_BUF: pipe writes up to this size are atomic.
-const PIPE_BUF: usize = 4096;
-
-/// Writes guest buffers. To a pipe, a write larger than PIPE_BUF goes in
-/// PIPE_BUF pieces, each after the pipe has room (so none blocks in the
-/// host, where a signal could not interrupt it); a signal after some bytes
-/// went gives the partial count, as on Linux.
+/// Writes guest buffers (to a pipe without ever blocking in the host).
 fn write_ranges(ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
-    let total: usize = ranges.iter().map(|r| r.len()).sum();
-    if total == 0 {
-        return hostfs::writev(f.fd(), ranges).map(|n| n as u64);
+    if matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
+        return pipe_io(ctx, f, true, ranges);
     }
-    if !matches!(f.kind(), FileKind::Fifo | FileKind::Socket) || total <= PIPE_BUF {
+    if ranges.iter().any(|r| !r.is_empty()) {
         wait_ready(ctx, f, libc::POLLOUT)?;
-        return hostfs::writev(f.fd(), ranges).map(|n| n as u64);
     }
-    let mut done = 0usize;
+    hostfs::writev(f.fd(), ranges).map(|n| n as u64)
+}
+
+/// The part of `ranges` after its first `skip` bytes.
+fn ranges_after(ranges: &[GuestRange], mut skip: usize) -> Vec<GuestRange> {
+    let mut out = Vec::with_capacity(ranges.len());
     for r in ranges {
-        let mut off = 0;
-        while off < r.len() {
-            if let Err(e) = wait_ready(ctx, f, libc::POLLOUT) {
-                return if done > 0 { Ok(done as u64) } else { Err(e) };
-            }
-            let piece = GuestRange::new(r.addr() + off, (r.len() - off).min(PIPE_BUF)).unwrap();
-            match hostfs::write(f.fd(), piece) {
-                Ok(n) => {
-                    off += n;
-                    done += n;
+        if skip >= r.len() {
+            skip -= r.len();
+            continue;
+        }
+        out.push(GuestRange::new(r.addr() + skip, r.len() - skip).unwrap());
+        skip = 0;
+    }
+    out
+}
+
+/// Pipe I/O that never blocks inside the host, where neither a signal nor
+/// exit_group could end it: every attempt is RWF_NOWAIT, and when nothing
+/// can move the thread waits (sliced, interruptible) for the pipe and tries
+/// again. A write goes on until all is written (writes up to PIPE_BUF stay
+/// atomic: RWF_NOWAIT writes them whole or not at all); a signal after
+/// some bytes moved gives the partial count, as on Linux.
+fn pipe_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> SysResult {
+    let total: usize = ranges.iter().map(|r| r.len()).sum();
+    let events = if write { libc::POLLOUT } else { libc::POLLIN };
+    let mut done = 0usize;
+    let partial = |done: usize, e: Errno| if done > 0 { Ok(done as u64) } else { Err(e) };
+    loop {
+        let rest = ranges_after(ranges, done);
+        let r = if write { hostfs::writev_nowait(f.fd(), &rest) } else { hostfs::readv_nowait(f.fd(), &rest) };
+        match r {
+            Ok(n) => {
+                done += n;
+                if !write || n == 0 || done >= total {
+                    return Ok(done as u64);
                 }
-                Err(_) if done > 0 => return Ok(done as u64),
-                Err(e) => return Err(e),
             }
+            Err(Errno::EAGAIN) if hostfs::getfl(f.fd())? & libc::O_NONBLOCK != 0 => {
+                return partial(done, Errno::EAGAIN)
+            }
+            Err(Errno::EAGAIN) => {}
+            Err(Errno::EOPNOTSUPP) => {
+                // A host without RWF_NOWAIT here: wait, then a plain call.
+                wait_ready(ctx, f, events)?;
+                let n = if write { hostfs::writev(f.fd(), &rest) } else { hostfs::readv(f.fd(), &rest) };
+                return n.map(|n| (done + n) as u64);
+            }
+            Err(e) => return partial(done, e),
+        }
+        let mut pfd = [libc::pollfd { fd: f.fd().as_raw_fd(), events, revents: 0 }];
+        let waited = ctx.t.block(None, |slice| {
+            pfd[0].revents = 0;
+            Ok((hostsys::poll(&mut pfd, slice)? > 0).then_some(()))
+        });
+        if let Err(e) = waited {
+            return partial(done, e);
         }
     }
-    Ok(done as u64)
 }
 
 pub fn sys_pread64(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -211,6 +246,9 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<Vec<GuestRan
 pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     let ranges = iov_ranges(ctx, a[1], a[2], true)?;
+    if matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
+        return pipe_io(ctx, &f, false, &ranges);
+    }
     wait_ready(ctx, &f, libc::POLLIN)?;
     hostfs::readv(f.fd(), &ranges).map(|n| n as u64)
 }
