@@ -237,7 +237,7 @@ fn proc_shows_guest_processes_and_memory() {
     assert!(root.join("bin/busybox").exists(), "run `make guests` first (it builds build/root)");
     let script = "sleep 1 & ps | awk -v p=$! '$1 == p' | grep -c sleep; cut -d' ' -f1,3,4 /proc/$!/stat; \
                   readlink /proc/$!/exe; tr '\\0' ' ' < /proc/$!/cmdline; echo; \
-                  ls /proc | grep -c -x self; grep -c MemTotal /proc/meminfo; kill $!; wait";
+                  ls /proc | grep -c -x self; cd /proc && grep -c MemTotal meminfo; kill $!; wait";
     let out = nomu(&["run", "--root", s(&root), "--", "/bin/sh", "-c", script]);
     let got = text(&out.stdout);
     let lines: Vec<&str> = got.lines().collect();

@@ -46,6 +46,10 @@ impl Ctx<'_, '_> {
         if f.kind() != FileKind::Directory {
             return Err(Errno::ENOTDIR);
         }
+        // nomu's /proc directories are not the host's: their own path.
+        if f.proc_dir.is_some() {
+            return Ok(path::normalize(&f.path));
+        }
         // Asked of the host each time, so a renamed directory still works.
         self.kernel().root.guest_path_of(f.fd())
     }
