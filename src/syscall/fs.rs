@@ -274,12 +274,20 @@ fn set_cwd_to(ctx: &Ctx, host: &OwnedFd) -> SysResult {
 
 pub fn sys_chdir(ctx: &mut Ctx, a: &Args) -> SysResult {
     let abs = ctx.abs_path(AT_FDCWD, a[0], false)?;
+    if ctx.proc_dir(&abs).is_some() {
+        *ctx.process().cwd.lock().unwrap() = path::normalize(&abs);
+        return Ok(0);
+    }
     let host = ctx.open_abs(&abs, libc::O_PATH | libc::O_DIRECTORY, 0)?;
     set_cwd_to(ctx, &host)
 }
 
 pub fn sys_fchdir(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.file(a[0])?;
+    if f.proc_dir.is_some() {
+        *ctx.process().cwd.lock().unwrap() = path::normalize(&f.path);
+        return Ok(0);
+    }
     let host = hostfs::dup(f.fd())?;
     set_cwd_to(ctx, &host)
 }
