@@ -405,6 +405,10 @@ impl EntryPath for SeccompEntry {
 
 /// Called by `nomu_trap_entry` with nomu's fs base installed. `fs_slot`
 /// holds the interrupted fs base, which the stub restores on return.
+///
+/// # Safety
+/// Only the asm stub calls it, with the host's siginfo and ucontext of the
+/// signal being handled, and pointers into this thread's kernel stack.
 unsafe extern "C" fn nomu_handle_trap(
     signo: i32,
     info: *mut libc::siginfo_t,
