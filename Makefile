@@ -58,7 +58,7 @@ $(BUILD)/guest/dynamic/%: tests/guest/%.c tests/guest/nomu_test.h
 	musl-gcc -fPIE -pie $(GUEST_CFLAGS) $< -o $@
 
 # One static-PIE binary, run natively and under nomu: the same code in both columns.
-$(BUILD)/nomu-tests/%: tests/nomu/%.c $(STATIC_PIE_SPECS)
+$(BUILD)/nomu-tests/%: tests/nomu/%.c tests/nomu/raw_syscall.h $(STATIC_PIE_SPECS)
 	@mkdir -p $(@D)
 	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@
 

@@ -234,21 +234,6 @@ impl Tasks {
         }
     }
 
-    /// wait for exits only (see wait_any).
-    pub fn wait(
-        &self,
-        parent: u32,
-        which: WaitFor,
-        nohang: bool,
-        reap: bool,
-        interrupted: &dyn Fn() -> bool,
-    ) -> Result<Option<(u32, Zombie)>, Errno> {
-        Ok(self.wait_any(parent, which, nohang, reap, false, false, interrupted)?.map(|(pid, r)| match r {
-            WaitResult::Exited(z) => (pid, z),
-            _ => unreachable!("only exits were asked for"),
-        }))
-    }
-
     /// Blocks until `pid` has exited and returns how (nomu waits for init).
     pub fn wait_for_exit(&self, pid: u32) -> ExitStatus {
         let mut table = self.table.lock().unwrap();

@@ -321,9 +321,8 @@ impl GuestKernel for ThreadCtx {
             self.park_while_stopped();
             self.deliver_signals(frame);
         }
-        if self.exit.is_none() {
-            self.exit = self.must_leave();
-        }
+        // An exit_group or execve elsewhere after the check above kicks this
+        // thread: its next trap (an Interrupt at the latest) leaves.
         if self.exit.is_some() {
             Resume::Exit
         } else {

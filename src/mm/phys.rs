@@ -177,10 +177,8 @@ impl PhysicalMemory {
         if len == 0 {
             return;
         }
-        if prot != RW {
-            // Restoring read-write on our own direct map cannot fail.
-            let _ = self.mem.protect(addr, len, RW);
-        }
+        // Restoring read-write on our own direct map cannot fail.
+        let _ = self.reprotect(addr, len, prot, RW);
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
         for p in pfn..pfn + n {
@@ -197,10 +195,8 @@ impl PhysicalMemory {
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
     pub fn scrub(&self, addr: usize, len: usize, prot: Prot) {
-        if prot != RW {
-            // Restoring read-write on our own direct map cannot fail.
-            let _ = self.mem.protect(addr, len, RW);
-        }
+        // Restoring read-write on our own direct map cannot fail.
+        let _ = self.reprotect(addr, len, prot, RW);
         self.mem.discard(addr, len);
     }
 

@@ -89,7 +89,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     let _exit_signal = flags & CSIGNAL;
     if let Err(e) = kernel.spawn_thread(thread, StartState { regs, fs_base }) {
         kernel.exit_process(&child, ExitStatus::Code(0), crate::host::pod::zeroed());
-        let _ = kernel.tasks.wait(parent.pid, WaitFor::Pid(pid), true, true, &|| false);
+        let _ = kernel.tasks.wait_any(parent.pid, WaitFor::Pid(pid), true, true, false, false, &|| false);
         return Err(e);
     }
     if flags & CLONE_VFORK != 0 {

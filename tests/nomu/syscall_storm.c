@@ -7,16 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-static long raw(long nr, long a)
-{
-	long ret;
-	register long r10 __asm__("r10") = a, r8 __asm__("r8") = a, r9 __asm__("r9") = a;
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(a), "d"(a), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
+#include "raw_syscall.h"
 
 static int skipped(long nr)
 {
