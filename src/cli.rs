@@ -1,22 +1,27 @@
 //! The command line: `nomu run`, `nomu syscalls`, `nomu bench`.
 
+use crate::entry::EntryKind;
 use crate::kernel::process::ExitStatus;
 use crate::kernel::{self, signal, Config};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 const USAGE: &str = "\
-usage: nomu run [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
+usage: nomu run [--entry PATH] [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
+       nomu info
        nomu syscalls [--all]
        nomu bench [--bin PATH] [--iters N] [--rounds N] [--cpu N] [--json FILE]
        nomu help
 
 run       runs PROGRAM (a path inside the guest root) inside nomu, with the
           caller's environment, stdin, stdout and stderr; exits with its status
+  --entry PATH  how guest syscalls reach nomu: zpoline, seccomp, split or
+                sysemu (default: the fastest that works here; see nomu info)
   --root DIR    the guest's root directory (default: /)
   --mem SIZE    guest physical memory, as UML's mem= (e.g. 512M, 2G; default 1G)
   --trace       print one strace-like line per guest syscall on stderr
   --env K=V     set (or override) an environment variable for the guest
+info      the entry paths this host can run, and why the others cannot
 syscalls  lists every syscall nomu implements and how completely (--all: and
           the ones that return ENOSYS)
 bench     runs the syscall benchmark natively and under nomu, alternating
@@ -45,6 +50,7 @@ pub fn main() -> i32 {
     };
     match cmd {
         "run" => run(&args[1..]),
+        "info" => info(),
         "syscalls" => {
             crate::syscall::table::print_table(args.iter().any(|a| a == "--all"));
             0
@@ -66,6 +72,7 @@ fn run(args: &[std::ffi::OsString]) -> i32 {
     let mut root = PathBuf::from("/");
     let mut mem = DEFAULT_MEM;
     let mut trace = false;
+    let mut entry = None;
     let mut env_overrides: Vec<Vec<u8>> = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -97,6 +104,20 @@ fn run(args: &[std::ffi::OsString]) -> i32 {
                 trace = true;
                 i += 1;
             }
+            "--entry" => match value(i).map(|v| v.to_string_lossy().to_string()) {
+                Ok(v) => match EntryKind::parse(&v) {
+                    Some(k) => {
+                        entry = Some(k);
+                        i += 2;
+                    }
+                    None => {
+                        return usage_error(&format!(
+                            "nomu: unknown entry path '{v}' (zpoline, seccomp, split, sysemu)"
+                        ))
+                    }
+                },
+                Err(e) => return usage_error(&e),
+            },
             "--env" => match value(i) {
                 Ok(v) if v.as_bytes().contains(&b'=') => {
                     env_overrides.push(v.as_bytes().to_vec());
@@ -121,7 +142,7 @@ fn run(args: &[std::ffi::OsString]) -> i32 {
         envp.push(kv);
     }
 
-    let kernel = match kernel::boot(Config { root, mem, trace }) {
+    let kernel = match kernel::boot(Config { root, mem, trace, entry }) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("nomu: {e}");
@@ -148,6 +169,26 @@ fn run(args: &[std::ffi::OsString]) -> i32 {
             128 + signo
         }
     }
+}
+
+/// `nomu info`: which entry paths work on this host, and the default.
+fn info() -> i32 {
+    println!("entry paths (fastest first):");
+    let mut default = None;
+    for kind in EntryKind::ALL {
+        match kind.availability() {
+            Ok(()) => {
+                default.get_or_insert(kind);
+                println!("  {:<8} available      {}", kind.name(), kind.summary());
+            }
+            Err(why) => println!("  {:<8} unavailable    {why}", kind.name()),
+        }
+    }
+    match default {
+        Some(k) => println!("default: {}", k.name()),
+        None => println!("default: none (nomu cannot run guests here)"),
+    }
+    0
 }
 
 fn usage_error(msg: &str) -> i32 {

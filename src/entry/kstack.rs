@@ -29,6 +29,8 @@ pub struct Tcb {
     pub host_mask: u64,
     /// The kernel side of the guest thread running on this host thread.
     pub kernel: Option<*mut (dyn GuestKernel + 'static)>,
+    /// The guest's gs base (the seccomp path keeps it in the host thread's).
+    pub guest_gs: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Tcb>() <= TCB_RESERVED);
@@ -73,7 +75,7 @@ impl KernelStack {
         let ks = KernelStack { base };
         // SAFETY: the Tcb slot lies inside our mapping, suitably aligned.
         unsafe {
-            ks.tcb_ptr().write(Tcb { host_fs: 0, host_rsp: 0, entry_fs: 0, host_mask: 0, kernel: None });
+            ks.tcb_ptr().write(Tcb { host_fs: 0, host_rsp: 0, entry_fs: 0, host_mask: 0, kernel: None, guest_gs: 0 });
         }
         Ok(ks)
     }
@@ -93,5 +95,58 @@ impl Drop for KernelStack {
         // SAFETY: the mapping is ours and no longer in use (the thread left
         // guest mode and disabled its signal stack).
         unsafe { libc::munmap(self.base as *mut libc::c_void, KSTACK_SIZE) };
+    }
+}
+
+thread_local! {
+    /// This host thread's kernel stack, kept between the guest threads it runs.
+    static CACHED: std::cell::RefCell<Option<KernelStack>> = const { std::cell::RefCell::new(None) };
+}
+
+/// This host thread's kernel stack, installed as its signal stack with the
+/// Tcb's host fs base set, for as long as the guard lives. Every entry path
+/// needs it while it runs a guest thread: host signals (a trap, a fault in
+/// one of nomu's fault-safe copies, a kick) arrive on it and find the Tcb.
+pub struct ThreadKernelStack {
+    stack: Option<KernelStack>,
+    old: libc::stack_t,
+    /// True the first time this host thread got a kernel stack.
+    pub fresh: bool,
+}
+
+impl ThreadKernelStack {
+    pub fn enter() -> ThreadKernelStack {
+        let cached = CACHED.with(|k| k.borrow_mut().take());
+        let fresh = cached.is_none();
+        let stack = cached.unwrap_or_else(|| KernelStack::new().unwrap_or_else(|e| panic!("{e}")));
+        let (ss_sp, ss_size) = stack.stack_range();
+        let new = libc::stack_t { ss_sp: ss_sp as *mut libc::c_void, ss_flags: 0, ss_size };
+        let mut old = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: 0, ss_size: 0 };
+        // SAFETY: installing our own kernel stack mapping as this thread's
+        // signal stack; the guard's Drop puts the old one back.
+        if unsafe { libc::sigaltstack(&new, &mut old) } < 0 {
+            panic!("sigaltstack: {}", crate::host::last_errno());
+        }
+        // SAFETY: the Tcb lives at the top of our mapping.
+        unsafe { (*stack.tcb_ptr()).host_fs = crate::host::sys::fs_base() };
+        ThreadKernelStack { stack: Some(stack), old, fresh }
+    }
+
+    pub fn tcb(&self) -> *mut Tcb {
+        self.stack.as_ref().unwrap().tcb_ptr()
+    }
+
+    pub fn stack_range(&self) -> (usize, usize) {
+        self.stack.as_ref().unwrap().stack_range()
+    }
+}
+
+impl Drop for ThreadKernelStack {
+    fn drop(&mut self) {
+        // SAFETY: restoring the signal stack this thread had before `enter`;
+        // no signal handler runs on ours any more.
+        unsafe { libc::sigaltstack(&self.old, std::ptr::null_mut()) };
+        let stack = self.stack.take();
+        CACHED.with(|k| *k.borrow_mut() = stack);
     }
 }

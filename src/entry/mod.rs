@@ -3,9 +3,15 @@
 //! An entry path runs guest code on the current host thread and turns every
 //! guest syscall or fault into a call of [`GuestKernel::on_trap`] with the
 //! guest's registers. The kernel never learns which path is in use; each path
-//! is one implementation of [`EntryPath`]. Today there is `seccomp` (SIGSYS
-//! in the same host process); zpoline rewriting, ptrace SYSEMU and a split
-//! CLONE_VM process are further implementations of the same interface.
+//! is one implementation of [`EntryPath`]:
+//! - `seccomp`: SIGSYS in the same host process, on the guest's host thread;
+//! - `zpoline`: `syscall` instructions rewritten into calls to a trampoline
+//!   at address 0, on the guest's host thread (seccomp catches first uses);
+//! - `sysemu`: the guest thread runs in a CLONE_VM host process traced with
+//!   PTRACE_SYSEMU by its nomu thread (classic UML);
+//! - `split`: the guest thread runs in a CLONE_VM host process whose own
+//!   SIGSYS handler passes each syscall to its nomu thread through shared
+//!   memory and a futex.
 //!
 //! This module and `host` are the only places with `unsafe` code.
 
@@ -73,13 +79,30 @@ pub enum Trap {
 pub struct TrapFrame<'a> {
     pub regs: &'a mut GuestRegs,
     pub fs_base: u64,
+    pub gs_base: u64,
     /// Resume with the FPU and vector registers in their initial state
     /// (execve, entering a signal handler).
     pub reset_xstate: bool,
-    /// The guest's saved extended state, in the xsave layout of a Linux
-    /// signal frame (legacy area, software-reserved bytes, xsave header and
-    /// components), when the entry path has one.
-    pub xstate: Option<&'a mut [u8]>,
+    /// The guest's saved extended state. Only signal delivery and sigreturn
+    /// look at it, so an entry path for which fetching it costs (sysemu)
+    /// fetches it on first use.
+    pub xstate: &'a mut dyn ExtendedState,
+}
+
+/// Access to a trapped guest thread's extended (FPU, SSE, AVX...) state.
+pub trait ExtendedState {
+    /// The state in the xsave layout of a Linux signal frame (legacy area,
+    /// software-reserved bytes, xsave header and components); edits take
+    /// effect when the guest resumes. None when the path has no saved state
+    /// (the guest's is in its initial state).
+    fn image(&mut self) -> Option<&mut [u8]>;
+}
+
+/// An image already in memory (the seccomp path's signal frame).
+impl ExtendedState for Option<&mut [u8]> {
+    fn image(&mut self) -> Option<&mut [u8]> {
+        self.as_deref_mut()
+    }
 }
 
 /// What the guest thread does after a trap.
@@ -101,6 +124,7 @@ pub trait GuestKernel {
 pub struct StartState {
     pub regs: GuestRegs,
     pub fs_base: u64,
+    pub gs_base: u64,
 }
 
 pub trait EntryPath: Send + Sync {
@@ -111,4 +135,77 @@ pub trait EntryPath: Send + Sync {
     /// Makes the guest thread on host thread `host_tid` trap with
     /// [`Trap::Interrupt`] as soon as it runs guest code.
     fn interrupt(&self, host_tid: i32);
+    /// Whether guests may set their own %gs base (zpoline keeps its
+    /// per-thread block there).
+    fn supports_guest_gs(&self) -> bool {
+        true
+    }
+}
+
+/// The entry paths nomu knows, fastest first.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EntryKind {
+    Zpoline,
+    Seccomp,
+    Split,
+    Sysemu,
+}
+
+impl EntryKind {
+    pub const ALL: [EntryKind; 4] = [EntryKind::Zpoline, EntryKind::Seccomp, EntryKind::Split, EntryKind::Sysemu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryKind::Zpoline => "zpoline",
+            EntryKind::Seccomp => "seccomp",
+            EntryKind::Split => "split",
+            EntryKind::Sysemu => "sysemu",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EntryKind> {
+        EntryKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// How the path catches syscalls, for `nomu info`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            EntryKind::Zpoline => "syscall rewritten to call *%rax into a trampoline at address 0",
+            EntryKind::Seccomp => "seccomp SIGSYS handled on the guest's own host thread",
+            EntryKind::Split => "guest in a CLONE_VM host process; its SIGSYS handler hands off to nomu by futex",
+            EntryKind::Sysemu => "guest in a CLONE_VM host process traced with PTRACE_SYSEMU",
+        }
+    }
+
+    /// Ok when this host can run the path, else why not.
+    pub fn availability(self) -> Result<(), String> {
+        match self {
+            EntryKind::Seccomp => seccomp::available(),
+            EntryKind::Zpoline => Err("not implemented yet".into()),
+            EntryKind::Split => Err("not implemented yet".into()),
+            EntryKind::Sysemu => Err("not implemented yet".into()),
+        }
+    }
+}
+
+/// Installs the entry path `kind`, or the fastest available one. The
+/// seccomp path's host handlers are installed in every case: they also
+/// catch faults in nomu's own fault-safe copies.
+pub fn install(
+    kind: Option<EntryKind>,
+    physmem: &crate::host::physmem::PhysMem,
+    guest_mask: u64,
+) -> Result<Box<dyn EntryPath>, String> {
+    let kind = match kind {
+        Some(k) => {
+            k.availability().map_err(|why| format!("entry path {} is not available here: {why}", k.name()))?;
+            k
+        }
+        None => EntryKind::ALL.into_iter().find(|k| k.availability().is_ok()).ok_or("no entry path works here")?,
+    };
+    let seccomp = seccomp::SeccompEntry::install(physmem, guest_mask)?;
+    Ok(match kind {
+        EntryKind::Seccomp => Box::new(seccomp),
+        other => return Err(format!("entry path {} is not implemented yet", other.name())),
+    })
 }

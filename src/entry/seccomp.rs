@@ -9,7 +9,7 @@
 //! frame by hand; leaving guest mode for good edits the frame to "return"
 //! into [`nomu_enter_guest`]'s caller.
 
-use super::kstack::{KernelStack, Tcb, KSTACK_SIZE, TCB_OFFSET};
+use super::kstack::{Tcb, ThreadKernelStack, KSTACK_SIZE, TCB_OFFSET};
 use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
 use crate::host::physmem::PhysMem;
 use crate::host::{last_errno, safecopy};
@@ -192,6 +192,16 @@ pub fn kick(host_tid: i32) {
 
 pub struct SeccompEntry;
 
+/// Whether this host lets a process install a seccomp filter that traps.
+pub fn available() -> Result<(), String> {
+    let actions = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail")
+        .map_err(|e| format!("no seccomp filters in this kernel ({e})"))?;
+    if !actions.split_whitespace().any(|a| a == "trap") {
+        return Err("the kernel's seccomp has no SECCOMP_RET_TRAP".into());
+    }
+    Ok(())
+}
+
 impl SeccompEntry {
     /// Installs the trap handlers and the process-wide filter. Must run once,
     /// before any guest thread starts; the filter cannot be removed.
@@ -287,18 +297,6 @@ fn install_filter(lo: u64, hi: u64) -> Result<(), crate::kernel::errno::Errno> {
     Ok(())
 }
 
-fn current_fs_base() -> u64 {
-    let mut fs = 0u64;
-    // SAFETY: ARCH_GET_FS writes one u64 to a valid pointer.
-    unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1003, &mut fs as *mut u64) };
-    fs
-}
-
-thread_local! {
-    /// This host thread's kernel stack, kept between guest threads it runs.
-    static KSTACK: std::cell::RefCell<Option<KernelStack>> = const { std::cell::RefCell::new(None) };
-}
-
 /// glibc registers every thread for restartable sequences; the host then
 /// does rseq bookkeeping on each signal delivery and return. A guest thread
 /// never runs nomu code in an rseq critical section, so it unregisters.
@@ -341,32 +339,25 @@ impl EntryPath for SeccompEntry {
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
-        // Host threads are reused for guest threads: so is their kernel stack.
-        let kstack = KSTACK.with(|k| k.borrow_mut().take()).unwrap_or_else(|| {
-            let k = KernelStack::new().unwrap_or_else(|e| panic!("{e}"));
-            // SAFETY: the Tcb was just initialised by KernelStack::new.
-            unregister_rseq(current_fs_base() as usize);
-            k
-        });
+        let kstack = ThreadKernelStack::enter();
+        if kstack.fresh {
+            unregister_rseq(crate::host::sys::fs_base() as usize);
+        }
         let (ss_sp, ss_size) = kstack.stack_range();
-        let tcb = kstack.tcb_ptr();
+        let tcb = kstack.tcb();
         // SAFETY: the Tcb lives in our kernel stack mapping, which outlives
         // this call; the kernel pointer is only used by traps that happen
         // while `run` is executing (inside nomu_enter_guest).
         unsafe {
-            (*tcb).host_fs = current_fs_base();
             (*tcb).entry_fs = start.fs_base;
+            (*tcb).guest_gs = start.gs_base;
             let kernel: *mut (dyn GuestKernel + '_) = kernel;
             (*tcb).kernel =
                 Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
         }
+        // The guest owns this host thread's gs base (nomu never uses %gs).
+        let _ = crate::host::sys::set_gs_base(start.gs_base);
         let host_mask = current_sigmask();
-        let new_ss = libc::stack_t { ss_sp: ss_sp as *mut libc::c_void, ss_flags: 0, ss_size };
-        let mut old_ss = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: 0, ss_size: 0 };
-        // SAFETY: installing our kernel stack as this thread's signal stack.
-        if unsafe { libc::sigaltstack(&new_ss, &mut old_ss) } < 0 {
-            panic!("sigaltstack: {}", last_errno());
-        }
         let mut frame = RtSigframe {
             pretcode: 0,
             uc: Ucontext {
@@ -397,9 +388,8 @@ impl EntryPath for SeccompEntry {
             (*tcb).host_mask = host_mask;
             nomu_enter_guest(&mut frame, tcb.cast());
             (*tcb).kernel = None;
-            libc::sigaltstack(&old_ss, std::ptr::null_mut());
         }
-        KSTACK.with(|k| *k.borrow_mut() = Some(kstack));
+        drop(kstack);
     }
 }
 
@@ -449,12 +439,22 @@ unsafe extern "C" fn nomu_handle_trap(
         internal_fault(signo, rip, 0);
         return;
     };
-    let xstate = xstate_of(uc.mcontext.fpstate);
-    let mut frame = TrapFrame { regs: &mut uc.mcontext.regs, fs_base: *fs_slot, reset_xstate: false, xstate };
+    let mut xstate = xstate_of(uc.mcontext.fpstate);
+    let mut frame = TrapFrame {
+        regs: &mut uc.mcontext.regs,
+        fs_base: *fs_slot,
+        gs_base: tcb.guest_gs,
+        reset_xstate: false,
+        xstate: &mut xstate,
+    };
     // SAFETY: the pointer was set by `run`, which is still executing below us
     // on this thread, and nothing else uses it meanwhile.
     let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
-    let (fs_base, reset) = (frame.fs_base, frame.reset_xstate);
+    let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
+    if gs_base != tcb.guest_gs {
+        tcb.guest_gs = gs_base;
+        let _ = crate::host::sys::set_gs_base(gs_base);
+    }
     match resume {
         Resume::Guest => {
             *fs_slot = fs_base;

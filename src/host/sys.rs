@@ -120,10 +120,10 @@ pub fn set_gs_base(v: u64) -> R<()> {
     check(unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1001, v) }).map(drop)
 }
 
-pub fn gs_base() -> u64 {
+pub fn fs_base() -> u64 {
     let mut v = 0u64;
-    // SAFETY: ARCH_GET_GS writes one u64.
-    unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1004, &mut v as *mut u64) };
+    // SAFETY: ARCH_GET_FS writes one u64.
+    unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1003, &mut v as *mut u64) };
     v
 }
 

@@ -10,7 +10,6 @@ pub mod task;
 pub mod timer;
 pub mod trap;
 
-use crate::entry::seccomp::SeccompEntry;
 use crate::entry::EntryPath;
 use crate::fs::file::OpenFile;
 use crate::fs::path::Root;
@@ -28,6 +27,8 @@ pub struct Config {
     pub root: std::path::PathBuf,
     pub mem: usize,
     pub trace: bool,
+    /// The entry path asked for; None picks the fastest that works.
+    pub entry: Option<crate::entry::EntryKind>,
 }
 
 pub struct Kernel {
@@ -72,7 +73,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     // guest code included, keeps them blocked.
     crate::host::sys::block_signals(&FORWARDED_SIGNALS);
     let guest_mask = FORWARDED_SIGNALS.iter().fold(0, |m, &s| m | signal::bit(s));
-    let entry = Box::new(SeccompEntry::install(mem, guest_mask)?);
+    let entry = crate::entry::install(config.entry, mem, guest_mask)?;
     // A dup of nomu's stderr, kept even if the guest closes its own fd 2.
     let log = crate::host::fs::dup_raw(2).map_err(|e| format!("dup(stderr): {e}"))?;
     let kernel = Kernel {

@@ -108,7 +108,7 @@ pub fn push(
     };
     // The saved extended state goes first, 64-byte aligned as xsave wants.
     let mut fpstate = 0;
-    if let Some(xs) = frame.xstate.as_deref() {
+    if let Some(xs) = frame.xstate.image() {
         sp = sp.wrapping_sub(xs.len() as u64) & !63;
         // Only the components in use are written (xstate_bv says which; the
         // rest read as their initial state), plus the trailing magic.
@@ -183,7 +183,7 @@ pub fn pop(mem: &UserMem, frame: &mut TrapFrame) -> Result<(u64, Option<AltStack
     let fpstate = get(&f, SC_FPSTATE);
     if fpstate == 0 {
         frame.reset_xstate = true;
-    } else if let Some(host) = frame.xstate.as_deref_mut() {
+    } else if let Some(host) = frame.xstate.image() {
         // The guest's header says how much of its image is in use.
         let head_len = (XSAVE_HEADER + 64).min(host.len());
         let mut guest = vec![0u8; host.len()];

@@ -95,7 +95,7 @@ pub fn exec(
         *process.exe.lock().unwrap() = abs;
         *process.cmdline.lock().unwrap() = argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect();
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
-        return Ok(StartState { regs, fs_base: 0 });
+        return Ok(StartState { regs, fs_base: 0, gs_base: 0 });
     }
     Err(ExecError::new(Errno::ELOOP, "too many levels of #! interpreters"))
 }

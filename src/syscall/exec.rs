@@ -87,7 +87,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
     let _exit_signal = flags & CSIGNAL;
-    if let Err(e) = kernel.spawn_thread(thread, StartState { regs, fs_base }) {
+    if let Err(e) = kernel.spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base }) {
         kernel.exit_process(&child, ExitStatus::Code(0), crate::host::pod::zeroed());
         let _ = kernel.tasks.wait_any(parent.pid, WaitFor::Pid(pid), true, true, false, false, &|| false);
         return Err(e);
@@ -124,7 +124,7 @@ fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls
         regs.rsp = stack;
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
-    kernel.spawn_thread(thread, StartState { regs, fs_base })?;
+    kernel.spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base })?;
     Ok(tid as u64)
 }
 
@@ -180,6 +180,7 @@ pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
     ctx.t.thread.state.lock().unwrap().comm = [0; 16];
     *ctx.frame.regs = start.regs;
     ctx.frame.fs_base = start.fs_base;
+    ctx.frame.gs_base = start.gs_base;
     ctx.frame.reset_xstate = true;
     process.release_vfork_parent();
     Ok(0)

@@ -87,15 +87,19 @@ pub fn sys_arch_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
             ctx.mem().write(a[1], &ctx.frame.fs_base)?;
             Ok(0)
         }
-        // nomu never uses %gs, so the guest owns the host thread's gs base.
         ARCH_SET_GS => {
             if a[1] >= TASK_SIZE_MAX {
                 return Err(Errno::EPERM);
             }
-            hostsys::set_gs_base(a[1]).map(|_| 0)
+            if !ctx.kernel().entry.supports_guest_gs() {
+                ctx.note("this entry path keeps its per-thread block in %gs");
+                return Err(Errno::EINVAL);
+            }
+            ctx.frame.gs_base = a[1];
+            Ok(0)
         }
         ARCH_GET_GS => {
-            ctx.mem().write(a[1], &hostsys::gs_base())?;
+            ctx.mem().write(a[1], &ctx.frame.gs_base)?;
             Ok(0)
         }
         _ => Err(Errno::EINVAL),
