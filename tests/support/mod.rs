@@ -1,9 +1,10 @@
 //! The entry-path matrix every integration test runs in: the same test, once
 //! per entry path (`nomu run --entry NAME`). A path this host cannot run is
 //! skipped with the reason `nomu info` gives, written straight to the test
-//! output (not captured), so a skip is never silent.
+//! output (not captured), so a skip is never silent. (Each test crate uses
+//! a part of this module, hence the allows.)
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros, unused_imports)]
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
