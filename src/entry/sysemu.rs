@@ -24,6 +24,7 @@ use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 const PTRACE_GETREGS: i64 = 12;
@@ -150,6 +151,29 @@ fn tracees() -> &'static Mutex<HashMap<i32, i32>> {
     MAP.get_or_init(Default::default)
 }
 
+/// Set when nomu exits: its tracees are being killed.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Run by exit(): kills and reaps every tracee, so that none is left as a
+/// zombie for an init that may not reap it. (EXITKILL and PDEATHSIG kill
+/// them anyway when nomu dies without exit(), a SIGKILL say.)
+extern "C" fn reap_all_tracees() {
+    EXITING.store(true, Ordering::SeqCst);
+    let mut map = tracees().lock().unwrap_or_else(|e| e.into_inner());
+    for (_, pid) in map.drain() {
+        // SAFETY: killing our own tracee; the lock keeps its pid from being
+        // reaped and reused by another process before the kill. Its tracer
+        // may reap it first (its waitpid is on the same pid): then this
+        // waitpid fails at once with ECHILD. A killed tracee cannot report
+        // a stop any more, so the loop ends with its death.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            let mut status = 0;
+            while libc::waitpid(pid, &mut status, WALL) == pid && libc::WIFSTOPPED(status) {}
+        }
+    }
+}
+
 /// The clean extended state a guest thread starts with (and a signal handler
 /// gets), in the layout PTRACE_SETREGSET takes: built once from a fresh
 /// tracee's state.
@@ -253,19 +277,17 @@ impl Tracee {
         Stop::Signal(sig, info)
     }
 
-    fn get_regs(&self) -> libc::user_regs_struct {
+    fn get_regs(&self) -> Option<libc::user_regs_struct> {
         // SAFETY: user_regs_struct is plain integers; all-zero is valid.
         let mut r: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        if let Err(e) = ptrace(PTRACE_GETREGS, self.pid, 0, &mut r as *mut libc::user_regs_struct as u64) {
-            fatal(&format!("PTRACE_GETREGS: {e}"));
-        }
-        r
+        ptrace(PTRACE_GETREGS, self.pid, 0, &mut r as *mut libc::user_regs_struct as u64).ok()?;
+        Some(r)
     }
 
+    /// Sets the registers (a failure means the tracee is gone: its next
+    /// resume fails too).
     fn set_regs(&self, r: &libc::user_regs_struct) {
-        if let Err(e) = ptrace(PTRACE_SETREGS, self.pid, 0, r as *const libc::user_regs_struct as u64) {
-            fatal(&format!("PTRACE_SETREGS: {e}"));
-        }
+        let _ = ptrace(PTRACE_SETREGS, self.pid, 0, r as *const libc::user_regs_struct as u64);
     }
 
     /// Loads an xsave image (the regset part of it) into the tracee.
@@ -288,17 +310,77 @@ impl Tracee {
 
     fn reset_xstate(&self) {
         let clean = CLEAN_XSTATE.get().expect("clean xstate built with the first tracee");
-        if !self.set_xstate(clean) {
-            fatal("PTRACE_SETREGSET of the clean xstate failed");
+        if !self.set_xstate(clean) && last_errno() != crate::kernel::errno::Errno::ESRCH {
+            fatal(&format!("PTRACE_SETREGSET of the clean xstate: {}", last_errno()));
         }
     }
 
-    /// Resumes guest code until its next syscall or signal.
-    fn resume(&self) {
-        if let Err(e) = ptrace(PTRACE_SYSEMU, self.pid, 0, 0) {
-            fatal(&format!("PTRACE_SYSEMU: {e}"));
+    /// Sets up a new guest thread: its registers over what the tracee has
+    /// (segment selectors), a clean FPU. None if the tracee is gone.
+    fn start(&self, regs: &GuestRegs, fs_base: u64, gs_base: u64) -> Option<libc::user_regs_struct> {
+        let mut r = self.get_regs()?;
+        from_guest(&mut r, regs);
+        r.fs_base = fs_base;
+        r.gs_base = gs_base;
+        self.set_regs(&r);
+        self.reset_xstate();
+        Some(r)
+    }
+
+    /// Runs guest code until its next trap: the trap, the registers and
+    /// what the kernel sees in rax. None when the tracee is gone (killed
+    /// from outside), reaped by then.
+    fn next_trap(&mut self) -> Option<(Trap, libc::user_regs_struct, u64)> {
+        if ptrace(PTRACE_SYSEMU, self.pid, 0, 0).is_err() {
+            self.reap();
+            return None;
+        }
+        let stop = self.wait();
+        let regs = match stop {
+            Stop::Gone(_) => return None,
+            _ => match self.get_regs() {
+                Some(r) => r,
+                None => {
+                    self.reap();
+                    return None;
+                }
+            },
+        };
+        Some(match stop {
+            // As on the seccomp path: rax holds the syscall number, rip
+            // points after the syscall instruction.
+            Stop::Syscall => (Trap::Syscall, regs, regs.orig_rax),
+            Stop::Signal(sig, info) => {
+                // Faults the CPU raised (si_code > 0) are the guest's;
+                // anything else (a kick, a stray signal) only interrupts.
+                let trap = if FAULT_SIGNALS.contains(&sig) && info.si_code > 0 {
+                    // SAFETY: si_addr is valid for these fault signals.
+                    let addr = unsafe { info.si_addr() } as u64;
+                    let (trapno, err) = fault_regs(sig, info.si_code, addr, regs.rip);
+                    Trap::Fault(Fault { signo: sig, code: info.si_code, addr, trapno, err })
+                } else {
+                    Trap::Interrupt
+                };
+                (trap, regs, regs.rax)
+            }
+            Stop::Gone(_) => unreachable!(),
+        })
+    }
+
+    /// Waits for a tracee that is going away (a ptrace request failed on
+    /// it) to end, and reaps it.
+    fn reap(&mut self) {
+        while self.pid > 0 {
+            if let Stop::Gone(_) = self.wait() {
+                break;
+            }
         }
     }
+}
+
+/// A new tracee for this thread; nomu cannot go on without one.
+fn spawn_or_die() -> Tracee {
+    Tracee::spawn().unwrap_or_else(|e| fatal(&format!("starting a traced process: {e}")))
 }
 
 impl Drop for Tracee {
@@ -487,6 +569,11 @@ pub struct SysemuEntry;
 impl SysemuEntry {
     pub fn install() -> Result<SysemuEntry, String> {
         available()?;
+        // SAFETY: registering a function that only kills and reaps our own
+        // children and takes a lock no exit path holds.
+        if unsafe { libc::atexit(reap_all_tracees) } != 0 {
+            return Err("atexit failed".into());
+        }
         Ok(SysemuEntry)
     }
 }
@@ -509,7 +596,7 @@ fn probe() -> Result<(), String> {
     // Resumed as it is, the stub's child goes on to its exit syscall,
     // which PTRACE_SYSEMU must stop before the host runs it.
     ptrace(PTRACE_SYSEMU, t.pid, 0, 0).map_err(|e| format!("PTRACE_SYSEMU: {e}"))?;
-    let ok = matches!(t.wait(), Stop::Syscall) && t.get_regs().orig_rax == libc::SYS_exit as u64;
+    let ok = matches!(t.wait(), Stop::Syscall) && t.get_regs().is_some_and(|r| r.orig_rax == libc::SYS_exit as u64);
     drop(t);
     if ok {
         Ok(())
@@ -541,74 +628,48 @@ impl EntryPath for SysemuEntry {
         // nomu's fault-safe copies find this thread's Tcb on its kernel
         // stack (see kstack.rs), so the kernel runs with it entered.
         let kstack = ThreadKernelStack::enter();
-        let mut tracee = match TRACEE.with(|t| t.borrow_mut().take()) {
-            Some(t) if t.pid > 0 => t,
-            _ => Tracee::spawn().unwrap_or_else(|e| fatal(&format!("starting a traced process: {e}"))),
+        let mut tracee = TRACEE.with(|t| t.borrow_mut().take()).filter(|t| t.pid > 0).unwrap_or_else(spawn_or_die);
+        let mut hregs = loop {
+            match tracee.start(&start.regs, start.fs_base, start.gs_base) {
+                Some(r) => break r,
+                None => {
+                    // Killed from outside while idle.
+                    tracee.reap();
+                    tracee = spawn_or_die();
+                }
+            }
         };
-        // The new guest thread: its registers over what the tracee has
-        // (segment selectors), a clean FPU.
-        let mut hregs = tracee.get_regs();
-        from_guest(&mut hregs, &start.regs);
-        hregs.fs_base = start.fs_base;
-        hregs.gs_base = start.gs_base;
-        tracee.set_regs(&hregs);
-        tracee.reset_xstate();
         loop {
-            tracee.resume();
-            let (trap, rax) = match tracee.wait() {
-                Stop::Syscall => {
-                    hregs = tracee.get_regs();
-                    // As on the seccomp path: rax holds the syscall number,
-                    // rip points after the syscall instruction.
-                    (Trap::Syscall, hregs.orig_rax)
-                }
-                Stop::Signal(sig, info) => {
-                    hregs = tracee.get_regs();
-                    // Faults the CPU raised (si_code > 0) are the guest's;
-                    // anything else (a kick, a stray signal) only interrupts.
-                    let trap = if FAULT_SIGNALS.contains(&sig) && info.si_code > 0 {
-                        // SAFETY: si_addr is valid for these fault signals.
-                        let addr = unsafe { info.si_addr() } as u64;
-                        let (trapno, err) = fault_regs(sig, info.si_code, addr, hregs.rip);
-                        Trap::Fault(Fault { signo: sig, code: info.si_code, addr, trapno, err })
-                    } else {
-                        Trap::Interrupt
-                    };
-                    (trap, hregs.rax)
-                }
-                Stop::Gone(status) => {
-                    // Killed from outside: the guest thread dies with
-                    // SIGKILL, with its last known registers; a new tracee
-                    // takes over if the kernel goes on.
-                    crate::host::sys::write_all(
-                        2,
-                        format!("nomu: sysemu entry: traced process ended (status {status:#x})\n").as_bytes(),
-                    );
-                    let fault = Fault { signo: libc::SIGKILL, code: 0x80, addr: 0, trapno: 0, err: 0 };
-                    let mut regs = to_guest(&hregs, hregs.rax);
-                    let mut none: Option<&mut [u8]> = None;
-                    let mut frame = TrapFrame {
-                        regs: &mut regs,
-                        fs_base: hregs.fs_base,
-                        gs_base: hregs.gs_base,
-                        reset_xstate: true,
-                        xstate: &mut none,
-                    };
-                    if kernel.on_trap(Trap::Fault(fault), &mut frame) == Resume::Exit {
-                        break;
+            let Some((trap, r, rax)) = tracee.next_trap() else {
+                if EXITING.load(Ordering::SeqCst) {
+                    // nomu is exiting and killed it: wait for the end.
+                    loop {
+                        std::thread::park();
                     }
-                    let (fs, gs) = (frame.fs_base, frame.gs_base);
-                    tracee = Tracee::spawn().unwrap_or_else(|e| fatal(&format!("starting a traced process: {e}")));
-                    let mut fresh = tracee.get_regs();
-                    from_guest(&mut fresh, &regs);
-                    fresh.fs_base = fs;
-                    fresh.gs_base = gs;
-                    tracee.set_regs(&fresh);
-                    tracee.reset_xstate();
-                    hregs = fresh;
-                    continue;
                 }
+                // Killed from outside: the guest thread dies of SIGKILL,
+                // with its last known registers; a new tracee takes over
+                // if the kernel goes on.
+                crate::host::sys::write_all(2, b"nomu: sysemu entry: a traced process was killed\n");
+                let fault = Fault { signo: libc::SIGKILL, code: 0x80, addr: 0, trapno: 0, err: 0 };
+                let mut regs = to_guest(&hregs, hregs.rax);
+                let mut none: Option<&mut [u8]> = None;
+                let mut frame = TrapFrame {
+                    regs: &mut regs,
+                    fs_base: hregs.fs_base,
+                    gs_base: hregs.gs_base,
+                    reset_xstate: true,
+                    xstate: &mut none,
+                };
+                if kernel.on_trap(Trap::Fault(fault), &mut frame) == Resume::Exit {
+                    break;
+                }
+                let (fs_base, gs_base) = (frame.fs_base, frame.gs_base);
+                tracee = spawn_or_die();
+                hregs = tracee.start(&regs, fs_base, gs_base).unwrap_or_else(|| fatal("a new traced process died"));
+                continue;
             };
+            hregs = r;
             let before = to_guest(&hregs, rax);
             let mut regs = before;
             let mut xstate = LazyXstate { tracee: &mut tracee, fetched: false };
@@ -638,8 +699,8 @@ impl EntryPath for SysemuEntry {
             }
             if reset {
                 tracee.reset_xstate();
-            } else if fetched && !tracee.store_xstate() {
-                // The kernel only writes images it checked; keep going
+            } else if fetched && !tracee.store_xstate() && last_errno() != crate::kernel::errno::Errno::ESRCH {
+                // The kernel only writes back images it checked; go on
                 // with the state the tracee had.
                 crate::host::sys::write_all(2, b"nomu: sysemu entry: the host refused an xstate image\n");
             }
