@@ -194,6 +194,10 @@ impl Tracee {
     /// Creates a stopped tracee for the calling thread, which becomes its
     /// tracer.
     fn spawn() -> Result<Tracee, String> {
+        // Shared memory and descriptor table (see the module doc), no exit
+        // signal (nomu has no SIGCHLD to field: it reaps with __WALL), and
+        // CLONE_UNTRACED: a debugger following nomu (strace -f) must not
+        // take the tracee, whose tracer has to be this thread.
         let flags = (libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_UNTRACED) as u64;
         // SAFETY: an all-zero sigset is valid; sigfillset fills it.
         let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
