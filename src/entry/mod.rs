@@ -17,6 +17,7 @@
 
 pub mod kstack;
 pub mod seccomp;
+pub mod sysemu;
 pub mod zpoline;
 
 /// A guest thread's general-purpose registers, in the order of the Linux
@@ -184,7 +185,7 @@ impl EntryKind {
             EntryKind::Seccomp => seccomp::available(),
             EntryKind::Zpoline => zpoline::available(),
             EntryKind::Split => Err("not implemented yet".into()),
-            EntryKind::Sysemu => Err("not implemented yet".into()),
+            EntryKind::Sysemu => sysemu::available(),
         }
     }
 }
@@ -208,6 +209,7 @@ pub fn install(
     Ok(match kind {
         EntryKind::Seccomp => Box::new(seccomp),
         EntryKind::Zpoline => Box::new(zpoline::ZpolineEntry::install(physmem)?),
+        EntryKind::Sysemu => Box::new(sysemu::SysemuEntry::install()?),
         other => return Err(format!("entry path {} is not implemented yet", other.name())),
     })
 }
