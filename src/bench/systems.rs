@@ -44,6 +44,12 @@ impl Ctx {
         self.root.as_ref().map(|r| r.join("bin/busybox")).filter(|p| p.exists())
     }
 
+    /// runsc do's TMPDIR, where it writes the sandbox's bundle: removed
+    /// after each run, since a killed runsc leaves its bundle behind.
+    fn runsc_tmp(&self) -> PathBuf {
+        self.work.join("runsc-tmp")
+    }
+
     fn uml_root(&self) -> PathBuf {
         self.work.join("uml-root")
     }
@@ -101,7 +107,11 @@ impl System {
                  quiet con0=fd:0,fd:1 con=null (a copy of build/root plus BENCH; /tmp is UML's tmpfs)",
                 ctx.uml_root().display()
             ),
-            Kind::Gvisor(p) => format!("runsc {} do -quiet BENCH", gvisor_flags(p).join(" ")),
+            Kind::Gvisor(p) => format!(
+                "TMPDIR={} runsc {} do -quiet BENCH (host / read-only under a tmpfs overlay)",
+                ctx.runsc_tmp().display(),
+                gvisor_flags(p).join(" ")
+            ),
         }
     }
 
@@ -143,14 +153,17 @@ impl System {
                 make_uml_root(ctx)
             }
             Kind::Gvisor(p) => {
-                let runsc = which("runsc")
-                    .ok_or("runsc not installed (Debian's runsc: scripts/install-comparisons.sh)".to_string())?;
+                if which("runsc").is_none() {
+                    return Err("runsc not installed (Debian's runsc: scripts/install-comparisons.sh)".into());
+                }
                 if p == "kvm" && !Path::new("/dev/kvm").exists() {
                     return Err("no /dev/kvm".into());
                 }
-                let mut cmd = Command::new(runsc);
-                cmd.args(gvisor_flags(p)).args(["do", "-quiet", "/bin/true"]);
-                let out = run_streaming(&mut cmd, GVISOR_PROBE, |_| {}).map_err(|e| format!("runsc do: {e}"))?;
+                let mut cmd = runsc_do(ctx, p);
+                cmd.arg("/bin/true");
+                let out = run_streaming(&mut cmd, GVISOR_PROBE, |_| {}).map_err(|e| format!("runsc do: {e}"));
+                let _ = std::fs::remove_dir_all(ctx.runsc_tmp());
+                let out = out?;
                 if out.timed_out {
                     return Err(format!(
                         "`runsc --platform={p} do /bin/true` did not finish in {} s",
@@ -198,8 +211,8 @@ impl System {
                 c
             }
             Kind::Gvisor(p) => {
-                let mut c = Command::new("runsc");
-                c.args(gvisor_flags(p)).args(["do", "-quiet"]).arg(&ctx.bin).args(ctx.host_args(ops));
+                let mut c = runsc_do(ctx, p);
+                c.arg(&ctx.bin).args(ctx.host_args(ops));
                 c
             }
         };
@@ -213,7 +226,11 @@ impl System {
                 parsed.results.insert(op, r);
             }
             Line::Other => {}
-        })?;
+        });
+        if let Kind::Gvisor(_) = self.kind {
+            let _ = std::fs::remove_dir_all(ctx.runsc_tmp());
+        }
+        let out = out?;
         // An op that began and never reported was cut short.
         if let Some(op) = &parsed.last_begun {
             if !parsed.results.contains_key(op) {
@@ -243,6 +260,15 @@ pub fn all() -> Vec<System> {
     v.push(System::new(Kind::Uml));
     v.extend(GVISOR_PLATFORMS.into_iter().map(|p| System::new(Kind::Gvisor(p))));
     v
+}
+
+/// `runsc FLAGS do -quiet`, the program to follow.
+fn runsc_do(ctx: &Ctx, platform: &str) -> Command {
+    let tmp = ctx.runsc_tmp();
+    let _ = std::fs::create_dir_all(&tmp);
+    let mut c = Command::new("runsc");
+    c.env("TMPDIR", tmp).args(gvisor_flags(platform)).args(["do", "-quiet"]);
+    c
 }
 
 /// runsc's global flags: no network (the benchmark needs none), the
