@@ -83,8 +83,11 @@ run: setup nomu $(BUILD)/root/bin/busybox
 demo: setup nomu $(DEMO)
 	$(NOMU) run -- $(CURDIR)/$(DEMO)
 
+# Every integration test runs once per entry path; zpoline needs
+# vm.mmap_min_addr=0, which the wrapper sets when it may (and restores).
 test: setup nomu guests
-	$(CARGO) test --release
+	$(NOMU) info
+	scripts/with-zpoline-sysctl.sh $(CARGO) test --release
 
 # The comparison systems are installed only here: nothing else needs them.
 bench: setup nomu bench-bins $(BUILD)/root/bin/busybox

@@ -17,6 +17,7 @@
 
 pub mod kstack;
 pub mod seccomp;
+pub mod zpoline;
 
 /// A guest thread's general-purpose registers, in the order of the Linux
 /// x86-64 `struct sigcontext` (so the seccomp path can hand the kernel the
@@ -181,7 +182,7 @@ impl EntryKind {
     pub fn availability(self) -> Result<(), String> {
         match self {
             EntryKind::Seccomp => seccomp::available(),
-            EntryKind::Zpoline => Err("not implemented yet".into()),
+            EntryKind::Zpoline => zpoline::available(),
             EntryKind::Split => Err("not implemented yet".into()),
             EntryKind::Sysemu => Err("not implemented yet".into()),
         }
@@ -206,6 +207,7 @@ pub fn install(
     let seccomp = seccomp::SeccompEntry::install(physmem, guest_mask)?;
     Ok(match kind {
         EntryKind::Seccomp => Box::new(seccomp),
+        EntryKind::Zpoline => Box::new(zpoline::ZpolineEntry::install(physmem)?),
         other => return Err(format!("entry path {} is not implemented yet", other.name())),
     })
 }

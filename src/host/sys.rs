@@ -147,10 +147,16 @@ pub fn gettid() -> i32 {
 }
 
 /// poll(2) on nomu's own descriptors (the host side of guest fds).
+/// Polls host descriptors. A host signal ending the wait early (a kick on
+/// the zpoline path) reads as a timeout: callers wait in slices and look
+/// for guest signals between them anyway.
 pub fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> R<usize> {
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
     // SAFETY: fds is a valid array of fds.len() pollfd structs.
-    check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } as libc::c_long)
+    match check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } as libc::c_long) {
+        Err(Errno::EINTR) => Ok(0),
+        r => r,
+    }
 }
 
 /// Sleeps until `deadline` on `clock` (absolute), or less if interrupted.
