@@ -90,9 +90,10 @@ test: setup nomu guests
 	scripts/with-zpoline-sysctl.sh $(CARGO) test --release
 
 # The comparison systems are installed only here: nothing else needs them.
+# zpoline runs only with vm.mmap_min_addr=0 (set and restored by the wrapper).
 bench: setup nomu bench-bins $(BUILD)/root/bin/busybox
 	scripts/install-comparisons.sh
-	$(NOMU) bench $(BENCH_ARGS)
+	scripts/with-zpoline-sysctl.sh $(NOMU) bench $(BENCH_ARGS)
 
 lint:
 	$(CARGO) fmt --check
