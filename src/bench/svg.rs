@@ -103,8 +103,12 @@ pub fn render(report: &Report) -> String {
     let top = title_h + legend_h + axis_h;
     let group_h = systems.len() as f64 * (BAR_H + BAR_GAP) - BAR_GAP + GROUP_GAP;
     let plot_h = report.ops.len() as f64 * group_h;
-    let skipped: Vec<String> =
-        report.systems.iter().filter(|s| !s.ran()).map(|s| format!("{}: {}", s.id, not_run_reason(s))).collect();
+    let skipped: Vec<String> = report
+        .systems
+        .iter()
+        .filter(|s| !s.ran())
+        .map(|s| shorten(&format!("{}: {}", s.id, not_run_reason(s)), 170))
+        .collect();
     let height = top + plot_h + axis_h + 30.0 + 16.0 * skipped.len() as f64;
 
     let mut o = String::new();
@@ -247,6 +251,16 @@ pub fn render(report: &Report) -> String {
     o
 }
 
+/// At most `max` characters, an ellipsis marking the cut.
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max - 1).collect();
+    t.push('…');
+    t
+}
+
 fn not_run_reason(s: &super::report::SystemReport) -> String {
     match &s.state {
         super::report::State::Skipped(why) => why.clone(),
@@ -286,5 +300,7 @@ mod tests {
         assert_eq!(fmt_time(2838.8), "2.84 µs");
         assert_eq!(fmt_time(6_112_240.6), "6.11 ms");
         assert_eq!(fmt_time(45.0), "45.0 ns");
+        assert_eq!(shorten("abcdef", 4), "abc…");
+        assert_eq!(shorten("abc", 4), "abc");
     }
 }
