@@ -10,7 +10,8 @@ const USAGE: &str = "\
 usage: nomu run [--entry PATH] [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
        nomu info
        nomu syscalls [--all]
-       nomu bench [--bin PATH] [--iters N] [--rounds N] [--cpu N] [--json FILE]
+       nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--systems A,B] [--ops A,B]
+                  [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]
        nomu help
 
 run       runs PROGRAM (a path inside the guest root) inside nomu, with the
@@ -24,8 +25,17 @@ run       runs PROGRAM (a path inside the guest root) inside nomu, with the
 info      the entry paths this host can run, and why the others cannot
 syscalls  lists every syscall nomu implements and how completely (--all: and
           the ones that return ENOSYS)
-bench     runs the syscall benchmark natively and under nomu, alternating
-          (--rounds, default 3, best time kept), and prints ns/op and ratios
+bench     runs the benchmark (lmbench's operations) natively, under each
+          nomu entry path, in UML and in gVisor when installed
+          (scripts/install-comparisons.sh), alternating (--rounds, default 3,
+          best time kept); prints ns/op, ratios to native and the goals,
+          writes build/bench/results.json and .svg (--json, --svg)
+  --cpu N         pin every system's runs to CPU N
+  --time-ms N     each timed loop lasts about N ms (default 50); --iters N
+                  fixes the iteration count instead
+  --systems A,B   run only these (native always runs): native, nomu,
+                  seccomp, zpoline, split, sysemu, uml, gvisor, ptrace, kvm...
+  --ops A,B       run only these operations (--list shows them all)
 ";
 
 const DEFAULT_MEM: usize = 1 << 30;

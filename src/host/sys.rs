@@ -205,3 +205,13 @@ pub fn pin_to_cpu(cpu: usize) -> R<()> {
         check(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) as libc::c_long).map(drop)
     }
 }
+
+/// Sends `sig` to every process of host process group `pgid` (`nomu bench`
+/// ending a comparison system that overran its time).
+pub fn kill_group(pgid: i32, sig: i32) -> R<()> {
+    if pgid <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: kill has no memory arguments.
+    check(unsafe { libc::kill(-pgid, sig) } as libc::c_long).map(drop)
+}
