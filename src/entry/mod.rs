@@ -17,6 +17,7 @@
 
 pub mod kstack;
 pub mod seccomp;
+pub mod split;
 pub mod sysemu;
 pub mod zpoline;
 
@@ -184,7 +185,7 @@ impl EntryKind {
         match self {
             EntryKind::Seccomp => seccomp::available(),
             EntryKind::Zpoline => zpoline::available(),
-            EntryKind::Split => Err("not implemented yet".into()),
+            EntryKind::Split => split::available(),
             EntryKind::Sysemu => sysemu::available(),
         }
     }
@@ -210,6 +211,6 @@ pub fn install(
         EntryKind::Seccomp => Box::new(seccomp),
         EntryKind::Zpoline => Box::new(zpoline::ZpolineEntry::install(physmem)?),
         EntryKind::Sysemu => Box::new(sysemu::SysemuEntry::install()?),
-        other => return Err(format!("entry path {} is not implemented yet", other.name())),
+        EntryKind::Split => Box::new(split::SplitEntry::install()?),
     })
 }
