@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+mod support;
+use support::{entry_matrix, Entry};
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -23,8 +26,8 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nomu-cli-{name}-{}", std::process::id()));
+fn scratch(name: &str, e: Entry) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nomu-cli-{name}-{}-{}", e.0, std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -34,12 +37,11 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-#[test]
-fn trace_prints_one_strace_like_line_per_syscall() {
-    let dir = scratch("trace");
+fn trace_prints_one_strace_like_line_per_syscall(e: Entry) {
+    let dir = scratch("trace", e);
     let file = dir.join("greeting");
     std::fs::write(&file, "hello trace\n").unwrap();
-    let out = nomu(&["run", "--trace", "--", s(&bin("nomu-tests/open_paths")), s(&file)]);
+    let out = e.run(&["--trace", "--", s(&bin("nomu-tests/open_paths")), s(&file)]);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert_eq!(text(&out.stdout).lines().next().unwrap(), format!("{}: hello trace", file.display()));
@@ -54,18 +56,16 @@ fn trace_prints_one_strace_like_line_per_syscall() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[test]
-fn unknown_syscalls_fail_with_enosys_and_a_trace_line() {
-    let out = nomu(&["run", "--trace", "--", s(&bin("guest/static/errno_cases"))]);
+fn unknown_syscalls_fail_with_enosys_and_a_trace_line(e: Entry) {
+    let out = e.run(&["--trace", "--", s(&bin("guest/static/errno_cases"))]);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
     let line = err.lines().find(|l| l.contains("syscall_1000(")).unwrap_or_else(|| panic!("no ENOSYS line in:\n{err}"));
     assert!(line.contains("= -1 ENOSYS (Function not implemented) [nomu: not implemented]"), "{line}");
 }
 
-#[test]
-fn paths_cannot_leave_the_root() {
-    let root = scratch("root");
+fn paths_cannot_leave_the_root(e: Entry) {
+    let root = scratch("root", e);
     std::fs::create_dir_all(root.join("bin")).unwrap();
     std::fs::create_dir_all(root.join("etc")).unwrap();
     std::fs::create_dir_all(root.join("home/user")).unwrap();
@@ -73,8 +73,7 @@ fn paths_cannot_leave_the_root() {
     std::fs::write(root.join("etc/motd"), "inside the root\n").unwrap();
     std::os::unix::fs::symlink("/etc", root.join("abs")).unwrap();
     std::os::unix::fs::symlink("../../../../../etc", root.join("home/user/up")).unwrap();
-    let out = nomu(&[
-        "run",
+    let out = e.run(&[
         "--root",
         s(&root),
         "--",
@@ -102,13 +101,12 @@ cwd: /
     let _ = std::fs::remove_dir_all(root);
 }
 
-#[test]
-fn files_written_before_exit_are_kept() {
-    let native_dir = scratch("files-native");
-    let nomu_dir = scratch("files-nomu");
+fn files_written_before_exit_are_kept(e: Entry) {
+    let native_dir = scratch("files-native", e);
+    let nomu_dir = scratch("files-nomu", e);
     let prog = bin("nomu-tests/leave_files");
     assert!(Command::new(&prog).arg(&native_dir).status().unwrap().success());
-    let out = nomu(&["run", "--", s(&prog), s(&nomu_dir)]);
+    let out = e.run(&["--", s(&prog), s(&nomu_dir)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     for f in ["written.txt", "mapped.bin"] {
         let want = std::fs::read(native_dir.join(f)).unwrap();
@@ -120,56 +118,46 @@ fn files_written_before_exit_are_kept() {
     let _ = std::fs::remove_dir_all(nomu_dir);
 }
 
-#[test]
-fn guest_closing_its_stdio_leaves_nomus_alone() {
-    let out = nomu(&["run", "--trace", "--", s(&bin("nomu-tests/close_stdio"))]);
+fn guest_closing_its_stdio_leaves_nomus_alone(e: Entry) {
+    let out = e.run(&["--trace", "--", s(&bin("nomu-tests/close_stdio"))]);
     assert_eq!(out.status.code(), Some(7));
     let err = text(&out.stderr);
     assert!(err.lines().any(|l| l.starts_with("[1] write(2, ") && l.ends_with("EBADF (Bad file descriptor)")), "{err}");
     assert!(err.lines().any(|l| l == "[1] +++ exited with 7 +++"), "{err}");
 }
 
-#[test]
-fn fixed_address_program_runs_when_its_range_is_free() {
-    let out = nomu(&["run", "--", s(&bin("guest/exec/hello"))]);
+fn fixed_address_program_runs_when_its_range_is_free(e: Entry) {
+    let out = e.run(&["--", s(&bin("guest/exec/hello"))]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "hello from a nomu guest\n");
 }
 
-#[test]
-fn fixed_address_program_outside_memory_fails_clearly() {
-    let out = nomu(&["run", "--mem", "64M", "--", s(&bin("guest/exec/hello_high"))]);
+fn fixed_address_program_outside_memory_fails_clearly(e: Entry) {
+    let out = e.run(&["--mem", "64M", "--", s(&bin("guest/exec/hello_high"))]);
     assert_eq!(out.status.code(), Some(126));
     let err = text(&out.stderr);
     assert!(err.contains("fixed-address (ET_EXEC)") && err.contains("0x40000000"), "{err}");
 }
 
-#[test]
-fn too_little_memory_for_the_program_is_enomem() {
-    let out = nomu(&["run", "--mem", "1M", "--", s(&bin("guest/static/hello"))]);
+fn too_little_memory_for_the_program_is_enomem(e: Entry) {
+    let out = e.run(&["--mem", "1M", "--", s(&bin("guest/static/hello"))]);
     assert_eq!(out.status.code(), Some(126));
     assert!(text(&out.stderr).contains("Cannot allocate memory"), "{}", text(&out.stderr));
 }
 
-#[test]
-fn exit_statuses_are_what_a_shell_reports() {
-    let missing = nomu(&["run", "--", "/no/such/program"]);
+fn exit_statuses_are_what_a_shell_reports(e: Entry) {
+    let missing = e.run(&["--", "/no/such/program"]);
     assert_eq!(missing.status.code(), Some(127));
     assert!(text(&missing.stderr).contains("No such file or directory"));
-    let not_exec = nomu(&["run", "--", s(&repo().join("Cargo.toml"))]);
+    let not_exec = e.run(&["--", s(&repo().join("Cargo.toml"))]);
     assert_eq!(not_exec.status.code(), Some(126));
-    let segv = nomu(&["run", "--", s(&bin("guest/static/crash")), "segv"]);
+    let segv = e.run(&["--", s(&bin("guest/static/crash")), "segv"]);
     assert_eq!(segv.status.code(), Some(128 + 11));
     assert!(text(&segv.stderr).contains("Segmentation fault"));
 }
 
-#[test]
-fn relative_program_paths_start_from_the_callers_directory() {
-    let out = Command::new(env!("CARGO_BIN_EXE_nomu"))
-        .args(["run", "--", "./open_paths"])
-        .current_dir(bin("nomu-tests"))
-        .output()
-        .unwrap();
+fn relative_program_paths_start_from_the_callers_directory(e: Entry) {
+    let out = e.command().args(["--", "./open_paths"]).current_dir(bin("nomu-tests")).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let cwd = std::fs::canonicalize(bin("nomu-tests")).unwrap();
     assert_eq!(text(&out.stdout), format!("cwd: {}\n", cwd.display()));
@@ -178,9 +166,35 @@ fn relative_program_paths_start_from_the_callers_directory() {
 #[test]
 fn command_line_errors_are_usage_errors() {
     assert_eq!(nomu(&["run", "--mem", "lots", "--", "/bin/true"]).status.code(), Some(2));
+    assert_eq!(nomu(&["run", "--entry", "teleport", "--", "/bin/true"]).status.code(), Some(2));
     assert_eq!(nomu(&["run"]).status.code(), Some(2));
     assert_eq!(nomu(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(nomu(&["run", "--root", "/no/such/dir", "--", "/x"]).status.code(), Some(1));
+}
+
+#[test]
+fn info_lists_every_entry_path_and_a_default() {
+    let out = nomu(&["info"]);
+    assert!(out.status.success());
+    let listing = text(&out.stdout);
+    for path in support::ENTRY_PATHS {
+        let line = listing.lines().find(|l| l.split_whitespace().next() == Some(path));
+        let line = line.unwrap_or_else(|| panic!("{path} missing from:\n{listing}"));
+        let state = line.split_whitespace().nth(1).unwrap();
+        assert!(state == "available" || (state == "unavailable" && line.split_whitespace().count() > 2), "{line}");
+    }
+    let default = listing.lines().find_map(|l| l.strip_prefix("default: ")).expect("a default line");
+    assert!(support::unavailable(default).is_none(), "default {default} is not available:\n{listing}");
+    // Asking for a path this host cannot run fails clearly, naming it.
+    if let Some(path) = support::ENTRY_PATHS.into_iter().find(|p| support::unavailable(p).is_some()) {
+        let out = nomu(&["run", "--entry", path, "--", "/bin/true"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            text(&out.stderr).contains(&format!("entry path {path} is not available here")),
+            "{}",
+            text(&out.stderr)
+        );
+    }
 }
 
 #[test]
@@ -193,24 +207,21 @@ fn syscalls_lists_the_table() {
     assert!(listing.lines().last().unwrap().contains("supported"));
 }
 
-#[test]
-fn garbage_syscalls_never_bring_nomu_down() {
-    let out = nomu(&["run", "--", s(&bin("nomu-tests/syscall_storm"))]);
+fn garbage_syscalls_never_bring_nomu_down(e: Entry) {
+    let out = e.run(&["--", s(&bin("nomu-tests/syscall_storm"))]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
 }
 
-#[test]
-fn fork_fails_with_einval_as_on_no_mmu_linux() {
-    let out = nomu(&["run", "--trace", "--", s(&bin("nomu-tests/fork_fails"))]);
+fn fork_fails_with_einval_as_on_no_mmu_linux(e: Entry) {
+    let out = e.run(&["--trace", "--", s(&bin("nomu-tests/fork_fails"))]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "fork: -1 EINVAL\nclone without CLONE_VM: -1 EINVAL\n");
     assert!(text(&out.stderr).contains("nomu: fork needs an MMU; use vfork or posix_spawn"));
 }
 
-#[test]
-fn orphans_are_reparented_to_init() {
-    let out = nomu(&["run", "--", s(&bin("nomu-tests/orphans"))]);
+fn orphans_are_reparented_to_init(e: Entry) {
+    let out = e.run(&["--", s(&bin("nomu-tests/orphans"))]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "init pid 1\nchild exited 0\norphan reaped by init, exited 42\nreaped 2\n");
 }
@@ -222,23 +233,21 @@ fn on_a_terminal(cmd: &str) -> String {
     text(&out.stdout).replace("\r\n", "\n")
 }
 
-#[test]
-fn background_reads_of_the_terminal_get_sigttin() {
+fn background_reads_of_the_terminal_get_sigttin(e: Entry) {
     let prog = bin("nomu-tests/ttin");
     let native = on_a_terminal(s(&prog));
     assert_eq!(native, "ignored: -1 EIO\ncaught 1: -1 EINTR\n", "the test disagrees with Linux");
-    let under = on_a_terminal(&format!("{} run -- {}", env!("CARGO_BIN_EXE_nomu"), s(&prog)));
+    let under = on_a_terminal(&format!("{} -- {}", e.shell_prefix(), s(&prog)));
     assert_eq!(under, native);
 }
 
-#[test]
-fn proc_shows_guest_processes_and_memory() {
+fn proc_shows_guest_processes_and_memory(e: Entry) {
     let root = repo().join("build/root");
     assert!(root.join("bin/busybox").exists(), "run `make guests` first (it builds build/root)");
     let script = "sleep 1 & ps | awk -v p=$! '$1 == p' | grep -c sleep; cut -d' ' -f1,3,4 /proc/$!/stat; \
                   readlink /proc/$!/exe; tr '\\0' ' ' < /proc/$!/cmdline; echo; \
                   ls /proc | grep -c -x self; cd /proc && grep -c MemTotal meminfo; kill $!; wait";
-    let out = nomu(&["run", "--root", s(&root), "--", "/bin/sh", "-c", script]);
+    let out = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", script]);
     let got = text(&out.stdout);
     let lines: Vec<&str> = got.lines().collect();
     assert_eq!(lines.len(), 6, "{got}\n{}", text(&out.stderr));
@@ -251,42 +260,60 @@ fn proc_shows_guest_processes_and_memory() {
     assert_eq!(&lines[4..], ["1", "1"]);
 }
 
-#[test]
-fn garbage_sigreturn_frames_kill_only_the_guest() {
+fn garbage_sigreturn_frames_kill_only_the_guest(e: Entry) {
     for mode in ["0", "1", "2"] {
-        let out = nomu(&["run", "--", s(&bin("nomu-tests/bad_sigreturn")), mode]);
+        let out = e.run(&["--", s(&bin("nomu-tests/bad_sigreturn")), mode]);
         // Exit code 139 (the guest's SIGSEGV), not nomu dying of a signal.
         assert_eq!(out.status.code(), Some(139), "mode {mode}: {:?} {}", out.status, text(&out.stderr));
         assert!(text(&out.stderr).contains("Segmentation fault"));
     }
 }
 
-#[test]
-fn garbage_process_syscalls_never_bring_nomu_down() {
-    let out = nomu(&["run", "--", s(&bin("nomu-tests/process_storm"))]);
+fn garbage_process_syscalls_never_bring_nomu_down(e: Entry) {
+    let out = e.run(&["--", s(&bin("nomu-tests/process_storm"))]);
     assert!(out.status.success(), "{:?} {}", out.status, text(&out.stderr));
     assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
 }
 
-#[test]
-fn init_ignores_signals_it_has_no_handler_for() {
+fn init_ignores_signals_it_has_no_handler_for(e: Entry) {
     // As Linux's pid 1: a guest's kill(1, SIGTERM) does nothing without a
     // handler, and works with one.
     let root = repo().join("build/root");
     assert!(root.join("bin/busybox").exists(), "run `make guests` first");
     let script = "kill -TERM 1; sh -c 'kill -TERM 1'; echo alive; trap 'echo trapped' TERM; sh -c 'kill -TERM 1'; sleep 0.1; echo done";
-    let out = nomu(&["run", "--root", s(&root), "--", "/bin/sh", "-c", script]);
+    let out = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", script]);
     assert!(out.status.success(), "{:?} {}", out.status, text(&out.stderr));
     assert_eq!(text(&out.stdout), "alive\ntrapped\ndone\n");
 }
 
-#[test]
-fn exit_and_exec_end_threads_in_every_kind_of_wait() {
+fn exit_and_exec_end_threads_in_every_kind_of_wait(e: Entry) {
     let prog = bin("nomu-tests/thread_storm");
-    let exit = nomu(&["run", "--", s(&prog)]);
+    let exit = e.run(&["--", s(&prog)]);
     assert_eq!(exit.status.code(), Some(3), "{}", text(&exit.stderr));
     assert_eq!(text(&exit.stdout), "exiting with 24 threads running\n");
-    let exec = nomu(&["run", "--", s(&prog), "exec"]);
+    let exec = e.run(&["--", s(&prog), "exec"]);
     assert!(exec.status.success(), "{}", text(&exec.stderr));
     assert_eq!(text(&exec.stdout), "exec'd with the others gone\n");
 }
+
+entry_matrix!(
+    trace_prints_one_strace_like_line_per_syscall,
+    unknown_syscalls_fail_with_enosys_and_a_trace_line,
+    paths_cannot_leave_the_root,
+    files_written_before_exit_are_kept,
+    guest_closing_its_stdio_leaves_nomus_alone,
+    fixed_address_program_runs_when_its_range_is_free,
+    fixed_address_program_outside_memory_fails_clearly,
+    too_little_memory_for_the_program_is_enomem,
+    exit_statuses_are_what_a_shell_reports,
+    relative_program_paths_start_from_the_callers_directory,
+    garbage_syscalls_never_bring_nomu_down,
+    fork_fails_with_einval_as_on_no_mmu_linux,
+    orphans_are_reparented_to_init,
+    background_reads_of_the_terminal_get_sigttin,
+    proc_shows_guest_processes_and_memory,
+    garbage_sigreturn_frames_kill_only_the_guest,
+    garbage_process_syscalls_never_bring_nomu_down,
+    init_ignores_signals_it_has_no_handler_for,
+    exit_and_exec_end_threads_in_every_kind_of_wait,
+);

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::Entry;
+
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Clone, Copy, Debug)]
@@ -191,10 +194,10 @@ fn exec_path(case: &Case, build: Build, scratch: &Path) -> PathBuf {
     }
 }
 
-fn run_case(name: &str, build: Build) {
+fn run_case(name: &str, build: Build, e: Entry) {
     let case = load_case(name);
     let want = expected(&case);
-    let scratch = std::env::temp_dir().join(format!("nomu-test-{name}-{build:?}-{}", std::process::id()));
+    let scratch = std::env::temp_dir().join(format!("nomu-test-{name}-{build:?}-{}-{}", e.0, std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
     let exe = exec_path(&case, build, &scratch);
     let stdin = case.stdin.as_ref().map(|f| root().join("tests/guest/data").join(f));
@@ -211,8 +214,7 @@ fn run_case(name: &str, build: Build) {
         String::from_utf8_lossy(&native.stderr)
     );
 
-    let mut nomu = Command::new(env!("CARGO_BIN_EXE_nomu"));
-    nomu.arg("run");
+    let mut nomu = e.command();
     if let Some(m) = &case.mem {
         nomu.args(["--mem", m]);
     }
@@ -230,10 +232,11 @@ fn run_case(name: &str, build: Build) {
     let show = |r: &Run| {
         format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr))
     };
-    assert_eq!(under_outcome, want, "case {name} ({build:?}) under nomu\n{}", show(&under));
+    assert_eq!(under_outcome, want, "case {name} ({build:?}) under nomu ({})\n{}", e.0, show(&under));
     assert!(
         native.stdout == under.stdout,
-        "case {name} ({build:?}): stdout differs\n--- native\n{}\n--- nomu\n{}",
+        "case {name} ({build:?}): stdout differs on {}\n--- native\n{}\n--- nomu\n{}",
+        e.0,
         String::from_utf8_lossy(&native.stdout),
         String::from_utf8_lossy(&under.stdout)
     );

@@ -7,6 +7,9 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+mod support;
+use support::{entry_matrix, Entry};
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -29,32 +32,31 @@ fn run(mut cmd: Command, script: &str, name: &str) -> (String, i32) {
     (text, status.code().unwrap_or(-1))
 }
 
-fn check(name: &str) {
+fn check(name: &str, e: Entry) {
     let script = format!("{name}.sh");
     let expected = std::fs::read_to_string(repo().join("tests/shell").join(format!("{name}.out"))).unwrap();
     let mut native = Command::new(busybox());
     native.args(["sh", "-s"]);
-    let (native_out, native_status) = run(native, &script, &format!("{name}-native"));
+    let (native_out, native_status) = run(native, &script, &format!("{name}-native-{}", e.0));
     assert_eq!(native_status, 0, "{name}: native run failed:\n{native_out}");
     assert_eq!(native_out, expected, "{name}: the native run disagrees with {name}.out");
-    let mut nomu = Command::new(env!("CARGO_BIN_EXE_nomu"));
-    nomu.args(["run", "--root"]).arg(repo().join("build/root")).args(["--", "/bin/sh", "-s"]);
-    let (nomu_out, nomu_status) = run(nomu, &script, &format!("{name}-nomu"));
-    assert_eq!(nomu_status, 0, "{name}: failed under nomu:\n{nomu_out}");
-    assert_eq!(nomu_out, expected, "{name}: output under nomu differs");
+    let mut nomu = e.command();
+    nomu.arg("--root").arg(repo().join("build/root")).args(["--", "/bin/sh", "-s"]);
+    let (nomu_out, nomu_status) = run(nomu, &script, &format!("{name}-nomu-{}", e.0));
+    assert_eq!(nomu_status, 0, "{name}: failed under nomu ({}):\n{nomu_out}", e.0);
+    assert_eq!(nomu_out, expected, "{name}: output under nomu ({}) differs", e.0);
 }
 
-#[test]
-fn pipelines_redirections_and_substitution() {
-    check("pipelines");
+fn pipelines_redirections_and_substitution(e: Entry) {
+    check("pipelines", e);
 }
 
-#[test]
-fn background_jobs_wait_and_traps() {
-    check("jobs");
+fn background_jobs_wait_and_traps(e: Entry) {
+    check("jobs", e);
 }
 
-#[test]
-fn everyday_applets() {
-    check("applets");
+fn everyday_applets(e: Entry) {
+    check("applets", e);
 }
+
+entry_matrix!(pipelines_redirections_and_substitution, background_jobs_wait_and_traps, everyday_applets);
