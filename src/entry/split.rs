@@ -16,7 +16,7 @@
 //! call nomu's Rust code. At start it asks for SIGKILL when its creating
 //! thread dies (PR_SET_PDEATHSIG), installs its signal stack and its own
 //! handlers (its signal table is its own: SIGSYS, the fault signals and
-//! [`KICK_SIGNAL`] go to [`nomu_split_handler`], the signals nomu forwards
+//! [`CHILD_KICK`] go to [`nomu_split_handler`], the signals nomu forwards
 //! to guests are ignored, as a terminal sends them to the child's process
 //! group too), then raises the kick signal on itself to *park*.
 //!
@@ -57,9 +57,18 @@
 //! The nomu thread keeps its [`ThreadKernelStack`] while it runs a guest
 //! thread: nomu's fault-safe copies rely on the seccomp path's host
 //! handlers, which find their Tcb on it.
+//!
+//! # Cost
+//! A trap costs the seccomp path's SIGSYS round trip plus two futex
+//! handoffs (a wake-up and a context switch each way). Each side wakes the
+//! other only if it sleeps (a flag per side, set before sleeping). While a
+//! guest thread runs, its nomu thread and child are kept on one CPU
+//! ([`Affinity`]): cross-CPU wake-ups of an idle vCPU cost far more than the
+//! switch. Spinning instead of sleeping only helps when each side has a CPU
+//! to itself, so it is off unless NOMU_SPLIT_SPIN is set.
 
 use super::kstack::ThreadKernelStack;
-use super::seccomp::{xstate_of, Ucontext, FAULT_SIGNALS, GUEST_HOST_MASK, KICK_SIGNAL, RFLAGS_IF};
+use super::seccomp::{xstate_of, Ucontext, FAULT_SIGNALS, GUEST_HOST_MASK, RFLAGS_IF};
 use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
 use crate::host::last_errno;
 use crate::host::physmem::PAGE_SIZE;
@@ -77,6 +86,12 @@ const MBOX_OFFSET: usize = AREA_SIZE - MBOX_RESERVED;
 /// The child's start code runs on this many bytes below the mailbox; its
 /// signal stack lies below that, above the guard page.
 const START_STACK: usize = 4096;
+
+/// The host signal that kicks a child out of guest code. The child's signal
+/// table is its own, so any signal will do: a standard one (not the seccomp
+/// path's real-time kick), so that kicks sent while the child waits in its
+/// handler coalesce into one spurious trap instead of queueing one each.
+const CHILD_KICK: i32 = libc::SIGUSR2;
 
 /// `Mailbox::state`: the child is gone (the host cleared its tid word).
 const DEAD: u32 = 0;
@@ -341,7 +356,7 @@ global_asm!(
     handled = const offset_of!(Mailbox, handled),
     ignored = const offset_of!(Mailbox, ignored),
     start_mask = const offset_of!(Mailbox, start_mask),
-    kick = const KICK_SIGNAL,
+    kick = const CHILD_KICK,
     request = const REQUEST,
     run = const RUN,
     futex_wake = const FUTEX_WAKE,
@@ -402,7 +417,7 @@ impl Child {
         let area = map_area()?;
         let mb = (area + MBOX_OFFSET) as *mut Mailbox;
         let mut handled = [0u8; 16];
-        for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, KICK_SIGNAL])) {
+        for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, CHILD_KICK])) {
             *slot = sig as u8;
         }
         // The signals nomu keeps blocked in guest code are the ones it
@@ -437,7 +452,7 @@ impl Child {
             ign: [libc::SIG_IGN as u64, SA_RESTORER, restorer, 0],
             handled,
             ignored,
-            start_mask: !(1u64 << (KICK_SIGNAL - 1)),
+            start_mask: !(1u64 << (CHILD_KICK - 1)),
         };
         // SAFETY: the mailbox slot lies at the top of our fresh mapping,
         // suitably aligned, and nobody else uses it yet.
@@ -652,7 +667,7 @@ fn trap_of(mb: &Mailbox, uc: &Ucontext) -> Trap {
     if signo == libc::SIGSYS {
         return Trap::Syscall;
     }
-    if signo == KICK_SIGNAL {
+    if signo == CHILD_KICK {
         return Trap::Interrupt;
     }
     let info = mb.info.load(Ordering::Relaxed) as *const libc::siginfo_t;
@@ -688,7 +703,7 @@ impl EntryPath for SplitEntry {
         if let Some(&(_, child)) = table.iter().find(|&&(t, _)| t == host_tid) {
             // SAFETY: tgkill to our own child (the table holds only children
             // not yet reaped) with the kick signal, which it handles.
-            unsafe { libc::syscall(libc::SYS_tgkill, child, child, KICK_SIGNAL) };
+            unsafe { libc::syscall(libc::SYS_tgkill, child, child, CHILD_KICK) };
         }
     }
 
@@ -697,6 +712,7 @@ impl EntryPath for SplitEntry {
         let mut child = CHILD.with(|c| c.borrow_mut().take());
         let mut next = Some(start);
         let mut failures = 0;
+        let mut affinity = Affinity::new();
         loop {
             if child.as_ref().is_some_and(|c| c.mailbox().state.load(Ordering::Acquire) == DEAD) {
                 child = None;
@@ -720,6 +736,7 @@ impl EntryPath for SplitEntry {
             if let Some(s) = next.take() {
                 c.load(&s);
             }
+            affinity.before_release(c.tid);
             c.release();
             if !c.wait_request() {
                 child = None;
@@ -760,6 +777,76 @@ impl EntryPath for SplitEntry {
                 uc.mcontext.fpstate = 0;
             }
         }
+        affinity.unpin();
         CHILD.with(|c| *c.borrow_mut() = child);
     }
+}
+
+/// Keeps a child and its nomu thread on one CPU.
+///
+/// Each handoff wakes the other side; left alone, the host scheduler puts
+/// the woken side on an idle CPU (the waker still runs), so every trap
+/// costs two cross-CPU wake-ups, which on a VM means waking a halted vCPU:
+/// measured on the 2-vCPU test VM, a shell loop ran 6x slower than with
+/// both pinned to one CPU. So while it runs a guest thread, the nomu thread
+/// and its child share one CPU, as the guest thread and kernel share one
+/// on the in-process paths. To keep balancing load, every
+/// [`REBALANCE`] the nomu thread is let loose for one wake-up and the pair
+/// is then pinned to whatever CPU the scheduler chose for it.
+struct Affinity {
+    /// The CPUs nomu may use (None: just one, nothing to do).
+    allowed: Option<libc::cpu_set_t>,
+    pinned_to: Option<usize>,
+    since: std::time::Instant,
+}
+
+const REBALANCE: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl Affinity {
+    fn new() -> Affinity {
+        // SAFETY: an all-zero cpu_set_t is an empty set; sched_getaffinity
+        // fills it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid size and output pointer, for the calling thread.
+        let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
+        // SAFETY: counting the bits of our own set.
+        let many = ok && unsafe { libc::CPU_COUNT(&set) } > 1;
+        Affinity { allowed: many.then_some(set), pinned_to: None, since: std::time::Instant::now() }
+    }
+
+    fn before_release(&mut self, child: i32) {
+        let Some(allowed) = &self.allowed else { return };
+        if self.pinned_to.is_some() && self.since.elapsed() < REBALANCE {
+            return;
+        }
+        if self.pinned_to.is_some() {
+            // Loose for the next wake-up.
+            set_affinity(0, allowed);
+            self.pinned_to = None;
+            self.since = std::time::Instant::now();
+            return;
+        }
+        // SAFETY: sched_getcpu only reads.
+        let Ok(cpu) = usize::try_from(unsafe { libc::sched_getcpu() }) else { return };
+        // SAFETY: an all-zero cpu_set_t is empty; we add one CPU we may use.
+        let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: cpu < CPU_SETSIZE (the host just ran us on it).
+        unsafe { libc::CPU_SET(cpu, &mut one) };
+        set_affinity(0, &one);
+        set_affinity(child, &one);
+        self.pinned_to = Some(cpu);
+        self.since = std::time::Instant::now();
+    }
+
+    /// Gives the nomu thread all its CPUs back.
+    fn unpin(&mut self) {
+        if let (Some(allowed), Some(_)) = (&self.allowed, self.pinned_to.take()) {
+            set_affinity(0, allowed);
+        }
+    }
+}
+
+fn set_affinity(tid: i32, set: &libc::cpu_set_t) {
+    // SAFETY: a valid CPU set for this thread (0) or our own child.
+    unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), set) };
 }
