@@ -811,6 +811,8 @@ impl Affinity {
         let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
         // SAFETY: counting the bits of our own set.
         let many = ok && unsafe { libc::CPU_COUNT(&set) } > 1;
+        // Spinning needs the two sides on two CPUs.
+        let many = many && !may_spin();
         Affinity { allowed: many.then_some(set), pinned_to: None, since: std::time::Instant::now() }
     }
 
