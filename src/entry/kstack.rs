@@ -49,6 +49,9 @@ pub struct Tcb {
     pub z_xsave: u64,
     pub z_guest_fs: u64,
     pub z_self: u64,
+    /// 1 when the xsave area holds the guest's whole extended state (the
+    /// stub restores it with xrstor), 0 when only xmm0-15/MXCSR were saved.
+    pub z_full: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Tcb>() <= TCB_RESERVED);
@@ -109,6 +112,7 @@ impl KernelStack {
                 z_xsave: (base + XSAVE_OFFSET) as u64,
                 z_guest_fs: 0,
                 z_self: tcb as u64,
+                z_full: 0,
             });
         }
         Ok(ks)

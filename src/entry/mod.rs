@@ -17,6 +17,8 @@
 
 pub mod kstack;
 pub mod seccomp;
+pub mod split;
+pub mod sysemu;
 pub mod zpoline;
 
 /// A guest thread's general-purpose registers, in the order of the Linux
@@ -183,8 +185,8 @@ impl EntryKind {
         match self {
             EntryKind::Seccomp => seccomp::available(),
             EntryKind::Zpoline => zpoline::available(),
-            EntryKind::Split => Err("not implemented yet".into()),
-            EntryKind::Sysemu => Err("not implemented yet".into()),
+            EntryKind::Split => split::available(),
+            EntryKind::Sysemu => sysemu::available(),
         }
     }
 }
@@ -208,6 +210,7 @@ pub fn install(
     Ok(match kind {
         EntryKind::Seccomp => Box::new(seccomp),
         EntryKind::Zpoline => Box::new(zpoline::ZpolineEntry::install(physmem)?),
-        other => return Err(format!("entry path {} is not implemented yet", other.name())),
+        EntryKind::Sysemu => Box::new(sysemu::SysemuEntry::install()?),
+        EntryKind::Split => Box::new(split::SplitEntry::install()?),
     })
 }

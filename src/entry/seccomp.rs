@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 static NOMU_HAVE_FSGSBASE: AtomicU8 = AtomicU8::new(0);
 
 /// The host signal mask while guest code runs.
-static GUEST_HOST_MASK: AtomicU64 = AtomicU64::new(0);
+pub(super) static GUEST_HOST_MASK: AtomicU64 = AtomicU64::new(0);
 
 global_asm!(
     ".text",
@@ -136,28 +136,28 @@ extern "C" {
 
 /// The Linux x86-64 `struct sigcontext`.
 #[repr(C)]
-struct Sigcontext {
-    regs: GuestRegs,
+pub(super) struct Sigcontext {
+    pub(super) regs: GuestRegs,
     cs_gs_fs_ss: u64,
-    err: u64,
-    trapno: u64,
+    pub(super) err: u64,
+    pub(super) trapno: u64,
     oldmask: u64,
     cr2: u64,
-    fpstate: u64,
+    pub(super) fpstate: u64,
     reserved: [u64; 8],
 }
 
 /// The kernel's `struct ucontext` (its sigset is 8 bytes, unlike libc's).
 #[repr(C)]
-struct Ucontext {
+pub(super) struct Ucontext {
     flags: u64,
     link: u64,
     ss_sp: u64,
     ss_flags: i32,
     ss_pad: i32,
     ss_size: u64,
-    mcontext: Sigcontext,
-    sigmask: u64,
+    pub(super) mcontext: Sigcontext,
+    pub(super) sigmask: u64,
 }
 
 /// The frame `rt_sigreturn` reads: the return address slot, then ucontext.
@@ -170,11 +170,11 @@ struct RtSigframe {
 
 const USER_CS: u64 = 0x33;
 const USER_DS: u64 = 0x2b;
-const RFLAGS_IF: u64 = 0x200;
+pub(super) const RFLAGS_IF: u64 = 0x200;
 const UC_SIGCONTEXT_SS: u64 = 0x2;
 const UC_STRICT_RESTORE_SS: u64 = 0x4;
 
-const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
+pub(super) const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
 /// The host signal that kicks a guest thread out of guest code so the
 /// kernel can deliver a guest signal to it (see [`kick`]).
@@ -526,7 +526,7 @@ unsafe extern "C" fn nomu_handle_trap(
 
 /// The xsave image the host saved in a signal frame, as a byte slice of
 /// the size its software-reserved bytes state.
-fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
+pub(super) fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
     if fpstate == 0 {
         return None;
     }
@@ -539,8 +539,9 @@ fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
     } else {
         512
     };
-    // SAFETY: the host laid out `size` bytes of xstate in the frame on our
-    // kernel stack, which stays valid (and unaliased) for this trap.
+    // SAFETY: the host laid out `size` bytes of xstate in the signal frame
+    // (on our kernel stack, or on a split child's signal stack), which stays
+    // valid (and unaliased) for this trap.
     Some(unsafe { std::slice::from_raw_parts_mut(fpstate as *mut u8, size) })
 }
 

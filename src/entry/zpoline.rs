@@ -92,8 +92,9 @@ static SITES: AtomicUsize = AtomicUsize::new(0);
 static XSTATE_SIZE: AtomicUsize = AtomicUsize::new(0);
 #[no_mangle]
 static NOMU_MXCSR_DEFAULT: u32 = 0x1f80;
-#[no_mangle]
-static NOMU_FCW_DEFAULT: u16 = 0x037f;
+/// Where in the xsave area the stub keeps xmm0-15 and MXCSR (after the
+/// largest xsave image, 64-byte aligned).
+const SSE_SAVE_OFFSET: usize = XSAVE_RESERVED - 512;
 
 global_asm!(
     ".text",
@@ -131,12 +132,33 @@ global_asm!(
     "    pushfq",
     "    and qword ptr [rsp], -262145",
     "    popfq",
+    // The vector state nomu's own code can touch: xmm0-15 and MXCSR (nomu
+    // is built without AVX, and glibc's string functions are kept off AVX,
+    // see `keep_glibc_off_avx`). The full xsave image is made only when the
+    // kernel asks for it (signal delivery, sigreturn, execve).
     "    mov rbx, qword ptr gs:[{z_xsave}]",
-    "    mov eax, -1",
-    "    mov edx, -1",
-    "    xsaveopt64 [rbx]",
+    "    add rbx, {sse_save}",
+    "    movaps [rbx + 0], xmm0",
+    "    movaps [rbx + 16], xmm1",
+    "    movaps [rbx + 32], xmm2",
+    "    movaps [rbx + 48], xmm3",
+    "    movaps [rbx + 64], xmm4",
+    "    movaps [rbx + 80], xmm5",
+    "    movaps [rbx + 96], xmm6",
+    "    movaps [rbx + 112], xmm7",
+    "    movaps [rbx + 128], xmm8",
+    "    movaps [rbx + 144], xmm9",
+    "    movaps [rbx + 160], xmm10",
+    "    movaps [rbx + 176], xmm11",
+    "    movaps [rbx + 192], xmm12",
+    "    movaps [rbx + 208], xmm13",
+    "    movaps [rbx + 224], xmm14",
+    "    movaps [rbx + 240], xmm15",
+    "    stmxcsr dword ptr [rbx + 256]",
+    "    cmp dword ptr [rbx + 256], 0x1f80",
+    "    je 4f",
     "    ldmxcsr dword ptr [rip + NOMU_MXCSR_DEFAULT]",
-    "    fldcw word ptr [rip + NOMU_FCW_DEFAULT]",
+    "4:",
     "    rdfsbase rax",
     "    mov qword ptr gs:[{z_guest_fs}], rax",
     "    mov rax, qword ptr gs:[{host_fs}]",
@@ -148,9 +170,35 @@ global_asm!(
     "    jnz 3f",
     "    mov rax, qword ptr gs:[{z_guest_fs}]",
     "    wrfsbase rax",
+    // The kernel made (and maybe edited) a full image: it is the state.
+    "    cmp qword ptr gs:[{z_full}], 0",
+    "    jne 5f",
+    "    movaps xmm0, [rbx + 0]",
+    "    movaps xmm1, [rbx + 16]",
+    "    movaps xmm2, [rbx + 32]",
+    "    movaps xmm3, [rbx + 48]",
+    "    movaps xmm4, [rbx + 64]",
+    "    movaps xmm5, [rbx + 80]",
+    "    movaps xmm6, [rbx + 96]",
+    "    movaps xmm7, [rbx + 112]",
+    "    movaps xmm8, [rbx + 128]",
+    "    movaps xmm9, [rbx + 144]",
+    "    movaps xmm10, [rbx + 160]",
+    "    movaps xmm11, [rbx + 176]",
+    "    movaps xmm12, [rbx + 192]",
+    "    movaps xmm13, [rbx + 208]",
+    "    movaps xmm14, [rbx + 224]",
+    "    movaps xmm15, [rbx + 240]",
+    "    cmp dword ptr [rbx + 256], 0x1f80",
+    "    je 6f",
+    "    ldmxcsr dword ptr [rbx + 256]",
+    "    jmp 6f",
+    "5:  mov qword ptr gs:[{z_full}], 0",
+    "    mov rbx, qword ptr gs:[{z_xsave}]",
     "    mov eax, -1",
     "    mov edx, -1",
     "    xrstor64 [rbx]",
+    "6:",
     "    mov rax, [rsp + 120]", // GuestRegs.rsp
     "    mov qword ptr gs:[{z_rsp}], rax",
     "    mov rax, [rsp + 128]", // GuestRegs.rip
@@ -201,6 +249,8 @@ global_asm!(
     z_stack_top = const offset_of!(Tcb, z_stack_top),
     z_xsave = const offset_of!(Tcb, z_xsave),
     z_guest_fs = const offset_of!(Tcb, z_guest_fs),
+    z_full = const offset_of!(Tcb, z_full),
+    sse_save = const SSE_SAVE_OFFSET,
     z_self = const offset_of!(Tcb, z_self),
     host_fs = const offset_of!(Tcb, host_fs),
     host_rsp = const offset_of!(Tcb, host_rsp),
@@ -233,7 +283,7 @@ fn probe() -> Result<(), String> {
     if !crate::host::cpu::has_xsaveopt() {
         return Err("needs the XSAVEOPT instruction".into());
     }
-    if crate::host::cpu::xsave_size() + 64 > XSAVE_RESERVED {
+    if crate::host::cpu::xsave_size() + 64 > SSE_SAVE_OFFSET {
         return Err(format!("the CPU's xsave area ({} bytes) is too big", crate::host::cpu::xsave_size()));
     }
     let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr").unwrap_or_default();
@@ -514,6 +564,44 @@ pub fn in_stub(rip: u64) -> bool {
     (start..end).contains(&rip)
 }
 
+/// The guest's extended state on this path, made on first use: x87 and
+/// the AVX/AVX-512 registers are still the guest's (nomu never touches
+/// them), xmm0-15 and MXCSR are in the stub's save area.
+struct LazyImage<'a> {
+    tcb: &'a mut Tcb,
+}
+
+impl super::ExtendedState for LazyImage<'_> {
+    fn image(&mut self) -> Option<&mut [u8]> {
+        if self.tcb.z_full == 0 {
+            materialize(self.tcb);
+        }
+        Some(xstate_image(self.tcb))
+    }
+}
+
+/// Writes the guest's whole extended state into the xsave area, in the
+/// layout of a Linux signal frame; from then on the stub restores from it.
+fn materialize(tcb: &mut Tcb) {
+    let image = xstate_image(tcb);
+    let base = image.as_mut_ptr();
+    // SAFETY: xsave64 writes at most xsave_size() bytes at a 64-byte aligned
+    // buffer of that size (our area); RFBM all ones means XCR0's features.
+    unsafe {
+        std::arch::asm!("xsave64 [{0}]", in(reg) base, in("eax") -1i32, in("edx") -1i32, options(nostack));
+    }
+    // SAFETY: the save area lies in the same kernel stack mapping, past the image.
+    let saved = unsafe { std::slice::from_raw_parts((tcb.z_xsave as usize + SSE_SAVE_OFFSET) as *const u8, 260) };
+    const XMM: usize = 160;
+    const MXCSR: usize = 24;
+    const XSTATE_BV: usize = 512;
+    image[XMM..XMM + 256].copy_from_slice(&saved[..256]);
+    image[MXCSR..MXCSR + 4].copy_from_slice(&saved[256..260]);
+    image[XSTATE_BV] |= 2; // SSE: restore the xmm registers from the image
+    write_sw_bytes(image);
+    tcb.z_full = 1;
+}
+
 fn xstate_image(tcb: &Tcb) -> &'static mut [u8] {
     let size = XSTATE_SIZE.load(Ordering::Relaxed);
     // SAFETY: the xsave area is XSAVE_RESERVED bytes of this thread's kernel
@@ -525,12 +613,17 @@ fn xstate_image(tcb: &Tcb) -> &'static mut [u8] {
 /// Puts the xsave image in the initial FPU state, with the software bytes
 /// a Linux signal frame carries (so sigframe.rs can treat it as one).
 fn reset_xstate(image: &mut [u8]) {
-    const SW_RESERVED: usize = 464;
     const XSAVE_HEADER: usize = 512;
-    let size = image.len() - 4;
     image[..XSAVE_HEADER + 64].fill(0);
     image[0..2].copy_from_slice(&0x037fu16.to_le_bytes()); // FCW
     image[24..28].copy_from_slice(&0x1f80u32.to_le_bytes()); // MXCSR
+    write_sw_bytes(image);
+}
+
+/// The software-reserved bytes and trailing magic of a Linux signal frame.
+fn write_sw_bytes(image: &mut [u8]) {
+    const SW_RESERVED: usize = 464;
+    let size = image.len() - 4;
     let sw = &mut image[SW_RESERVED..SW_RESERVED + 20];
     sw[0..4].copy_from_slice(&0x4650_5853u32.to_le_bytes()); // FP_XSTATE_MAGIC1
     sw[4..8].copy_from_slice(&((size + 4) as u32).to_le_bytes()); // extended_size
@@ -568,8 +661,9 @@ unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u
         regs.rip = 0;
         Trap::Fault(NULL_FETCH_FAULT)
     };
-    let mut xstate = Some(xstate_image(tcb));
-    let mut frame = TrapFrame { regs, fs_base: tcb.z_guest_fs, gs_base: 0, reset_xstate: false, xstate: &mut xstate };
+    let fs_base = tcb.z_guest_fs;
+    let mut xstate = LazyImage { tcb: &mut *tcb };
+    let mut frame = TrapFrame { regs, fs_base, gs_base: 0, reset_xstate: false, xstate: &mut xstate };
     // SAFETY: `run` set the pointer and is still executing below us.
     let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
     let (fs_base, reset) = (frame.fs_base, frame.reset_xstate);
@@ -578,6 +672,7 @@ unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u
             tcb.z_guest_fs = fs_base;
             if reset {
                 reset_xstate(xstate_image(tcb));
+                tcb.z_full = 1;
             }
             // The stub returns with popfq: a trap flag would single-step
             // nomu's own last instructions. Not supported on this path.
@@ -608,6 +703,7 @@ impl EntryPath for ZpolineEntry {
         // outlives this call.
         unsafe {
             reset_xstate(xstate_image(&*tcb));
+            (*tcb).z_full = 1;
             (*tcb).z_kick = 0;
             (*tcb).z_guest_fs = start.fs_base;
         }
