@@ -2,8 +2,8 @@
  * syscall_bench: the cost of the operations of lmbench's table, one static
  * binary run natively, under nomu, in UML and in gVisor (`nomu bench`).
  *
- *   syscall_bench [--iters N | --time-ms N] [--dir DIR] [--sh BUSYBOX]
- *                 [--progress] [OP...]
+ *   syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR]
+ *                 [--sh BUSYBOX] [--progress] [OP...]
  *
  * Ops (default: all, in this order):
  *   getpid      raw getpid syscall (inline asm, no libc in the way)
@@ -26,9 +26,9 @@
  *               child because a seccomp filter cannot be removed
  *
  * Each op is warmed up while the iteration count is picked so that one loop
- * takes about --time-ms (default 50; --iters fixes the count instead), then
- * its loop is timed 5 times with CLOCK_MONOTONIC read only around whole
- * loops. stdout carries one line per op and nothing else (with --progress,
+ * takes about --time-ms (default 2; --iters fixes the count instead), then
+ * its loop is timed --reps times (default 100; the best is kept) with
+ * CLOCK_MONOTONIC read only around whole loops. stdout carries one line per op and nothing else (with --progress,
  * also a begin=OP line as each op starts); `nomu bench` parses it:
  *
  *   op=getpid iters=200000 min_ns=123.4 median_ns=130.2
@@ -57,7 +57,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define REPS 5
+#define MAX_REPS 1000
 
 /* ---- seccomp / classic BPF, spelled out: musl ships no linux/ headers ---- */
 
@@ -172,8 +172,11 @@ typedef int (*loop_fn)(unsigned long iters);
 
 /* Auto iterations: each timed loop lasts about this long (--time-ms). The
  * same code runs natively and in systems 100x slower (UML, gVisor), so a
- * fixed count would either say nothing natively or take minutes there. */
-static double target_ns = 50e6;
+ * fixed count would either say nothing natively or take minutes there.
+ * Many short loops, the best kept (--reps): on a busy machine a loop of a
+ * few ms often runs within one time slice, a loop of 50 ms never does. */
+static double target_ns = 2e6;
+static int reps = 100;
 
 struct timing {
     unsigned long iters; /* per timed loop */
@@ -182,10 +185,10 @@ struct timing {
 };
 
 /* Warms up and picks the iteration count (unless `iters` is given), then
- * times REPS loops. On failure returns the errno. */
+ * times `reps` loops. On failure returns the errno. */
 static int measure(loop_fn fn, unsigned long iters, struct timing *t)
 {
-    double per_op[REPS];
+    double per_op[MAX_REPS];
     int err;
     t->total = 0;
     if (iters) {
@@ -212,7 +215,7 @@ static int measure(loop_fn fn, unsigned long iters, struct timing *t)
         }
     }
     t->iters = iters;
-    for (int r = 0; r < REPS; r++) {
+    for (int r = 0; r < reps; r++) {
         uint64_t t0 = now_ns();
         err = fn(iters);
         uint64_t t1 = now_ns();
@@ -221,9 +224,9 @@ static int measure(loop_fn fn, unsigned long iters, struct timing *t)
         t->total += iters;
         per_op[r] = (double)(t1 - t0) / (double)iters;
     }
-    qsort(per_op, REPS, sizeof per_op[0], cmp_double);
+    qsort(per_op, (size_t)reps, sizeof per_op[0], cmp_double);
     t->min_ns = per_op[0];
-    t->median_ns = per_op[REPS / 2];
+    t->median_ns = per_op[reps / 2];
     return 0;
 }
 
@@ -682,8 +685,8 @@ static const struct op ops[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: syscall_bench [--iters N | --time-ms N] [--dir DIR] [--sh BUSYBOX] "
-               "[--progress] [OP...]\nops:");
+    fprintf(f, "usage: syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR] "
+               "[--sh BUSYBOX] [--progress] [OP...]\nops:");
     for (size_t i = 0; i < NOPS; i++)
         fprintf(f, " %s", ops[i].name);
     fprintf(f, "\n");
@@ -728,6 +731,16 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--progress")) {
             progress = 1;
+            continue;
+        }
+        if (!strcmp(a, "--reps") && i + 1 < argc) {
+            unsigned long n;
+            if (parse_iters(argv[++i], &n) < 0 || n > MAX_REPS) {
+                fprintf(stderr, "syscall_bench: bad --reps value (1-%d)\n", MAX_REPS);
+                usage(stderr);
+                return 2;
+            }
+            reps = (int)n;
             continue;
         }
         if (!strcmp(a, "--time-ms") && i + 1 < argc) {

@@ -10,7 +10,7 @@ const USAGE: &str = "\
 usage: nomu run [--entry PATH] [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
        nomu info
        nomu syscalls [--all]
-       nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--systems A,B] [--ops A,B]
+       nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--reps N] [--systems A,B] [--ops A,B]
                   [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]
        nomu help
 
@@ -31,8 +31,9 @@ bench     runs the benchmark (lmbench's operations) natively, under each
           best time kept); prints ns/op, ratios to native and the goals,
           writes build/bench/results.json and .svg (--json, --svg)
   --cpu N         pin every system's runs to CPU N
-  --time-ms N     each timed loop lasts about N ms (default 50); --iters N
+  --time-ms N     each timed loop lasts about N ms (default 2); --iters N
                   fixes the iteration count instead
+  --reps N        timed loops per operation, the best kept (default 100)
   --systems A,B   run only these (native always runs): native, nomu,
                   seccomp, zpoline, split, sysemu, uml, gvisor, ptrace, kvm...
   --ops A,B       run only these operations (--list shows them all)

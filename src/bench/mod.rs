@@ -23,7 +23,7 @@ use std::time::Duration;
 use systems::{Ctx, System};
 
 const USAGE: &str = "\
-usage: nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--systems A,B] [--ops A,B]
+usage: nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--reps N] [--systems A,B] [--ops A,B]
                   [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]";
 
 struct Options {
@@ -52,6 +52,8 @@ fn parse_args(args: &[std::ffi::OsString]) -> Result<Options, String> {
         timeout: Duration::from_secs(600),
         list: false,
     };
+    // Passed to the benchmark as they are.
+    let (mut count, mut reps) = (None, None);
     let mut it = args.iter().map(|a| a.to_string_lossy().to_string());
     while let Some(a) = it.next() {
         if a == "--list" {
@@ -65,7 +67,11 @@ fn parse_args(args: &[std::ffi::OsString]) -> Result<Options, String> {
             "--bin" => o.bin = Some(PathBuf::from(v)),
             "--iters" | "--time-ms" => {
                 num(&v)?;
-                o.bench_args = vec![a.clone(), v];
+                count = Some([a.clone(), v]);
+            }
+            "--reps" => {
+                num(&v)?;
+                reps = Some(["--reps".to_string(), v]);
             }
             "--rounds" => o.rounds = num(&v)? as u32,
             "--cpu" => o.cpu = Some(v.parse().map_err(|_| format!("bad --cpu value '{v}'"))?),
@@ -84,6 +90,7 @@ fn parse_args(args: &[std::ffi::OsString]) -> Result<Options, String> {
             _ => return Err(format!("unknown option {a}")),
         }
     }
+    o.bench_args = count.into_iter().chain(reps).flatten().collect();
     Ok(o)
 }
 
@@ -251,10 +258,24 @@ mod tests {
 
     #[test]
     fn options_parse() {
-        let o = parse_args(&args(&["--cpu", "0", "--rounds", "2", "--time-ms", "20", "--ops", "getpid,stat"])).unwrap();
+        let o = parse_args(&args(&[
+            "--cpu",
+            "0",
+            "--rounds",
+            "2",
+            "--iters",
+            "9",
+            "--reps",
+            "7",
+            "--time-ms",
+            "20",
+            "--ops",
+            "getpid,stat",
+        ]))
+        .unwrap();
         assert_eq!(o.cpu, Some(0));
         assert_eq!(o.rounds, 2);
-        assert_eq!(o.bench_args, ["--time-ms", "20"]);
+        assert_eq!(o.bench_args, ["--time-ms", "20", "--reps", "7"]);
         assert_eq!(o.ops.unwrap(), ["getpid", "stat"]);
         assert!(parse_args(&args(&["--ops", "nope"])).is_err());
         assert!(parse_args(&args(&["--rounds", "0"])).is_err());

@@ -227,7 +227,9 @@ impl Report {
             Some((w, op)) if misses.is_empty() => {
                 Goal { text, verdict: Verdict::Met, detail: format!("least: {w:.1}x on {op}") }
             }
-            Some(_) => Goal { text, verdict: Verdict::Missed, detail: format!("short on: {}", misses.join(", ")) },
+            Some(_) => {
+                Goal { text, verdict: Verdict::Missed, detail: format!("below {factor}x on: {}", misses.join(", ")) }
+            }
         }
     }
 
