@@ -3,7 +3,8 @@
 #   make run      set up, build, and run busybox's shell inside nomu
 #                 (interactive on a terminal, a scripted demo otherwise)
 #   make test     build everything and run the whole test suite
-#   make bench    build and run `nomu bench` (ratios nomu vs native)
+#   make bench    install UML and gVisor (Debian packages, opt-in), build and
+#                 run `nomu bench` (BENCH_ARGS="--cpu 0" to pin, for example)
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
@@ -88,8 +89,11 @@ test: setup nomu guests
 	$(NOMU) info
 	scripts/with-zpoline-sysctl.sh $(CARGO) test --release
 
-bench: setup nomu bench-bins
-	$(NOMU) bench
+# The comparison systems are installed only here: nothing else needs them.
+# zpoline runs only with vm.mmap_min_addr=0 (set and restored by the wrapper).
+bench: setup nomu bench-bins $(BUILD)/root/bin/busybox
+	scripts/install-comparisons.sh
+	scripts/with-zpoline-sysctl.sh $(NOMU) bench $(BENCH_ARGS)
 
 lint:
 	$(CARGO) fmt --check

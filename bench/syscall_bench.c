@@ -1,22 +1,35 @@
 /*
- * syscall_bench: per-syscall cost, run both natively and under nomu.
+ * syscall_bench: the cost of the operations of lmbench's table, one static
+ * binary run natively, under nomu, in UML and in gVisor (`nomu bench`).
  *
- *   syscall_bench [--iters N] [--dir DIR] [OP...]
+ *   syscall_bench [--iters N | --time-ms N] [--dir DIR] [--sh BUSYBOX]
+ *                 [--progress] [OP...]
  *
  * Ops (default: all, in this order):
  *   getpid      raw getpid syscall (inline asm, no libc in the way)
  *   read_null   read(fd, buf, 1) on an open /dev/null
  *   write_null  write(fd, buf, 1) on an open /dev/null
  *   fstat       fstat on an open regular file in DIR
- *   open_close  open(path, O_RDONLY) + close on that file
  *   stat        stat(path) on that file
+ *   open_close  open(path, O_RDONLY) + close on that file
+ *   select_10   select() for writing on 10 descriptors of that file, zero
+ *   select_100  timeout (lmbench's lat_select on files), and on 100
+ *   sig_install sigaction(SIGUSR1) (lmbench's "signal handler installation")
+ *   signal      tkill(self, SIGUSR1) + handler + sigreturn
+ *   pipe_rt     one byte there and back through pipes with a child process
+ *   vfork_exit  vfork + _exit + wait
+ *   vfork_exec  vfork + execve(this program, trivial) + wait
+ *   spawn       posix_spawn(this program, trivial) + wait
+ *   spawn_sh    posix_spawn(BUSYBOX sh -c :) + wait
  *   sigsys_raw  one seccomp SECCOMP_RET_TRAP -> SIGSYS handler -> sigreturn
  *               round trip with no emulator at all; measured in a forked
  *               child because a seccomp filter cannot be removed
  *
- * Each op is warmed up, then its loop is timed 5 times with CLOCK_MONOTONIC
- * read only around whole loops. stdout carries one line per op and nothing
- * else; `nomu bench` parses it:
+ * Each op is warmed up while the iteration count is picked so that one loop
+ * takes about --time-ms (default 50; --iters fixes the count instead), then
+ * its loop is timed 5 times with CLOCK_MONOTONIC read only around whole
+ * loops. stdout carries one line per op and nothing else (with --progress,
+ * also a begin=OP line as each op starts); `nomu bench` parses it:
  *
  *   op=getpid iters=200000 min_ns=123.4 median_ns=130.2
  *   op=sigsys_raw unavailable="fork: Function not implemented"
@@ -139,14 +152,6 @@ static void op_error(const char *op, const char *what, int err)
     had_error = 1;
 }
 
-static void print_result(const char *op, unsigned long iters, double min_ns,
-                         double median_ns)
-{
-    printf("op=%s iters=%lu min_ns=%.1f median_ns=%.1f\n", op, iters, min_ns,
-           median_ns);
-    fflush(stdout);
-}
-
 /* ---- timing ---- */
 
 static uint64_t now_ns(void)
@@ -165,32 +170,68 @@ static int cmp_double(const void *a, const void *b)
 /* One benchmark body: runs `iters` iterations; returns 0 or an errno. */
 typedef int (*loop_fn)(unsigned long iters);
 
-static unsigned long warmup_iters(unsigned long iters)
-{
-    unsigned long w = iters / 10;
-    return w ? w : 1;
-}
+/* Auto iterations: each timed loop lasts about this long (--time-ms). The
+ * same code runs natively and in systems 100x slower (UML, gVisor), so a
+ * fixed count would either say nothing natively or take minutes there. */
+static double target_ns = 50e6;
 
-/* Warm up, then time REPS loops. On failure returns the errno. */
-static int measure(loop_fn fn, unsigned long iters, double *min_ns,
-                   double *median_ns)
+struct timing {
+    unsigned long iters; /* per timed loop */
+    unsigned long total; /* every iteration run, warm-up included */
+    double min_ns, median_ns;
+};
+
+/* Warms up and picks the iteration count (unless `iters` is given), then
+ * times REPS loops. On failure returns the errno. */
+static int measure(loop_fn fn, unsigned long iters, struct timing *t)
 {
     double per_op[REPS];
-    int err = fn(warmup_iters(iters));
-    if (err)
-        return err;
+    int err;
+    t->total = 0;
+    if (iters) {
+        unsigned long w = iters / 10 ? iters / 10 : 1;
+        if ((err = fn(w)))
+            return err;
+        t->total += w;
+    } else {
+        /* Grow the count until one loop takes a tenth of the target (the
+         * warm-up), then scale it to the target. */
+        unsigned long n = 1;
+        for (;;) {
+            uint64_t t0 = now_ns();
+            if ((err = fn(n)))
+                return err;
+            double dt = (double)(now_ns() - t0);
+            t->total += n;
+            if (dt >= target_ns / 10 || n >= (1ul << 40)) {
+                double want = (double)n * target_ns / (dt > 1 ? dt : 1);
+                iters = want < 1 ? 1 : (unsigned long)want;
+                break;
+            }
+            n *= dt * 100 < target_ns ? 8 : 2;
+        }
+    }
+    t->iters = iters;
     for (int r = 0; r < REPS; r++) {
         uint64_t t0 = now_ns();
         err = fn(iters);
         uint64_t t1 = now_ns();
         if (err)
             return err;
+        t->total += iters;
         per_op[r] = (double)(t1 - t0) / (double)iters;
     }
     qsort(per_op, REPS, sizeof per_op[0], cmp_double);
-    *min_ns = per_op[0];
-    *median_ns = per_op[REPS / 2];
+    t->min_ns = per_op[0];
+    t->median_ns = per_op[REPS / 2];
     return 0;
+}
+
+static void print_result(const char *op, const struct timing *t)
+{
+    printf("op=%s iters=%lu min_ns=%.1f median_ns=%.1f\n", op, t->iters,
+           t->min_ns, t->median_ns);
+    fflush(stdout);
 }
 
 /* ---- the ops ---- */
@@ -257,10 +298,55 @@ static int loop_stat(unsigned long iters)
     return 0;
 }
 
+/* select() on N descriptors of the regular file, as lmbench's lat_select
+ * does with files: every one is ready for writing, the timeout is zero. */
+static fd_set select_set;
+static int select_nfds;
+
+static int open_select_fds(int n)
+{
+    FD_ZERO(&select_set);
+    select_nfds = 0;
+    for (int i = 0; i < n; i++) {
+        int fd = open(file_path, O_RDWR);
+        if (fd < 0)
+            return errno;
+        if (fd >= FD_SETSIZE) {
+            close(fd);
+            return EMFILE;
+        }
+        FD_SET(fd, &select_set);
+        if (fd + 1 > select_nfds)
+            select_nfds = fd + 1;
+    }
+    return 0;
+}
+
+static void close_select_fds(void)
+{
+    for (int fd = 0; fd < select_nfds; fd++)
+        if (FD_ISSET(fd, &select_set))
+            close(fd);
+    FD_ZERO(&select_set);
+    select_nfds = 0;
+}
+
+static int loop_select(unsigned long iters)
+{
+    for (unsigned long i = 0; i < iters; i++) {
+        fd_set w = select_set;
+        struct timeval tv = {0, 0};
+        if (select(select_nfds, NULL, &w, NULL, &tv) < 0)
+            return errno;
+    }
+    return 0;
+}
+
 /* ---- processes and signals ---- */
 
 static const char *self_path;  /* argv[0]: re-executed as a trivial child */
 static const char *sh_path;    /* --sh: a busybox whose `sh -c :` is spawned */
+static int progress;           /* --progress: a begin=OP line before each op */
 extern char **environ;
 
 static int wait_ok(pid_t pid)
@@ -369,6 +455,19 @@ static int start_echo_child(pid_t *pid)
 static volatile unsigned long signals_seen;
 static void on_usr1(int sig) { (void)sig; signals_seen++; }
 
+/* lmbench's "signal handler installation": the same sigaction, again. */
+static int loop_sig_install(unsigned long iters)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    for (unsigned long i = 0; i < iters; i++)
+        if (sigaction(SIGUSR1, &sa, &old) < 0)
+            return errno;
+    return 0;
+}
+
 static int loop_signal(unsigned long iters)
 {
     long tid = syscall(SYS_gettid);
@@ -398,7 +497,7 @@ static int loop_sigsys(unsigned long iters)
 
 struct sigsys_result {
     int kind; /* 0 ok, 1 unavailable, 2 error */
-    double min_ns, median_ns;
+    struct timing t;
     char msg[256];
 };
 
@@ -464,8 +563,8 @@ static void sigsys_child(unsigned long iters, struct sigsys_result *res)
     }
 
     unsigned long before = sigsys_count;
-    int err = measure(loop_sigsys, iters, &res->min_ns, &res->median_ns);
-    unsigned long expect = warmup_iters(iters) + REPS * iters;
+    int err = measure(loop_sigsys, iters, &res->t);
+    unsigned long expect = res->t.total;
     if (err) {
         res->kind = 2;
         snprintf(res->msg, sizeof res->msg, "%s", strerror(err));
@@ -534,7 +633,7 @@ static void run_sigsys_raw(const char *op, unsigned long iters)
     }
     res.msg[sizeof res.msg - 1] = '\0';
     if (res.kind == 0) {
-        print_result(op, iters, res.min_ns, res.median_ns);
+        print_result(op, &res.t);
     } else if (res.kind == 1) {
         print_msg(op, "unavailable", res.msg);
     } else {
@@ -545,35 +644,46 @@ static void run_sigsys_raw(const char *op, unsigned long iters)
 
 /* ---- driver ---- */
 
-enum { NEED_NULL = 1, NEED_FILE = 2, NEED_SH = 4, NEED_ECHO = 8, NEED_HANDLER = 16 };
+enum {
+    NEED_NULL = 1,
+    NEED_FILE = 2,
+    NEED_SH = 4,
+    NEED_ECHO = 8,
+    NEED_HANDLER = 16,
+    NEED_SELECT = 32,
+};
 
 struct op {
     const char *name;
-    loop_fn fn;               /* NULL: special (sigsys_raw) */
-    unsigned long def_iters;  /* warmup + REPS loops: ~0.1-0.3 s natively */
+    loop_fn fn; /* NULL: special (sigsys_raw) */
     int needs;
+    int arg;    /* NEED_SELECT: how many descriptors */
 };
 
 static const struct op ops[] = {
-    {"getpid", loop_getpid, 200000, 0},
-    {"read_null", loop_read_null, 100000, NEED_NULL},
-    {"write_null", loop_write_null, 100000, NEED_NULL},
-    {"fstat", loop_fstat, 100000, NEED_FILE},
-    {"open_close", loop_open_close, 20000, NEED_FILE},
-    {"stat", loop_stat, 50000, NEED_FILE},
-    {"vfork_exit", loop_vfork_exit, 2000, 0},
-    {"vfork_exec", loop_vfork_exec, 300, 0},
-    {"spawn", loop_spawn, 300, 0},
-    {"spawn_sh", loop_spawn_sh, 200, NEED_SH},
-    {"pipe_rt", loop_pipe_rt, 20000, NEED_ECHO},
-    {"signal", loop_signal, 50000, NEED_HANDLER},
-    {"sigsys_raw", NULL, 20000, 0},
+    {"getpid", loop_getpid, 0, 0},
+    {"read_null", loop_read_null, NEED_NULL, 0},
+    {"write_null", loop_write_null, NEED_NULL, 0},
+    {"fstat", loop_fstat, NEED_FILE, 0},
+    {"stat", loop_stat, NEED_FILE, 0},
+    {"open_close", loop_open_close, NEED_FILE, 0},
+    {"select_10", loop_select, NEED_FILE | NEED_SELECT, 10},
+    {"select_100", loop_select, NEED_FILE | NEED_SELECT, 100},
+    {"sig_install", loop_sig_install, 0, 0},
+    {"signal", loop_signal, NEED_HANDLER, 0},
+    {"pipe_rt", loop_pipe_rt, NEED_ECHO, 0},
+    {"vfork_exit", loop_vfork_exit, 0, 0},
+    {"vfork_exec", loop_vfork_exec, 0, 0},
+    {"spawn", loop_spawn, 0, 0},
+    {"spawn_sh", loop_spawn_sh, NEED_SH, 0},
+    {"sigsys_raw", NULL, 0, 0},
 };
 #define NOPS (sizeof ops / sizeof ops[0])
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: syscall_bench [--iters N] [--dir DIR] [--sh BUSYBOX] [OP...]\nops:");
+    fprintf(f, "usage: syscall_bench [--iters N | --time-ms N] [--dir DIR] [--sh BUSYBOX] "
+               "[--progress] [OP...]\nops:");
     for (size_t i = 0; i < NOPS; i++)
         fprintf(f, " %s", ops[i].name);
     fprintf(f, "\n");
@@ -594,7 +704,7 @@ static int parse_iters(const char *s, unsigned long *out)
 
 int main(int argc, char **argv)
 {
-    unsigned long iters = 0; /* 0: per-op default */
+    unsigned long iters = 0; /* 0: picked per op (--time-ms) */
     const char *dir = "/tmp";
     int selected[NOPS] = {0};
     int any_selected = 0;
@@ -614,6 +724,20 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "--sh") && i + 1 < argc) {
             sh_path = argv[++i];
+            continue;
+        }
+        if (!strcmp(a, "--progress")) {
+            progress = 1;
+            continue;
+        }
+        if (!strcmp(a, "--time-ms") && i + 1 < argc) {
+            unsigned long ms;
+            if (parse_iters(argv[++i], &ms) < 0) {
+                fprintf(stderr, "syscall_bench: bad --time-ms value\n");
+                usage(stderr);
+                return 2;
+            }
+            target_ns = (double)ms * 1e6;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -700,7 +824,10 @@ int main(int argc, char **argv)
         if (!selected[k])
             continue;
         const struct op *op = &ops[k];
-        unsigned long n = iters ? iters : op->def_iters;
+        if (progress) {
+            printf("begin=%s\n", op->name);
+            fflush(stdout);
+        }
         if ((op->needs & NEED_NULL) && null_err) {
             op_error(op->name, "open /dev/null", null_err);
             continue;
@@ -710,7 +837,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (!op->fn) {
-            run_sigsys_raw(op->name, n);
+            run_sigsys_raw(op->name, iters);
             continue;
         }
         if ((op->needs & NEED_SH) && !sh_path) {
@@ -727,8 +854,18 @@ int main(int argc, char **argv)
         }
         if (op->needs & NEED_HANDLER)
             signal(SIGUSR1, on_usr1);
-        double min_ns, median_ns;
-        int err = measure(op->fn, n, &min_ns, &median_ns);
+        if (op->needs & NEED_SELECT) {
+            int e = open_select_fds(op->arg);
+            if (e) {
+                close_select_fds();
+                op_error(op->name, "open the descriptors", e);
+                continue;
+            }
+        }
+        struct timing t;
+        int err = measure(op->fn, iters, &t);
+        if (op->needs & NEED_SELECT)
+            close_select_fds();
         if (echo_pid > 0) {
             close(echo_to);
             close(echo_from);
@@ -744,7 +881,7 @@ int main(int argc, char **argv)
             op_error(op->name, what, err);
             continue;
         }
-        print_result(op->name, n, min_ns, median_ns);
+        print_result(op->name, &t);
     }
 
     if (file_fd >= 0)

@@ -10,7 +10,8 @@ const USAGE: &str = "\
 usage: nomu run [--entry PATH] [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
        nomu info
        nomu syscalls [--all]
-       nomu bench [--bin PATH] [--iters N] [--rounds N] [--cpu N] [--json FILE]
+       nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--systems A,B] [--ops A,B]
+                  [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]
        nomu help
 
 run       runs PROGRAM (a path inside the guest root) inside nomu, with the
@@ -24,8 +25,17 @@ run       runs PROGRAM (a path inside the guest root) inside nomu, with the
 info      the entry paths this host can run, and why the others cannot
 syscalls  lists every syscall nomu implements and how completely (--all: and
           the ones that return ENOSYS)
-bench     runs the syscall benchmark natively and under nomu, alternating
-          (--rounds, default 3, best time kept), and prints ns/op and ratios
+bench     runs the benchmark (lmbench's operations) natively, under each
+          nomu entry path, in UML and in gVisor when installed
+          (scripts/install-comparisons.sh), alternating (--rounds, default 3,
+          best time kept); prints ns/op, ratios to native and the goals,
+          writes build/bench/results.json and .svg (--json, --svg)
+  --cpu N         pin every system's runs to CPU N
+  --time-ms N     each timed loop lasts about N ms (default 50); --iters N
+                  fixes the iteration count instead
+  --systems A,B   run only these (native always runs): native, nomu,
+                  seccomp, zpoline, split, sysemu, uml, gvisor, ptrace, kvm...
+  --ops A,B       run only these operations (--list shows them all)
 ";
 
 const DEFAULT_MEM: usize = 1 << 30;
@@ -134,8 +144,14 @@ fn run(args: &[std::ffi::OsString]) -> i32 {
         return usage_error("nomu: no PROGRAM given");
     };
     let argv: Vec<Vec<u8>> = args[i..].iter().map(|a| a.as_bytes().to_vec()).collect();
-    let mut envp: Vec<Vec<u8>> =
-        std::env::vars_os().map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat()).collect();
+    let uses_zpoline = match entry {
+        Some(k) => k == EntryKind::Zpoline,
+        None => EntryKind::ALL.into_iter().find(|k| k.availability().is_ok()) == Some(EntryKind::Zpoline),
+    };
+    if uses_zpoline && std::env::var_os(ORIGINAL_TUNABLES).is_none() {
+        return reexec_with_glibc_off_avx();
+    }
+    let mut envp: Vec<Vec<u8>> = guest_environment();
     for kv in env_overrides {
         let key_len = kv.iter().position(|&b| b == b'=').unwrap() + 1;
         envp.retain(|e| !e.starts_with(&kv[..key_len]));
@@ -169,6 +185,54 @@ fn run(args: &[std::ffi::OsString]) -> i32 {
             128 + signo
         }
     }
+}
+
+/// Where a re-executed nomu keeps the caller's own GLIBC_TUNABLES ("-" for
+/// none), to hand the guest the environment it was given.
+const ORIGINAL_TUNABLES: &str = "NOMU_ORIGINAL_GLIBC_TUNABLES";
+
+/// glibc picks AVX and AVX-512 versions of memcpy and friends on CPUs that
+/// have them. The zpoline path saves only the vector registers nomu's own
+/// code may touch (xmm0-15, MXCSR), so nomu must not run those: it
+/// re-executes itself once with glibc told to use its SSE2 versions.
+fn reexec_with_glibc_off_avx() -> i32 {
+    use std::os::unix::process::CommandExt;
+    const OFF_AVX: &str = "glibc.cpu.hwcaps=-AVX,-AVX2,-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-EVEX,\
+                           -AVX_Fast_Unaligned_Load";
+    let original = std::env::var("GLIBC_TUNABLES").ok();
+    let tunables = match &original {
+        Some(t) if !t.is_empty() => format!("{t}:{OFF_AVX}"),
+        _ => OFF_AVX.to_string(),
+    };
+    let err = std::process::Command::new("/proc/self/exe")
+        .arg0(std::env::args_os().next().unwrap_or_default())
+        .args(std::env::args_os().skip(1))
+        .env("GLIBC_TUNABLES", tunables)
+        .env(ORIGINAL_TUNABLES, original.as_deref().unwrap_or("-"))
+        .exec();
+    eprintln!("nomu: re-executing itself for the zpoline path: {err}");
+    1
+}
+
+/// nomu's environment as the guest gets it: without what nomu added for
+/// its own re-execution.
+fn guest_environment() -> Vec<Vec<u8>> {
+    let original = std::env::var(ORIGINAL_TUNABLES).ok();
+    std::env::vars_os()
+        .filter_map(|(k, v)| {
+            if k == ORIGINAL_TUNABLES {
+                return None;
+            }
+            if k == "GLIBC_TUNABLES" {
+                match original.as_deref() {
+                    Some("-") => return None,
+                    Some(o) => return Some([b"GLIBC_TUNABLES=", o.as_bytes()].concat()),
+                    None => {}
+                }
+            }
+            Some([k.as_bytes(), b"=", v.as_bytes()].concat())
+        })
+        .collect()
 }
 
 /// `nomu info`: which entry paths work on this host, and the default.

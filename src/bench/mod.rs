@@ -1,197 +1,263 @@
-//! `nomu bench`: the syscall benchmark (bench/syscall_bench.c), run natively
-//! and under nomu in the same invocation, reported as ns per operation and
-//! ratios. The raw cost of one SIGSYS round trip (measured natively by the
-//! benchmark itself) is the floor any seccomp-trapped syscall pays.
+//! `nomu bench`: the operations of lmbench's table (bench/syscall_bench.c,
+//! one static-PIE binary) run natively, under each nomu entry path, in UML
+//! and in gVisor when they are installed, in alternating rounds with each
+//! operation's best time kept. Prints ns per operation and ratios to native,
+//! checks the goals, writes JSON and an SVG chart.
+//!
+//! - `ops`: the operations and the benchmark's output format;
+//! - `systems`: how each system is probed and run;
+//! - `report`: tables, goals, JSON;
+//! - `svg`: the chart.
 
+mod ops;
+mod report;
+mod svg;
+mod systems;
+
+use ops::{keep_best, OPS, SIGSYS_RAW};
+use report::{Machine, Report, State, SystemReport};
 use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
+use systems::{Ctx, System};
 
-struct Sample {
-    min_ns: f64,
+const USAGE: &str = "\
+usage: nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--systems A,B] [--ops A,B]
+                  [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]";
+
+struct Options {
+    bin: Option<PathBuf>,
+    bench_args: Vec<String>,
+    rounds: u32,
+    cpu: Option<usize>,
+    json: Option<PathBuf>,
+    svg: Option<PathBuf>,
+    systems: Option<Vec<String>>,
+    ops: Option<Vec<String>>,
+    timeout: Duration,
+    list: bool,
 }
 
-/// Syscalls each operation makes (open_close makes two).
-fn calls_per_op(op: &str) -> f64 {
-    if op == "open_close" {
-        2.0
-    } else {
-        1.0
-    }
-}
-
-fn default_bin() -> Option<PathBuf> {
-    let rel = Path::new("build/bench/syscall_bench");
-    if rel.exists() {
-        return Some(rel.to_path_buf());
-    }
-    // target/release/nomu -> the repository root.
-    let exe = std::env::current_exe().ok()?;
-    let repo = exe.parent()?.parent()?.parent()?;
-    let p = repo.join(rel);
-    p.exists().then_some(p)
-}
-
-fn parse(output: &[u8]) -> BTreeMap<String, Result<Sample, String>> {
-    let mut out = BTreeMap::new();
-    for line in String::from_utf8_lossy(output).lines() {
-        let mut op = None;
-        let mut min = None;
-        let mut problem = None;
-        for field in line.split_whitespace() {
-            match field.split_once('=') {
-                Some(("op", v)) => op = Some(v.to_string()),
-                Some(("min_ns", v)) => min = v.parse::<f64>().ok(),
-                Some(("unavailable", v)) | Some(("error", v)) => problem = Some(v.trim_matches('"').to_string()),
-                _ => {}
+fn parse_args(args: &[std::ffi::OsString]) -> Result<Options, String> {
+    let mut o = Options {
+        bin: None,
+        bench_args: Vec::new(),
+        rounds: 3,
+        cpu: None,
+        json: None,
+        svg: None,
+        systems: None,
+        ops: None,
+        timeout: Duration::from_secs(600),
+        list: false,
+    };
+    let mut it = args.iter().map(|a| a.to_string_lossy().to_string());
+    while let Some(a) = it.next() {
+        if a == "--list" {
+            o.list = true;
+            continue;
+        }
+        let v = it.next().ok_or(format!("{a} needs a value"))?;
+        let num = |v: &str| v.parse::<u64>().ok().filter(|&n| n > 0).ok_or(format!("bad {a} value '{v}'"));
+        let list = |v: &str| v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect::<Vec<_>>();
+        match a.as_str() {
+            "--bin" => o.bin = Some(PathBuf::from(v)),
+            "--iters" | "--time-ms" => {
+                num(&v)?;
+                o.bench_args = vec![a.clone(), v];
             }
-        }
-        if problem.is_some() && line.contains('"') {
-            // The message may contain spaces: take everything inside the quotes.
-            problem = line.split_once('"').and_then(|(_, r)| r.rsplit_once('"')).map(|(m, _)| m.to_string());
-        }
-        if let Some(op) = op {
-            let r = match (min, problem) {
-                (Some(m), _) => Ok(Sample { min_ns: m }),
-                (None, p) => Err(p.unwrap_or_else(|| "no result".into())),
-            };
-            out.insert(op, r);
-        }
-    }
-    out
-}
-
-fn keep_best(best: &mut BTreeMap<String, Result<Sample, String>>, new: BTreeMap<String, Result<Sample, String>>) {
-    for (op, r) in new {
-        match (best.get(&op), &r) {
-            (Some(Ok(old)), Ok(n)) if old.min_ns <= n.min_ns => {}
-            (Some(Ok(_)), Err(_)) => {}
-            _ => {
-                best.insert(op, r);
+            "--rounds" => o.rounds = num(&v)? as u32,
+            "--cpu" => o.cpu = Some(v.parse().map_err(|_| format!("bad --cpu value '{v}'"))?),
+            "--json" => o.json = Some(PathBuf::from(v)),
+            "--svg" => o.svg = Some(PathBuf::from(v)),
+            "--systems" => o.systems = Some(list(&v)),
+            "--ops" => {
+                let l = list(&v);
+                if let Some(bad) = l.iter().find(|n| ops::find(n).is_none()) {
+                    let names: Vec<&str> = OPS.iter().map(|o| o.name).collect();
+                    return Err(format!("unknown op '{bad}' (ops: {})", names.join(" ")));
+                }
+                o.ops = Some(l);
             }
+            "--timeout" => o.timeout = Duration::from_secs(num(&v)?),
+            _ => return Err(format!("unknown option {a}")),
         }
     }
+    Ok(o)
 }
 
-fn run(cmd: &mut Command) -> Result<Vec<u8>, String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if !out.status.success() && out.stdout.is_empty() {
-        return Err(format!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+/// The repository's build directory: ./build when run from the repository,
+/// else the one beside target/release/nomu.
+fn build_dir() -> PathBuf {
+    let rel = Path::new("build");
+    if rel.join("bench").is_dir() {
+        return rel.to_path_buf();
     }
-    Ok(out.stdout)
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.join("build")))
+        .filter(|b| b.is_dir())
+        .unwrap_or_else(|| rel.to_path_buf())
+}
+
+/// The progress line on stderr: rewritten in place on a terminal; elsewhere
+/// one line per system run (not per op, to keep logs short).
+struct Progress {
+    tty: bool,
+    shown: bool,
+}
+
+impl Progress {
+    fn set(&mut self, msg: &str) {
+        if self.tty {
+            eprint!("\r\x1b[K{msg}");
+            let _ = std::io::stderr().flush();
+            self.shown = true;
+        }
+    }
+
+    fn line(&mut self, msg: &str) {
+        if self.tty {
+            self.set(msg);
+        } else {
+            eprintln!("{msg}");
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+            self.shown = false;
+        }
+    }
 }
 
 pub fn main(args: &[std::ffi::OsString]) -> i32 {
-    let mut bin = None;
-    let mut iters = None;
-    let mut json = None;
-    let mut rounds = 3;
-    let mut cpu = None;
-    let mut it = args.iter().map(|a| a.to_string_lossy().to_string());
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--bin" => bin = it.next().map(PathBuf::from),
-            "--iters" => iters = it.next(),
-            "--json" => json = it.next().map(PathBuf::from),
-            "--rounds" => rounds = it.next().and_then(|v| v.parse().ok()).filter(|&r| r > 0).unwrap_or(3),
-            "--cpu" => cpu = it.next().and_then(|v| v.parse::<usize>().ok()),
-            _ => {
-                eprintln!("usage: nomu bench [--bin PATH] [--iters N] [--rounds N] [--cpu N] [--json FILE]");
-                return 2;
-            }
+    let opts = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("nomu bench: {e}\n{USAGE}");
+            return 2;
         }
-    }
-    let Some(bin) = bin.or_else(default_bin) else {
-        eprintln!("nomu bench: build/bench/syscall_bench not found (run `make bench-bins`, or pass --bin)");
-        return 1;
     };
+    let all = systems::all();
+    if opts.list {
+        let sys: Vec<&str> = all.iter().map(|s| s.id.as_str()).collect();
+        println!("systems: {}", sys.join(" "));
+        println!("ops:");
+        for op in OPS {
+            println!("  {:<12} {}", op.name, op.label);
+        }
+        return 0;
+    }
+    let build = build_dir();
+    let out_dir = build.join("bench");
+    let bin = opts.bin.clone().unwrap_or_else(|| out_dir.join("syscall_bench"));
+    if !bin.exists() {
+        eprintln!("nomu bench: {} not found (run `make bench-bins`, or pass --bin)", bin.display());
+        return 1;
+    }
     let bin = std::fs::canonicalize(&bin).unwrap_or(bin);
-    if let Some(c) = cpu {
-        // Children inherit it: native and nomu runs share the one CPU, so
+    let machine = Machine::probe();
+    if let Some(c) = opts.cpu {
+        // Every system's processes inherit it: they share the one CPU, so
         // cross-CPU wake-ups do not hide everything else on small VMs.
         if let Err(e) = crate::host::sys::pin_to_cpu(c) {
             eprintln!("nomu bench: --cpu {c}: {e}");
             return 1;
         }
     }
-    let mut bench_args: Vec<String> = Vec::new();
-    // The shell for `sh -c :`: the bundled busybox (the same binary natively
-    // and under nomu), when it has been built.
-    if let Some(sh) = bin.parent().and_then(|b| b.parent()).map(|b| b.join("root/bin/busybox")).filter(|p| p.exists()) {
-        bench_args.extend(["--sh".into(), sh.display().to_string()]);
-    }
-    if let Some(n) = &iters {
-        bench_args.extend(["--iters".into(), n.clone()]);
-    }
-    // Alternate native and nomu runs and keep each operation's best time:
-    // on a small, noisy VM that is what stays comparable between the two.
-    let me = std::env::current_exe().expect("current_exe");
-    let mut native = BTreeMap::new();
-    let mut under = BTreeMap::new();
-    for round in 1..=rounds {
-        eprintln!("nomu bench: round {round}/{rounds}: native");
-        let n = match run(Command::new(&bin).args(&bench_args)) {
-            Ok(o) => parse(&o),
-            Err(e) => {
-                eprintln!("nomu bench: {e}");
-                return 1;
-            }
+    let ctx = Ctx {
+        bin,
+        root: std::fs::canonicalize(build.join("root")).ok(),
+        nomu: std::env::current_exe().expect("current_exe"),
+        work: std::fs::canonicalize(&out_dir).unwrap_or(out_dir.clone()),
+        bench_args: opts.bench_args.clone(),
+        timeout: opts.timeout,
+    };
+    let selected_ops: Vec<&'static ops::Op> = match &opts.ops {
+        Some(names) => OPS.iter().filter(|o| names.iter().any(|n| n == o.name)).collect(),
+        None => OPS.iter().collect(),
+    };
+    let op_names: Vec<&str> = selected_ops.iter().map(|o| o.name).collect();
+
+    // Native always runs: every ratio needs it.
+    let chosen: Vec<System> = all
+        .into_iter()
+        .filter(|s| s.id == "native" || opts.systems.as_ref().is_none_or(|l| l.iter().any(|n| s.matches(n))))
+        .collect();
+    let mut progress = Progress { tty: std::io::stderr().is_terminal(), shown: false };
+    let mut reports: Vec<SystemReport> = Vec::new();
+    for s in &chosen {
+        progress.set(&format!("nomu bench: probing {}", s.id));
+        let state = match s.probe(&ctx) {
+            Ok(()) => State::Ran { results: BTreeMap::new(), failures: Vec::new() },
+            Err(why) => State::Skipped(why),
         };
-        eprintln!("nomu bench: round {round}/{rounds}: nomu (seccomp entry)");
-        let u = match run(Command::new(&me).arg("run").arg("--").arg(&bin).args(&bench_args)) {
-            Ok(o) => parse(&o),
-            Err(e) => {
-                eprintln!("nomu bench: {e}");
-                return 1;
-            }
-        };
-        keep_best(&mut native, n);
-        keep_best(&mut under, u);
+        reports.push(SystemReport { id: s.id.clone(), how: s.how(&ctx), version: s.version(), state });
     }
-    let raw = native.get("sigsys_raw").and_then(|r| r.as_ref().ok()).map(|s| s.min_ns);
-    println!("{:<12} {:>12} {:>12} {:>8}  goal", "operation", "native ns", "nomu ns", "ratio");
-    let mut rows = Vec::new();
-    for (op, n) in &native {
-        if op == "sigsys_raw" {
-            continue;
+
+    // Alternate the systems round by round and keep each op's best time:
+    // on a small, noisy VM that is what stays comparable.
+    for round in 1..=opts.rounds {
+        for (s, rep) in chosen.iter().zip(reports.iter_mut()) {
+            let State::Ran { results, failures } = &mut rep.state else { continue };
+            let mut ops = op_names.clone();
+            if s.id == "native" {
+                ops.push(SIGSYS_RAW);
+            }
+            let head = format!("nomu bench: round {round}/{}: {}", opts.rounds, s.id);
+            progress.line(&format!("{head}: starting"));
+            match s.run(&ctx, &ops, &mut |op| progress.set(&format!("{head}: {op}"))) {
+                Ok(parsed) => keep_best(results, parsed.results),
+                Err(e) => failures.push(format!("round {round}: {e}")),
+            }
         }
-        let (Ok(n), Some(Ok(u))) = (n, under.get(op)) else {
-            println!("{op:<12} {:>12} {:>12}", "-", "-");
-            continue;
-        };
-        let ratio = u.min_ns / n.min_ns;
-        let goal: Option<(String, bool)> = match (op.as_str(), raw) {
-            ("getpid", Some(raw)) => Some((format!("<= 1.2 x raw SIGSYS = {:.0}", 1.2 * raw), u.min_ns <= 1.2 * raw)),
-            ("read_null" | "write_null" | "fstat" | "stat" | "open_close", Some(raw)) => {
-                let budget = calls_per_op(op) * (raw + 500.0) + n.min_ns;
-                Some((format!("<= raw + native + 0.5us = {budget:.0}"), u.min_ns <= budget))
-            }
-            ("vfork_exec", _) => Some(("<= 0.5 x native".into(), ratio <= 0.5)),
-            ("signal", _) => Some(("<= 2 x native".into(), ratio <= 2.0)),
-            _ => None,
-        };
-        let met = goal.as_ref().is_none_or(|g| g.1);
-        let goal_text = goal.map_or(String::new(), |(g, m)| format!("{g} {}", if m { "met" } else { "MISSED" }));
-        println!("{op:<12} {:>12.1} {:>12.1} {ratio:>7.2}x  {goal_text}", n.min_ns, u.min_ns);
-        rows.push(format!(
-            "{{\"op\":\"{op}\",\"native_ns\":{:.1},\"nomu_seccomp_ns\":{:.1},\"ratio\":{ratio:.3},\"goal_met\":{met}}}",
-            n.min_ns, u.min_ns
-        ));
     }
-    match raw {
-        Some(r) => println!("raw SIGSYS round trip (native, same run): {r:.1} ns"),
-        None => println!("raw SIGSYS round trip: unavailable on this host"),
-    }
-    if let Some(path) = json {
-        let body = format!(
-            "{{\"raw_sigsys_ns\":{},\"results\":[{}]}}\n",
-            raw.map_or("null".into(), |r| format!("{r:.1}")),
-            rows.join(",")
-        );
-        if let Err(e) = std::fs::write(&path, body) {
+    progress.clear();
+
+    let report = Report {
+        machine,
+        cpu: opts.cpu,
+        rounds: opts.rounds,
+        bench_args: opts.bench_args.clone(),
+        ops: selected_ops,
+        systems: reports,
+    };
+    print!("{}", report.text());
+    let json = opts.json.unwrap_or_else(|| out_dir.join("results.json"));
+    let svg = opts.svg.unwrap_or_else(|| out_dir.join("results.svg"));
+    for (path, body) in [(&json, report.json()), (&svg, svg::render(&report))] {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = std::fs::write(path, body) {
             eprintln!("nomu bench: writing {}: {e}", path.display());
             return 1;
         }
     }
+    println!("\nwrote {} and {}", json.display(), svg.display());
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<std::ffi::OsString> {
+        v.iter().map(|s| s.into()).collect()
+    }
+
+    #[test]
+    fn options_parse() {
+        let o = parse_args(&args(&["--cpu", "0", "--rounds", "2", "--time-ms", "20", "--ops", "getpid,stat"])).unwrap();
+        assert_eq!(o.cpu, Some(0));
+        assert_eq!(o.rounds, 2);
+        assert_eq!(o.bench_args, ["--time-ms", "20"]);
+        assert_eq!(o.ops.unwrap(), ["getpid", "stat"]);
+        assert!(parse_args(&args(&["--ops", "nope"])).is_err());
+        assert!(parse_args(&args(&["--rounds", "0"])).is_err());
+        assert!(parse_args(&args(&["--cpu"])).is_err());
+    }
 }

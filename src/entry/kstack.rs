@@ -14,6 +14,11 @@ pub const KSTACK_SIZE: usize = 1 << 20;
 /// Bytes reserved at the top of every kernel stack for the Tcb.
 pub const TCB_RESERVED: usize = 256;
 pub const TCB_OFFSET: usize = KSTACK_SIZE - TCB_RESERVED;
+/// Below the Tcb: the zpoline path's save area for the guest's extended
+/// state (xsave, standard format, 64-byte aligned). The stack proper ends
+/// below it.
+pub const XSAVE_RESERVED: usize = 16 << 10;
+pub const XSAVE_OFFSET: usize = TCB_OFFSET - XSAVE_RESERVED;
 
 /// Thread control block. The asm stubs use the first fields by offset.
 #[repr(C)]
@@ -31,6 +36,22 @@ pub struct Tcb {
     pub kernel: Option<*mut (dyn GuestKernel + 'static)>,
     /// The guest's gs base (the seccomp path keeps it in the host thread's).
     pub guest_gs: u64,
+    /// The zpoline path's scratch: the guest's rip and rsp across its stub,
+    /// why the stub was entered (0 syscall, 1 kick), whether a kick arrived
+    /// while the thread was not in guest code, where the stub's stack starts,
+    /// the xsave area, the guest's fs base while in the kernel, and the Tcb's
+    /// own address (the stub reaches all of them through %gs).
+    pub z_rip: u64,
+    pub z_rsp: u64,
+    pub z_reason: u64,
+    pub z_kick: u64,
+    pub z_stack_top: u64,
+    pub z_xsave: u64,
+    pub z_guest_fs: u64,
+    pub z_self: u64,
+    /// 1 when the xsave area holds the guest's whole extended state (the
+    /// stub restores it with xrstor), 0 when only xmm0-15/MXCSR were saved.
+    pub z_full: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Tcb>() <= TCB_RESERVED);
@@ -75,7 +96,24 @@ impl KernelStack {
         let ks = KernelStack { base };
         // SAFETY: the Tcb slot lies inside our mapping, suitably aligned.
         unsafe {
-            ks.tcb_ptr().write(Tcb { host_fs: 0, host_rsp: 0, entry_fs: 0, host_mask: 0, kernel: None, guest_gs: 0 });
+            let tcb = ks.tcb_ptr();
+            tcb.write(Tcb {
+                host_fs: 0,
+                host_rsp: 0,
+                entry_fs: 0,
+                host_mask: 0,
+                kernel: None,
+                guest_gs: 0,
+                z_rip: 0,
+                z_rsp: 0,
+                z_reason: 0,
+                z_kick: 0,
+                z_stack_top: (base + XSAVE_OFFSET) as u64,
+                z_xsave: (base + XSAVE_OFFSET) as u64,
+                z_guest_fs: 0,
+                z_self: tcb as u64,
+                z_full: 0,
+            });
         }
         Ok(ks)
     }
@@ -84,9 +122,10 @@ impl KernelStack {
         (self.base + TCB_OFFSET) as *mut Tcb
     }
 
-    /// The usable stack (above the guard page, below the Tcb), for sigaltstack.
+    /// The usable stack (above the guard page, below the xsave area and the
+    /// Tcb), for sigaltstack.
     pub fn stack_range(&self) -> (usize, usize) {
-        (self.base + PAGE_SIZE, TCB_OFFSET - PAGE_SIZE)
+        (self.base + PAGE_SIZE, XSAVE_OFFSET - PAGE_SIZE)
     }
 }
 

@@ -17,7 +17,9 @@
 
 pub mod kstack;
 pub mod seccomp;
+pub mod split;
 pub mod sysemu;
+pub mod zpoline;
 
 /// A guest thread's general-purpose registers, in the order of the Linux
 /// x86-64 `struct sigcontext` (so the seccomp path can hand the kernel the
@@ -182,8 +184,8 @@ impl EntryKind {
     pub fn availability(self) -> Result<(), String> {
         match self {
             EntryKind::Seccomp => seccomp::available(),
-            EntryKind::Zpoline => Err("not implemented yet".into()),
-            EntryKind::Split => Err("not implemented yet".into()),
+            EntryKind::Zpoline => zpoline::available(),
+            EntryKind::Split => split::available(),
             EntryKind::Sysemu => sysemu::available(),
         }
     }
@@ -207,7 +209,8 @@ pub fn install(
     let seccomp = seccomp::SeccompEntry::install(physmem, guest_mask)?;
     Ok(match kind {
         EntryKind::Seccomp => Box::new(seccomp),
+        EntryKind::Zpoline => Box::new(zpoline::ZpolineEntry::install(physmem)?),
         EntryKind::Sysemu => Box::new(sysemu::SysemuEntry::install()?),
-        other => return Err(format!("entry path {} is not implemented yet", other.name())),
+        EntryKind::Split => Box::new(split::SplitEntry::install()?),
     })
 }

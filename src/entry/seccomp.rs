@@ -10,7 +10,7 @@
 //! into [`nomu_enter_guest`]'s caller.
 
 use super::kstack::{Tcb, ThreadKernelStack, KSTACK_SIZE, TCB_OFFSET};
-use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
+use super::{zpoline, EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
 use crate::host::physmem::PhysMem;
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 static NOMU_HAVE_FSGSBASE: AtomicU8 = AtomicU8::new(0);
 
 /// The host signal mask while guest code runs.
-static GUEST_HOST_MASK: AtomicU64 = AtomicU64::new(0);
+pub(super) static GUEST_HOST_MASK: AtomicU64 = AtomicU64::new(0);
 
 global_asm!(
     ".text",
@@ -136,28 +136,28 @@ extern "C" {
 
 /// The Linux x86-64 `struct sigcontext`.
 #[repr(C)]
-struct Sigcontext {
-    regs: GuestRegs,
+pub(super) struct Sigcontext {
+    pub(super) regs: GuestRegs,
     cs_gs_fs_ss: u64,
-    err: u64,
-    trapno: u64,
+    pub(super) err: u64,
+    pub(super) trapno: u64,
     oldmask: u64,
     cr2: u64,
-    fpstate: u64,
+    pub(super) fpstate: u64,
     reserved: [u64; 8],
 }
 
 /// The kernel's `struct ucontext` (its sigset is 8 bytes, unlike libc's).
 #[repr(C)]
-struct Ucontext {
+pub(super) struct Ucontext {
     flags: u64,
     link: u64,
     ss_sp: u64,
     ss_flags: i32,
     ss_pad: i32,
     ss_size: u64,
-    mcontext: Sigcontext,
-    sigmask: u64,
+    pub(super) mcontext: Sigcontext,
+    pub(super) sigmask: u64,
 }
 
 /// The frame `rt_sigreturn` reads: the return address slot, then ucontext.
@@ -170,11 +170,11 @@ struct RtSigframe {
 
 const USER_CS: u64 = 0x33;
 const USER_DS: u64 = 0x2b;
-const RFLAGS_IF: u64 = 0x200;
+pub(super) const RFLAGS_IF: u64 = 0x200;
 const UC_SIGCONTEXT_SS: u64 = 0x2;
 const UC_STRICT_RESTORE_SS: u64 = 0x4;
 
-const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
+pub(super) const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
 /// The host signal that kicks a guest thread out of guest code so the
 /// kernel can deliver a guest signal to it (see [`kick`]).
@@ -209,6 +209,11 @@ impl SeccompEntry {
     /// own forwarded signals stay blocked there).
     pub fn install(physmem: &PhysMem, guest_mask: u64) -> Result<SeccompEntry, String> {
         GUEST_HOST_MASK.store(guest_mask, Ordering::Relaxed);
+        // Outside guest code a kick must wait: nomu's threads block it (and
+        // every thread made from now on inherits that); guest code runs with
+        // GUEST_HOST_MASK, which lets it through. A kick delivered while a
+        // thread has no kernel stack installed could not find its Tcb.
+        crate::host::sys::block_signals(&[KICK_SIGNAL]);
         NOMU_HAVE_FSGSBASE.store(crate::host::cpu::has_fsgsbase() as u8, Ordering::Relaxed);
         for sig in FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, KICK_SIGNAL]) {
             install_handler(sig)?;
@@ -223,7 +228,9 @@ fn install_handler(sig: i32) -> Result<(), String> {
     // SAFETY: an all-zero sigaction is valid; we fill in the fields we use.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = nomu_trap_entry as *const () as usize;
-    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    // SA_RESTART: on the zpoline path kernel code runs with the kick
+    // unblocked, and a kick must not fail nomu's own host syscalls.
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
     // SAFETY: building a signal set in our own sigaction struct.
     unsafe {
         libc::sigfillset(&mut sa.sa_mask);
@@ -340,57 +347,73 @@ impl EntryPath for SeccompEntry {
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
         let kstack = ThreadKernelStack::enter();
-        if kstack.fresh {
-            unregister_rseq(crate::host::sys::fs_base() as usize);
-        }
-        let (ss_sp, ss_size) = kstack.stack_range();
-        let tcb = kstack.tcb();
-        // SAFETY: the Tcb lives in our kernel stack mapping, which outlives
-        // this call; the kernel pointer is only used by traps that happen
-        // while `run` is executing (inside nomu_enter_guest).
-        unsafe {
-            (*tcb).entry_fs = start.fs_base;
-            (*tcb).guest_gs = start.gs_base;
-            let kernel: *mut (dyn GuestKernel + '_) = kernel;
-            (*tcb).kernel =
-                Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
-        }
         // The guest owns this host thread's gs base (nomu never uses %gs).
         let _ = crate::host::sys::set_gs_base(start.gs_base);
-        let host_mask = current_sigmask();
-        let mut frame = RtSigframe {
-            pretcode: 0,
-            uc: Ucontext {
-                flags: UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS,
-                link: 0,
-                ss_sp: ss_sp as u64,
-                ss_flags: 0,
-                ss_pad: 0,
-                ss_size: ss_size as u64,
-                mcontext: Sigcontext {
-                    regs: GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs },
-                    cs_gs_fs_ss: USER_CS | (USER_DS << 48),
-                    err: 0,
-                    trapno: 0,
-                    oldmask: 0,
-                    cr2: 0,
-                    fpstate: 0, // no saved state: the guest starts with a clean FPU
-                    reserved: [0; 8],
-                },
-                sigmask: GUEST_HOST_MASK.load(Ordering::Relaxed),
-            },
-            info: [0; 16],
-        };
-        // SAFETY: we stay in this call until a trap answers Resume::Exit,
-        // which returns here through nomu_guest_exit_landing with nomu's
-        // callee-saved registers and fs base restored.
-        unsafe {
-            (*tcb).host_mask = host_mask;
-            nomu_enter_guest(&mut frame, tcb.cast());
-            (*tcb).kernel = None;
-        }
-        drop(kstack);
+        run_in_process(&kstack, start, kernel);
     }
+}
+
+/// Runs guest code on this host thread until a trap answers Resume::Exit:
+/// the seccomp path, and the zpoline path (which enters the same way).
+pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kernel: &mut dyn GuestKernel) {
+    if kstack.fresh {
+        unregister_rseq(crate::host::sys::fs_base() as usize);
+    }
+    let (ss_sp, ss_size) = kstack.stack_range();
+    let tcb = kstack.tcb();
+    // SAFETY: the Tcb lives in our kernel stack mapping, which outlives
+    // this call; the kernel pointer is only used by traps that happen
+    // while we are executing (inside nomu_enter_guest).
+    unsafe {
+        (*tcb).entry_fs = start.fs_base;
+        (*tcb).guest_gs = start.gs_base;
+        let kernel: *mut (dyn GuestKernel + '_) = kernel;
+        (*tcb).kernel =
+            Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
+    }
+    let host_mask = current_sigmask();
+    let mut frame = RtSigframe {
+        pretcode: 0,
+        uc: Ucontext {
+            flags: UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS,
+            link: 0,
+            ss_sp: ss_sp as u64,
+            ss_flags: 0,
+            ss_pad: 0,
+            ss_size: ss_size as u64,
+            mcontext: Sigcontext {
+                regs: GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs },
+                cs_gs_fs_ss: USER_CS | (USER_DS << 48),
+                err: 0,
+                trapno: 0,
+                oldmask: 0,
+                cr2: 0,
+                fpstate: 0, // no saved state: the guest starts with a clean FPU
+                reserved: [0; 8],
+            },
+            sigmask: GUEST_HOST_MASK.load(Ordering::Relaxed),
+        },
+        info: [0; 16],
+    };
+    // SAFETY: we stay in this call until a trap answers Resume::Exit,
+    // which returns here through nomu_guest_exit_landing with nomu's
+    // callee-saved registers and fs base restored.
+    unsafe {
+        (*tcb).host_mask = host_mask;
+        nomu_enter_guest(&mut frame, tcb.cast());
+        (*tcb).kernel = None;
+    }
+    if zpoline::active() {
+        // The zpoline stub leaves guest mode without a sigreturn: put back
+        // nomu's own mask (kick blocked) while the kernel stack is still in
+        // place for a kick that slips in first.
+        set_sigmask(host_mask);
+    }
+}
+
+fn set_sigmask(mask: u64) {
+    // SAFETY: rt_sigprocmask with a valid 8-byte set.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &mask as *const u64, 0usize, 8) };
 }
 
 /// Called by `nomu_trap_entry` with nomu's fs base installed. `fs_slot`
@@ -411,10 +434,22 @@ unsafe extern "C" fn nomu_handle_trap(
     let (uc, tcb, fs_slot) = unsafe { (&mut *uc, &mut *tcb, &mut *fs_slot) };
     let from_guest = *fs_slot != tcb.host_fs;
     let rip = uc.mcontext.regs.rip;
+    let zpoline = zpoline::active();
     let trap = if signo == libc::SIGSYS {
+        if zpoline {
+            // First use of this syscall instruction: next time it calls the
+            // trampoline.
+            zpoline::rewrite(rip.wrapping_sub(2));
+        }
         Trap::Syscall
     } else if signo == KICK_SIGNAL {
-        if !from_guest {
+        if zpoline && (!from_guest || zpoline::in_stub(rip)) {
+            // Not in guest code; unless the stub was about to jump back into
+            // it, it checks a note before it does.
+            if !zpoline::finish_exit_tail(&mut uc.mcontext.regs, tcb) {
+                return;
+            }
+        } else if !from_guest {
             // Kernel code was interrupted: the kernel checks for signals
             // before it returns to the guest anyway.
             return;
@@ -433,7 +468,17 @@ unsafe extern "C" fn nomu_handle_trap(
             internal_fault(signo, rip, addr);
             return;
         }
-        Trap::Fault(Fault { signo, code, addr, trapno: uc.mcontext.trapno, err: uc.mcontext.err })
+        if zpoline && zpoline::fault_was_syscall(&mut uc.mcontext.regs, signo, addr) {
+            Trap::Syscall
+        } else if zpoline && zpoline::in_trampoline(rip) {
+            // The guest jumped into the trampoline (to NULL, say) and faulted
+            // there (single-stepping, or off the sled's end): as natively,
+            // a fault fetching from address 0.
+            uc.mcontext.regs.rip = 0;
+            Trap::Fault(zpoline::NULL_FETCH_FAULT)
+        } else {
+            Trap::Fault(Fault { signo, code, addr, trapno: uc.mcontext.trapno, err: uc.mcontext.err })
+        }
     };
     let Some(kernel) = tcb.kernel else {
         internal_fault(signo, rip, 0);
@@ -451,7 +496,7 @@ unsafe extern "C" fn nomu_handle_trap(
     // on this thread, and nothing else uses it meanwhile.
     let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
     let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
-    if gs_base != tcb.guest_gs {
+    if gs_base != tcb.guest_gs && !zpoline {
         tcb.guest_gs = gs_base;
         let _ = crate::host::sys::set_gs_base(gs_base);
     }
@@ -481,7 +526,7 @@ unsafe extern "C" fn nomu_handle_trap(
 
 /// The xsave image the host saved in a signal frame, as a byte slice of
 /// the size its software-reserved bytes state.
-fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
+pub(super) fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
     if fpstate == 0 {
         return None;
     }
@@ -494,8 +539,9 @@ fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
     } else {
         512
     };
-    // SAFETY: the host laid out `size` bytes of xstate in the frame on our
-    // kernel stack, which stays valid (and unaliased) for this trap.
+    // SAFETY: the host laid out `size` bytes of xstate in the signal frame
+    // (on our kernel stack, or on a split child's signal stack), which stays
+    // valid (and unaliased) for this trap.
     Some(unsafe { std::slice::from_raw_parts_mut(fpstate as *mut u8, size) })
 }
 

@@ -44,3 +44,23 @@ pub fn xstate_components() -> &'static [(usize, usize); 64] {
         c
     })
 }
+
+/// Whether the CPU has XSAVEOPT (and the OS enabled XSAVE).
+pub fn has_xsaveopt() -> bool {
+    let osxsave = __cpuid(1).ecx & (1 << 27) != 0;
+    osxsave && std::arch::x86_64::__cpuid_count(0xd, 1).eax & 1 != 0
+}
+
+/// Bytes of an xsave image (standard format) for the features the OS
+/// enabled in XCR0.
+pub fn xsave_size() -> usize {
+    std::arch::x86_64::__cpuid_count(0xd, 0).ebx as usize
+}
+
+/// The OS-enabled xsave features (XCR0).
+pub fn xcr0() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: xgetbv with ecx=0 reads XCR0; callers check OSXSAVE first.
+    unsafe { std::arch::asm!("xgetbv", in("ecx") 0, out("eax") lo, out("edx") hi, options(nomem, nostack)) };
+    (hi as u64) << 32 | lo as u64
+}

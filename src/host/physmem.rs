@@ -22,6 +22,10 @@ pub struct PhysMem {
     memfd: OwnedFd,
     base: usize,
     size: usize,
+    /// A second, always-writable view of the same memory, made on first
+    /// use: code patching writes guest text through it whatever the guest's
+    /// own protection of the page.
+    writable_alias: OnceLock<usize>,
 }
 
 static PHYSMEM: OnceLock<PhysMem> = OnceLock::new();
@@ -67,7 +71,7 @@ impl PhysMem {
         if addr == libc::MAP_FAILED {
             return Err(format!("mapping {size} bytes of physical memory: {}", last_errno()));
         }
-        let pm = PhysMem { memfd, base: addr as usize, size };
+        let pm = PhysMem { memfd, base: addr as usize, size, writable_alias: OnceLock::new() };
         PHYSMEM.set(pm).map_err(|_| "physical memory initialised twice".to_string())?;
         Ok(PHYSMEM.get().unwrap())
     }
@@ -140,6 +144,57 @@ impl PhysMem {
         // SAFETY: the range lies inside our direct map and the caller made it
         // writable; nothing in nomu holds a Rust reference into guest memory.
         unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len) };
+    }
+
+    /// Atomically replaces the two bytes at `addr` with `new` if they still
+    /// hold `old` (a compare-and-swap through the writable alias, so other
+    /// threads executing them see the old or the new instruction, never a
+    /// mix). Fails when the bytes straddle a cache line (no atomic store can
+    /// cover them) or the alias cannot be made.
+    pub fn patch_u16(&self, addr: usize, old: [u8; 2], new: [u8; 2]) -> bool {
+        if !self.contains(addr, 2) || addr % 64 == 63 {
+            return false;
+        }
+        let alias = *self.writable_alias.get_or_init(|| {
+            // SAFETY: a new shared mapping of our own memfd at an address of
+            // the host's choice; it aliases the direct map and is never freed.
+            let a = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    self.size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_NORESERVE,
+                    self.memfd.as_raw_fd(),
+                    0,
+                )
+            };
+            if a == libc::MAP_FAILED {
+                0
+            } else {
+                a as usize
+            }
+        });
+        if alias == 0 {
+            return false;
+        }
+        let target = (alias + (addr - self.base)) as *mut u16;
+        let (old, new) = (u16::from_le_bytes(old), u16::from_le_bytes(new));
+        let ok: u8;
+        // SAFETY: target lies inside our alias mapping (checked above), within
+        // one cache line; lock cmpxchg on it is an atomic 2-byte CAS (x86
+        // allows an unaligned locked access that does not split a line).
+        unsafe {
+            std::arch::asm!(
+                "lock cmpxchg word ptr [{t}], {n:x}",
+                "sete {ok}",
+                t = in(reg) target,
+                n = in(reg) new,
+                ok = out(reg_byte) ok,
+                inout("ax") old => _,
+                options(nostack),
+            );
+        }
+        ok != 0
     }
 
     /// Copies bytes inside physical memory (for mremap moves and the loader).

@@ -147,10 +147,16 @@ pub fn gettid() -> i32 {
 }
 
 /// poll(2) on nomu's own descriptors (the host side of guest fds).
+/// Polls host descriptors. A host signal ending the wait early (a kick on
+/// the zpoline path) reads as a timeout: callers wait in slices and look
+/// for guest signals between them anyway.
 pub fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> R<usize> {
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
     // SAFETY: fds is a valid array of fds.len() pollfd structs.
-    check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } as libc::c_long)
+    match check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } as libc::c_long) {
+        Err(Errno::EINTR) => Ok(0),
+        r => r,
+    }
 }
 
 /// Sleeps until `deadline` on `clock` (absolute), or less if interrupted.
@@ -198,4 +204,14 @@ pub fn pin_to_cpu(cpu: usize) -> R<()> {
         libc::CPU_SET(cpu, &mut set);
         check(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) as libc::c_long).map(drop)
     }
+}
+
+/// Sends `sig` to every process of host process group `pgid` (`nomu bench`
+/// ending a comparison system that overran its time).
+pub fn kill_group(pgid: i32, sig: i32) -> R<()> {
+    if pgid <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: kill has no memory arguments.
+    check(unsafe { libc::kill(-pgid, sig) } as libc::c_long).map(drop)
 }

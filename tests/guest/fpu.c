@@ -66,6 +66,7 @@ struct gpr_block {
 	uint64_t out[12];
 	uint64_t rz_in[16]; /* the red zone: -128(%rsp) .. -8(%rsp) */
 	uint64_t rz_out[16];
+	uint64_t after_syscall; /* the address right after the syscall instruction */
 };
 
 static void gpr_run(struct gpr_block *b)
@@ -105,7 +106,8 @@ static void gpr_run(struct gpr_block *b)
 		"mov 88(%%rax), %%r15\n"
 		"1:\n\t"
 		"mov $%c[nr], %%eax\n\t"
-		"syscall\n\t"
+		"syscall\n"
+		"2:\n\t"
 		"decq (%%rsp)\n\t"
 		"jnz 1b\n\t"
 		"mov 8(%%rsp), %%rax\n\t"
@@ -121,6 +123,8 @@ static void gpr_run(struct gpr_block *b)
 		"mov %%r13, 168(%%rax)\n\t"
 		"mov %%r14, 176(%%rax)\n\t"
 		"mov %%r15, 184(%%rax)\n\t"
+		"lea 2b(%%rip), %%r11\n\t"
+		"mov %%r11, 448(%%rax)\n\t"
 		"xor %%ecx, %%ecx\n"
 		"3:\n\t"
 		"mov -128(%%rsp,%%rcx,8), %%r11\n\t"
@@ -158,7 +162,12 @@ static void test_gpr(void)
 			NOMU_FAIL("%s changed across syscall", names[i]);
 		}
 	CHECK(ok);
-	CHECK(memcmp(b.rz_in, b.rz_out, sizeof b.rz_in) == 0);
+	/* -128(%rsp) .. -9(%rsp) survive a syscall on every entry path. The 8
+	 * bytes at -8(%rsp) survive natively; on zpoline, whose rewritten
+	 * syscall is a call, they hold the return address (the address right
+	 * after the syscall instruction), as documented in the README. */
+	CHECK(memcmp(b.rz_in, b.rz_out, 15 * sizeof b.rz_in[0]) == 0);
+	CHECK(b.rz_out[15] == b.rz_in[15] || b.rz_out[15] == b.after_syscall);
 	printf("general-purpose registers and red zone: %s\n", ok ? "preserved" : "CHANGED");
 }
 

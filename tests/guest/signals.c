@@ -123,7 +123,7 @@ int main(int argc, char **argv)
 	sa.sa_flags = SA_SIGINFO;
 	CHECK_OK(sigaction(SIGSEGV, &sa, NULL));
 	long rbx = 0;
-	__asm__ volatile("mov $0x10, %%rax\n\t"
+	__asm__ volatile("mov $0x100010, %%rax\n\t" /* unmapped on every entry path (zpoline maps page 0) */
 			 ".byte 0x48, 0x8b, 0x18\n\t" /* mov (%rax),%rbx */
 			 : "=b"(rbx)
 			 :
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
 	CHECK_EQ(rbx, 4242);
 	CHECK_EQ(last_sig, SIGSEGV);
 	CHECK_EQ(last_code, SEGV_MAPERR);
-	CHECK_EQ(last_addr, 0x10);
+	CHECK_EQ(last_addr, 0x100010);
 
 	printf("== SIGFPE to a handler\n");
 	sa.sa_sigaction = on_fault_jump;

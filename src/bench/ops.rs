@@ -1,0 +1,152 @@
+//! The operations bench/syscall_bench.c measures, and parsing its output.
+
+use std::collections::BTreeMap;
+
+/// One operation of the benchmark, in the order of lmbench's table.
+pub struct Op {
+    /// The benchmark's name for it (`syscall_bench OP`).
+    pub name: &'static str,
+    /// What it is, for people.
+    pub label: &'static str,
+}
+
+pub const OPS: &[Op] = &[
+    Op { name: "getpid", label: "null syscall (getpid)" },
+    Op { name: "read_null", label: "read /dev/null" },
+    Op { name: "write_null", label: "write /dev/null" },
+    Op { name: "fstat", label: "fstat" },
+    Op { name: "stat", label: "stat" },
+    Op { name: "open_close", label: "open + close" },
+    Op { name: "select_10", label: "select, 10 fds" },
+    Op { name: "select_100", label: "select, 100 fds" },
+    Op { name: "sig_install", label: "signal install (sigaction)" },
+    Op { name: "signal", label: "signal delivery (tkill self)" },
+    Op { name: "pipe_rt", label: "pipe round trip, 2 processes" },
+    Op { name: "vfork_exit", label: "vfork + _exit + wait" },
+    Op { name: "vfork_exec", label: "vfork + execve + wait" },
+    Op { name: "spawn", label: "posix_spawn + wait" },
+    Op { name: "spawn_sh", label: "posix_spawn sh -c :" },
+];
+
+/// The raw SIGSYS round trip, measured natively only: the floor of any
+/// seccomp-trapped syscall.
+pub const SIGSYS_RAW: &str = "sigsys_raw";
+
+pub fn find(name: &str) -> Option<&'static Op> {
+    OPS.iter().find(|o| o.name == name)
+}
+
+/// An operation's best time in ns, or why there is none.
+pub type Outcome = Result<f64, String>;
+
+/// What one run of the benchmark printed: results, and the op it was on
+/// when its output ended (the progress line's `begin=OP`).
+#[derive(Default, Debug)]
+pub struct Parsed {
+    pub results: BTreeMap<String, Outcome>,
+    pub last_begun: Option<String>,
+}
+
+/// One line of the benchmark's output. Lines may come from a console that
+/// ends them with \r or puts a prefix before them (UML), so the fields are
+/// looked for anywhere in the line.
+#[derive(PartialEq, Debug)]
+pub enum Line {
+    Begin(String),
+    Result(String, Outcome),
+    Other,
+}
+
+pub fn parse_line(line: &str) -> Line {
+    let line = line.trim_end_matches(['\r', '\n']);
+    if let Some(i) = line.find("begin=") {
+        let name = line[i + 6..].split_whitespace().next().unwrap_or("");
+        return Line::Begin(name.to_string());
+    }
+    let Some(i) = line.find("op=") else {
+        return Line::Other;
+    };
+    let line = &line[i..];
+    let mut op = None;
+    let mut min = None;
+    for field in line.split_whitespace() {
+        match field.split_once('=') {
+            Some(("op", v)) => op = Some(v.to_string()),
+            Some(("min_ns", v)) => min = v.parse::<f64>().ok(),
+            _ => {}
+        }
+    }
+    let Some(op) = op else {
+        return Line::Other;
+    };
+    let outcome = match min {
+        Some(m) => Ok(m),
+        None => {
+            // error="..." or unavailable="...": the message may hold spaces.
+            let quoted = line.split_once('"').and_then(|(_, r)| r.rsplit_once('"')).map(|(m, _)| m.to_string());
+            let kind = if line.contains("unavailable=") { "unavailable" } else { "error" };
+            Err(match quoted {
+                Some(m) => format!("{kind}: {m}"),
+                None => "no result".to_string(),
+            })
+        }
+    };
+    Line::Result(op, outcome)
+}
+
+/// Keeps each op's best (smallest) time over rounds; an error replaces
+/// nothing that was measured.
+pub fn keep_best(best: &mut BTreeMap<String, Outcome>, new: BTreeMap<String, Outcome>) {
+    for (op, r) in new {
+        match (best.get(&op), &r) {
+            (Some(Ok(old)), Ok(n)) if old <= n => {}
+            (Some(Ok(_)), Err(_)) => {}
+            _ => {
+                best.insert(op, r);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse() {
+        assert_eq!(
+            parse_line("op=getpid iters=300298 min_ns=206.6 median_ns=233.3"),
+            Line::Result("getpid".into(), Ok(206.6))
+        );
+        // UML's console: \r\n endings.
+        assert_eq!(parse_line("op=stat iters=5 min_ns=1e3 median_ns=2\r"), Line::Result("stat".into(), Ok(1000.0)));
+        assert_eq!(
+            parse_line("op=sigsys_raw unavailable=\"fork: Invalid argument\""),
+            Line::Result("sigsys_raw".into(), Err("unavailable: fork: Invalid argument".into()))
+        );
+        assert_eq!(
+            parse_line("op=stat error=\"stat /tmp/x: No such file\""),
+            Line::Result("stat".into(), Err("error: stat /tmp/x: No such file".into()))
+        );
+        assert_eq!(parse_line("begin=select_10\r"), Line::Begin("select_10".into()));
+        assert_eq!(parse_line("reboot: System halted"), Line::Other);
+    }
+
+    #[test]
+    fn best_is_kept() {
+        let mut best = BTreeMap::new();
+        keep_best(&mut best, BTreeMap::from([("a".to_string(), Ok(5.0)), ("b".to_string(), Err("x".into()))]));
+        keep_best(&mut best, BTreeMap::from([("a".to_string(), Ok(7.0)), ("b".to_string(), Ok(3.0))]));
+        keep_best(&mut best, BTreeMap::from([("a".to_string(), Err("y".into())), ("b".to_string(), Ok(4.0))]));
+        assert_eq!(best["a"], Ok(5.0));
+        assert_eq!(best["b"], Ok(3.0));
+    }
+
+    #[test]
+    fn every_op_is_in_the_c_benchmark() {
+        let src = include_str!("../../bench/syscall_bench.c");
+        for op in OPS {
+            assert!(src.contains(&format!("{{\"{}\", loop_", op.name)), "{} missing", op.name);
+        }
+    }
+}

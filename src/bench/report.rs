@@ -1,0 +1,516 @@
+//! What a benchmark run found: the machine, every system's results, the
+//! issue's goals checked against them; printed as tables and written as JSON.
+
+use super::ops::{Op, Outcome, SIGSYS_RAW};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+pub struct Machine {
+    pub cpu_model: String,
+    pub cores: usize,
+    pub kernel: String,
+    pub os: String,
+    /// UTC, ISO 8601.
+    pub date: String,
+}
+
+impl Machine {
+    pub fn probe() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let cores = cpuinfo.lines().filter(|l| l.starts_with("processor")).count();
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+        let os = std::fs::read_to_string("/etc/os-release")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string()))
+            .unwrap_or_default();
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        Machine { cpu_model, cores, kernel, os, date: iso_date(secs) }
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days,
+/// proleptic Gregorian).
+pub fn iso_date(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+pub enum State {
+    /// Not run: why.
+    Skipped(String),
+    /// Each op's best time over the rounds; `failures` are the runs that
+    /// gave nothing at all.
+    Ran { results: BTreeMap<String, Outcome>, failures: Vec<String> },
+}
+
+pub struct SystemReport {
+    pub id: String,
+    /// How it was run (command line, flags).
+    pub how: String,
+    pub version: String,
+    pub state: State,
+}
+
+impl SystemReport {
+    pub fn ran(&self) -> bool {
+        matches!(&self.state, State::Ran { results, .. } if !results.is_empty())
+    }
+}
+
+pub struct Report {
+    pub machine: Machine,
+    pub cpu: Option<usize>,
+    pub rounds: u32,
+    pub bench_args: Vec<String>,
+    pub ops: Vec<&'static Op>,
+    pub systems: Vec<SystemReport>,
+}
+
+#[derive(PartialEq, Debug)]
+pub enum Verdict {
+    Met,
+    Missed,
+    /// Not measured in this run: why.
+    Unknown(String),
+}
+
+pub struct Goal {
+    pub text: String,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+impl Report {
+    fn system(&self, id: &str) -> Option<&SystemReport> {
+        self.systems.iter().find(|s| s.id == id)
+    }
+
+    pub fn outcome(&self, id: &str, op: &str) -> Option<&Outcome> {
+        match &self.system(id)?.state {
+            State::Ran { results, .. } => results.get(op),
+            State::Skipped(_) => None,
+        }
+    }
+
+    pub fn ns(&self, id: &str, op: &str) -> Option<f64> {
+        self.outcome(id, op)?.as_ref().ok().copied()
+    }
+
+    pub fn ratio(&self, id: &str, op: &str) -> Option<f64> {
+        Some(self.ns(id, op)? / self.ns("native", op)?)
+    }
+
+    pub fn raw_sigsys(&self) -> Option<f64> {
+        self.ns("native", SIGSYS_RAW)
+    }
+
+    /// Systems that ran, in order.
+    pub fn ran(&self) -> impl Iterator<Item = &SystemReport> {
+        self.systems.iter().filter(|s| s.ran())
+    }
+
+    /// Why `id` has no results, when it has none.
+    fn missing(&self, id: &str) -> Option<String> {
+        if id == "gvisor" {
+            let why: Vec<String> = self
+                .systems
+                .iter()
+                .filter(|s| s.id.starts_with("gvisor-"))
+                .filter_map(|s| self.missing(&s.id))
+                .collect();
+            return Some(if why.is_empty() { "gvisor not selected".into() } else { why.join("; ") });
+        }
+        match self.system(id) {
+            None => Some(format!("{id} not selected")),
+            Some(SystemReport { state: State::Skipped(why), .. }) => Some(format!("{id} skipped: {why}")),
+            Some(s) if !s.ran() => Some(format!("{id} failed")),
+            Some(_) => None,
+        }
+    }
+
+    /// The goals of the issue that asked for this benchmark, checked
+    /// against ratios from this one run.
+    pub fn goals(&self) -> Vec<Goal> {
+        let mut goals = Vec::new();
+        let mut ratio_goal = |sys: &str, op: &str, max: f64| {
+            let text = format!("{sys} {op} <= {max}x native");
+            let (verdict, detail) = match (self.missing(sys), self.ratio(sys, op)) {
+                (Some(why), _) => (Verdict::Unknown(why), String::new()),
+                (None, None) => (Verdict::Unknown(format!("{op} not measured")), String::new()),
+                (None, Some(r)) => (if r <= max { Verdict::Met } else { Verdict::Missed }, format!("{r:.2}x")),
+            };
+            goals.push(Goal { text, verdict, detail });
+        };
+        ratio_goal("nomu-zpoline", "getpid", 0.5);
+        for op in ["read_null", "write_null", "fstat"] {
+            ratio_goal("nomu-zpoline", op, 1.3);
+        }
+
+        let text = "nomu-seccomp getpid <= 1.2x the raw SIGSYS round trip".to_string();
+        goals.push(match (self.missing("nomu-seccomp"), self.ns("nomu-seccomp", "getpid"), self.raw_sigsys()) {
+            (Some(why), _, _) => Goal { text, verdict: Verdict::Unknown(why), detail: String::new() },
+            (None, Some(g), Some(raw)) => Goal {
+                text,
+                verdict: if g <= 1.2 * raw { Verdict::Met } else { Verdict::Missed },
+                detail: format!("{:.2}x ({g:.0} ns vs {raw:.0} ns)", g / raw),
+            },
+            _ => Goal {
+                text,
+                verdict: Verdict::Unknown("getpid or sigsys_raw not measured".into()),
+                detail: String::new(),
+            },
+        });
+
+        // UML, and every gVisor platform that ran (or gVisor as a whole
+        // when none did).
+        let gvisors: Vec<&str> =
+            self.systems.iter().filter(|s| s.id.starts_with("gvisor-") && s.ran()).map(|s| s.id.as_str()).collect();
+        let mut others = vec!["uml"];
+        if gvisors.is_empty() {
+            others.push("gvisor");
+        }
+        others.extend(gvisors);
+        for fast in ["nomu-seccomp", "nomu-zpoline"] {
+            for &other in &others {
+                goals.push(self.faster_goal(
+                    fast,
+                    other,
+                    5.0,
+                    &format!("{fast} >= 5x faster than {other} on every op"),
+                ));
+            }
+        }
+        for slow in ["nomu-sysemu", "nomu-split"] {
+            goals.push(self.faster_goal(slow, "uml", 1.0, &format!("{slow} no slower than uml on any op")));
+        }
+        goals
+    }
+
+    /// `a` is at least `factor` times faster than `b` on every op both ran.
+    fn faster_goal(&self, a: &str, b: &str, factor: f64, text: &str) -> Goal {
+        let text = text.to_string();
+        if let Some(why) = self.missing(a).or_else(|| self.missing(b)) {
+            // A gVisor platform that does not exist here is no goal.
+            return Goal { text, verdict: Verdict::Unknown(why), detail: String::new() };
+        }
+        let mut worst: Option<(f64, &str)> = None;
+        let mut misses = Vec::new();
+        for op in &self.ops {
+            let (Some(x), Some(y)) = (self.ns(a, op.name), self.ns(b, op.name)) else { continue };
+            let speedup = y / x;
+            if worst.is_none_or(|(w, _)| speedup < w) {
+                worst = Some((speedup, op.name));
+            }
+            if speedup < factor {
+                misses.push(format!("{} {speedup:.1}x", op.name));
+            }
+        }
+        match worst {
+            None => Goal { text, verdict: Verdict::Unknown("no op measured by both".into()), detail: String::new() },
+            Some((w, op)) if misses.is_empty() => {
+                Goal { text, verdict: Verdict::Met, detail: format!("least: {w:.1}x on {op}") }
+            }
+            Some(_) => Goal { text, verdict: Verdict::Missed, detail: format!("short on: {}", misses.join(", ")) },
+        }
+    }
+
+    /// The tables people read: ns per op, then ratios to native, then the
+    /// skipped systems, then the goals.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let ran: Vec<&SystemReport> = self.ran().collect();
+        let label_w = self.ops.iter().map(|o| o.label.len()).max().unwrap_or(10).max(10);
+        let col_w = ran.iter().map(|s| s.id.len()).max().unwrap_or(8).max(10) + 1;
+        let header = |out: &mut String, title: &str| {
+            let _ = write!(out, "{title:<label_w$}");
+            for s in &ran {
+                let _ = write!(out, "{:>col_w$}", s.id);
+            }
+            out.push('\n');
+        };
+        header(&mut out, "ns per operation");
+        for op in &self.ops {
+            let _ = write!(out, "{:<label_w$}", op.label);
+            for s in &ran {
+                let cell = match self.outcome(&s.id, op.name) {
+                    Some(Ok(ns)) => fmt_ns(*ns),
+                    Some(Err(_)) => "error".into(),
+                    None => "-".into(),
+                };
+                let _ = write!(out, "{cell:>col_w$}");
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+        header(&mut out, "ratio to native");
+        for op in &self.ops {
+            let _ = write!(out, "{:<label_w$}", op.label);
+            for s in &ran {
+                let cell = self.ratio(&s.id, op.name).map_or("-".into(), fmt_ratio);
+                let _ = write!(out, "{cell:>col_w$}");
+            }
+            out.push('\n');
+        }
+        match self.raw_sigsys() {
+            Some(r) => {
+                let _ = writeln!(out, "\nraw SIGSYS round trip (native, same run): {r:.1} ns");
+            }
+            None => {
+                let why = match self.outcome("native", SIGSYS_RAW) {
+                    Some(Err(e)) => e.clone(),
+                    _ => "not measured".into(),
+                };
+                let _ = writeln!(out, "\nraw SIGSYS round trip: {why}");
+            }
+        }
+        // Errors, per system and op.
+        let mut errors = Vec::new();
+        for s in &self.systems {
+            if let State::Ran { results, failures } = &s.state {
+                for f in failures {
+                    errors.push(format!("  {}: a run failed: {f}", s.id));
+                }
+                for op in &self.ops {
+                    if let Some(Err(e)) = results.get(op.name) {
+                        errors.push(format!("  {} {}: {e}", s.id, op.name));
+                    }
+                }
+            }
+        }
+        if !errors.is_empty() {
+            let _ = writeln!(out, "\nerrors:\n{}", errors.join("\n"));
+        }
+        let skipped: Vec<String> = self
+            .systems
+            .iter()
+            .filter_map(|s| match &s.state {
+                State::Skipped(why) => Some(format!("  {:<14} {why}", s.id)),
+                State::Ran { .. } if !s.ran() => Some(format!("  {:<14} every run failed", s.id)),
+                _ => None,
+            })
+            .collect();
+        if !skipped.is_empty() {
+            let _ = writeln!(out, "\nnot run:\n{}", skipped.join("\n"));
+        }
+        let _ = writeln!(out, "\ngoals (ratios from this run):");
+        for g in self.goals() {
+            let v = match &g.verdict {
+                Verdict::Met => "met".to_string(),
+                Verdict::Missed => "MISSED".to_string(),
+                Verdict::Unknown(why) => format!("not measured ({why})"),
+            };
+            let detail = if g.detail.is_empty() { String::new() } else { format!(": {}", g.detail) };
+            let _ = writeln!(out, "  {:<56} {v}{detail}", g.text);
+        }
+        out
+    }
+
+    pub fn json(&self) -> String {
+        let m = &self.machine;
+        let mut out = String::from("{\n");
+        let _ = writeln!(
+            out,
+            "  \"machine\": {{\"cpu_model\": {}, \"cores\": {}, \"kernel\": {}, \"os\": {}, \"date\": {}}},",
+            json_str(&m.cpu_model),
+            m.cores,
+            json_str(&m.kernel),
+            json_str(&m.os),
+            json_str(&m.date)
+        );
+        let _ = writeln!(
+            out,
+            "  \"config\": {{\"cpu\": {}, \"rounds\": {}, \"bench_args\": [{}], \"keeps\": \"each op's best min_ns over the rounds\"}},",
+            self.cpu.map_or("null".into(), |c| c.to_string()),
+            self.rounds,
+            self.bench_args.iter().map(|a| json_str(a)).collect::<Vec<_>>().join(", ")
+        );
+        let _ = writeln!(out, "  \"raw_sigsys_ns\": {},", json_num(self.raw_sigsys()));
+        let ops: Vec<String> = self
+            .ops
+            .iter()
+            .map(|o| format!("{{\"name\": {}, \"label\": {}}}", json_str(o.name), json_str(o.label)))
+            .collect();
+        let _ = writeln!(out, "  \"ops\": [{}],", ops.join(", "));
+        out.push_str("  \"systems\": [\n");
+        let systems: Vec<String> = self.systems.iter().map(|s| self.system_json(s)).collect();
+        out.push_str(&systems.join(",\n"));
+        out.push_str("\n  ],\n  \"goals\": [\n");
+        let goals: Vec<String> = self
+            .goals()
+            .iter()
+            .map(|g| {
+                let (verdict, why) = match &g.verdict {
+                    Verdict::Met => ("met", None),
+                    Verdict::Missed => ("missed", None),
+                    Verdict::Unknown(w) => ("unknown", Some(w.as_str())),
+                };
+                format!(
+                    "    {{\"goal\": {}, \"verdict\": \"{verdict}\", \"detail\": {}, \"why_unknown\": {}}}",
+                    json_str(&g.text),
+                    json_str(&g.detail),
+                    why.map_or("null".into(), json_str)
+                )
+            })
+            .collect();
+        out.push_str(&goals.join(",\n"));
+        out.push_str("\n  ]\n}\n");
+        out
+    }
+
+    fn system_json(&self, s: &SystemReport) -> String {
+        let head = format!(
+            "    {{\"name\": {}, \"how\": {}, \"version\": {}",
+            json_str(&s.id),
+            json_str(&s.how),
+            json_str(&s.version)
+        );
+        match &s.state {
+            State::Skipped(why) => format!("{head}, \"status\": \"skipped\", \"reason\": {}}}", json_str(why)),
+            State::Ran { results, failures } => {
+                let mut names: Vec<&str> = self.ops.iter().map(|o| o.name).collect();
+                if s.id == "native" {
+                    names.push(SIGSYS_RAW);
+                }
+                let res: Vec<String> = names
+                    .iter()
+                    .filter_map(|&op| {
+                        let r = results.get(op)?;
+                        Some(match r {
+                            Ok(ns) => format!(
+                                "\"{op}\": {{\"ns\": {}, \"ratio\": {}}}",
+                                json_num(Some(*ns)),
+                                json_num(self.ratio(&s.id, op))
+                            ),
+                            Err(e) => format!("\"{op}\": {{\"error\": {}}}", json_str(e)),
+                        })
+                    })
+                    .collect();
+                let status = if s.ran() { "ran" } else { "failed" };
+                format!(
+                    "{head}, \"status\": \"{status}\", \"failures\": [{}],\n      \"results\": {{{}}}}}",
+                    failures.iter().map(|f| json_str(f)).collect::<Vec<_>>().join(", "),
+                    res.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// ns with a precision that suits its size.
+pub fn fmt_ns(ns: f64) -> String {
+    if ns < 100.0 {
+        format!("{ns:.1}")
+    } else {
+        format!("{ns:.0}")
+    }
+}
+
+pub fn fmt_ratio(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.2}x")
+    } else {
+        format!("{r:.0}x")
+    }
+}
+
+pub fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_num(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.3}"),
+        _ => "null".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::ops::OPS;
+
+    #[test]
+    fn dates() {
+        assert_eq!(iso_date(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso_date(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(iso_date(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn json_strings_escape() {
+        assert_eq!(json_str("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+    }
+
+    fn ran(id: &str, r: &[(&str, f64)]) -> SystemReport {
+        SystemReport {
+            id: id.into(),
+            how: String::new(),
+            version: String::new(),
+            state: State::Ran { results: r.iter().map(|(o, n)| (o.to_string(), Ok(*n))).collect(), failures: vec![] },
+        }
+    }
+
+    #[test]
+    fn goals_use_ratios_of_the_run() {
+        let report = Report {
+            machine: Machine { cpu_model: "x".into(), cores: 2, kernel: "k".into(), os: "o".into(), date: "d".into() },
+            cpu: Some(0),
+            rounds: 1,
+            bench_args: vec![],
+            ops: OPS.iter().collect(),
+            systems: vec![
+                ran("native", &[("getpid", 100.0), ("stat", 1000.0), ("sigsys_raw", 2000.0)]),
+                ran("nomu-seccomp", &[("getpid", 2200.0), ("stat", 4000.0)]),
+                SystemReport {
+                    id: "nomu-zpoline".into(),
+                    how: String::new(),
+                    version: String::new(),
+                    state: State::Skipped("not implemented yet".into()),
+                },
+                ran("uml", &[("getpid", 20000.0), ("stat", 15000.0)]),
+            ],
+        };
+        assert_eq!(report.ratio("nomu-seccomp", "getpid"), Some(22.0));
+        let goals = report.goals();
+        let find = |t: &str| goals.iter().find(|g| g.text.starts_with(t)).unwrap();
+        assert_eq!(find("nomu-seccomp getpid").verdict, Verdict::Met);
+        assert_eq!(find("nomu-seccomp >= 5x faster than uml").verdict, Verdict::Missed);
+        assert!(find("nomu-seccomp >= 5x faster than uml").detail.contains("stat 3.8x"));
+        assert!(matches!(find("nomu-zpoline getpid").verdict, Verdict::Unknown(_)));
+        let text = report.text();
+        assert!(text.contains("nomu-zpoline") && text.contains("not implemented yet"));
+        let json = report.json();
+        assert!(json.contains("\"getpid\": {\"ns\": 2200.000, \"ratio\": 22.000}"));
+    }
+}

@@ -1,0 +1,689 @@
+//! The split entry path: each guest thread runs in a host process of its
+//! own that shares nomu's memory (clone with CLONE_VM but neither
+//! CLONE_THREAD nor CLONE_SIGHAND), and its syscalls and faults are handed
+//! to the nomu thread that runs it, through shared memory and a futex. This
+//! is the design the reviewers of nommu UML proposed: the guest never runs
+//! on a thread that runs the kernel, and the kernel never runs on a stack or
+//! with a TLS pointer the guest controls.
+//!
+//! # The child
+//! A nomu host thread that runs guest threads creates one child (once; the
+//! child stays with the host thread across the guest threads nomu's thread
+//! pool gives it). The child lives in a [`AREA_SIZE`] block aligned to its
+//! size: a guard page, the child's signal stack, a small start stack and,
+//! at the top, the [`Mailbox`]. The child's code is the asm below and
+//! nothing else: it must never touch TLS (its fs base is the guest's) nor
+//! call nomu's Rust code. At start it asks for SIGKILL when its creating
+//! thread dies (PR_SET_PDEATHSIG), installs its signal stack and its own
+//! handlers (its signal table is its own: SIGSYS, the fault signals and
+//! [`KICK_SIGNAL`] go to [`nomu_split_handler`], the signals nomu forwards
+//! to guests are ignored, as a terminal sends them to the child's process
+//! group too), then raises the kick signal on itself to *park*.
+//!
+//! # A trap
+//! The seccomp filter [`super::seccomp`] installs process-wide (inherited
+//! by every child) turns each guest syscall into SIGSYS in the child. Its
+//! handler, on the child's signal stack, finds the mailbox by masking its
+//! stack pointer, stores the signal number, the siginfo and ucontext
+//! addresses and the current fs base, sets `state` to REQUEST, wakes the
+//! nomu thread and futex-waits until `state` is RUN. The nomu thread builds
+//! the [`TrapFrame`] straight from the child's ucontext (registers) and the
+//! xsave image the host saved next to it, calls the kernel, and sets `state`
+//! to RUN. The child installs the fs/gs base the mailbox asks for and
+//! returns from its handler: the host's `rt_sigreturn` restores the whole
+//! guest state (registers, flags, extended state) at once.
+//!
+//! Parking is the same wait: a child that raised its own kick at start, or
+//! whose guest thread left guest mode for good ([`Resume::Exit`]), waits in
+//! its handler with state REQUEST; the next [`EntryPath::run`] writes the
+//! new guest thread's registers, a clean FPU (no xsave image) and the
+//! guest's host signal mask into that ucontext and releases it.
+//!
+//! # Interrupts, death
+//! `interrupt(tid)` names the nomu thread; a table maps it to its child,
+//! which gets the kick signal. The child's handlers block every signal, so
+//! a kick that comes while the kernel handles a trap (or while the child is
+//! parked) waits until the child is back in guest code and then traps at
+//! once: harmless, and no kick is lost. The child's `state` word is also
+//! its CLONE_CHILD_CLEARTID word: if it dies (killed from outside, or a
+//! fault in its own code, which its blocked signals turn into death), the
+//! host zeroes the word and wakes the nomu thread, which gives the guest
+//! thread a SIGKILL. The nomu thread kills and reaps its child when it
+//! exits; if nomu dies, PR_SET_PDEATHSIG kills every child. A guest with a
+//! corrupt stack pointer or registers only harms itself: every handler runs
+//! on the child's own signal stack, and a host-level fault there kills only
+//! the child.
+//!
+//! The nomu thread keeps its [`ThreadKernelStack`] while it runs a guest
+//! thread: nomu's fault-safe copies rely on the seccomp path's host
+//! handlers, which find their Tcb on it.
+
+use super::kstack::ThreadKernelStack;
+use super::seccomp::{xstate_of, Ucontext, FAULT_SIGNALS, GUEST_HOST_MASK, KICK_SIGNAL, RFLAGS_IF};
+use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
+use crate::host::last_errno;
+use crate::host::physmem::PAGE_SIZE;
+use std::arch::global_asm;
+use std::cell::RefCell;
+use std::mem::offset_of;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Size and alignment of a child's block (signal stack, start stack, mailbox).
+const AREA_SIZE: usize = 64 << 10;
+/// Bytes reserved at the top of the block for the mailbox.
+const MBOX_RESERVED: usize = 1024;
+const MBOX_OFFSET: usize = AREA_SIZE - MBOX_RESERVED;
+/// The child's start code runs on this many bytes below the mailbox; its
+/// signal stack lies below that, above the guard page.
+const START_STACK: usize = 4096;
+
+/// `Mailbox::state`: the child is gone (the host cleared its tid word).
+const DEAD: u32 = 0;
+/// The child waits in its handler for the nomu thread.
+const REQUEST: u32 = 1;
+/// The child runs (guest code, or its handler on the way in or out).
+const RUN: u32 = 2;
+
+/// What a child and its nomu thread share. Every field is an atomic only so
+/// both sides may access it through shared references; the `state`
+/// handshake orders the accesses.
+#[repr(C)]
+struct Mailbox {
+    /// DEAD, REQUEST or RUN; also the child's CLONE_CHILD_CLEARTID word.
+    state: AtomicU32,
+    /// The host signal the child is handling.
+    signo: AtomicI32,
+    /// Its siginfo and ucontext, on the child's signal stack.
+    info: AtomicU64,
+    uc: AtomicU64,
+    /// The guest's fs base: the child stores it at a trap, the nomu thread
+    /// may change it, the child installs it on return.
+    fs_base: AtomicU64,
+    /// The guest's gs base, installed by the child when `gs_dirty` is set.
+    gs_base: AtomicU64,
+    gs_dirty: AtomicU64,
+    /// 1 when rdfsbase/wrfsbase and friends may be used, else arch_prctl.
+    fsgsbase: AtomicU64,
+    // Set up by the nomu thread before the child starts:
+    /// The child's sigaltstack (a `stack_t`).
+    altstack: [u64; 3],
+    /// The kernel `struct sigaction` for the handled signals, and for the
+    /// ignored ones.
+    act: [u64; 4],
+    ign: [u64; 4],
+    /// Zero-terminated signal lists.
+    handled: [u8; 16],
+    ignored: [u8; 64],
+    /// The mask the start code runs with: everything but the kick blocked.
+    start_mask: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
+
+const SA_RESTORER: u64 = 0x0400_0000;
+const FUTEX_WAIT: i32 = 0;
+const FUTEX_WAKE: i32 = 1;
+const FUTEX_PRIVATE: i32 = 128;
+
+global_asm!(
+    ".text",
+    ".globl nomu_split_code_start",
+    "nomu_split_code_start:",
+    // nomu_split_clone(flags: rdi, stack: rsi, ptid: rdx, ctid: rcx) -> tid
+    // or -errno. The child continues at .Lsplit_child on `stack`.
+    ".globl nomu_split_clone",
+    ".type nomu_split_clone,@function",
+    "nomu_split_clone:",
+    "    mov r10, rcx",
+    "    xor r8d, r8d",
+    "    mov eax, 56", // clone
+    "    syscall",
+    "    test rax, rax",
+    "    jz .Lsplit_child",
+    "    ret",
+    // The child: rsp lies in its block, just below the mailbox.
+    ".Lsplit_child:",
+    "    xor ebp, ebp",
+    "    mov rbx, rsp",
+    "    and rbx, {area_mask}",
+    "    add rbx, {mbox}",
+    "    mov edi, 1", // PR_SET_PDEATHSIG
+    "    mov esi, 9", // SIGKILL
+    "    mov eax, 157", // prctl
+    "    syscall",
+    "    test rax, rax",
+    "    jnz .Lsplit_die",
+    "    lea rdi, [rbx + {altstack}]",
+    "    xor esi, esi",
+    "    mov eax, 131", // sigaltstack
+    "    syscall",
+    "    test rax, rax",
+    "    jnz .Lsplit_die",
+    "    lea r12, [rbx + {handled}]",
+    "    lea r13, [rbx + {act}]",
+    "    call .Lsplit_sigactions",
+    "    lea r12, [rbx + {ignored}]",
+    "    lea r13, [rbx + {ign}]",
+    "    call .Lsplit_sigactions",
+    "    mov edi, 2", // SIG_SETMASK
+    "    lea rsi, [rbx + {start_mask}]",
+    "    xor edx, edx",
+    "    mov r10d, 8",
+    "    mov eax, 14", // rt_sigprocmask
+    "    syscall",
+    "    test rax, rax",
+    "    jnz .Lsplit_die",
+    // Park: kick ourselves; the handler waits for the first guest thread,
+    // and its sigreturn enters guest code (never coming back here).
+    "    mov eax, 186", // gettid
+    "    syscall",
+    "    mov edi, eax",
+    "    mov esi, eax",
+    "    mov edx, {kick}",
+    "    mov eax, 234", // tgkill
+    "    syscall",
+    ".Lsplit_die:",
+    "    mov edi, 127",
+    "    mov eax, 60", // exit: the child is a single-thread process
+    "    syscall",
+    "    ud2",
+    // rt_sigaction(sig, r13, NULL, 8) for each sig of the zero-terminated
+    // byte list at r12; dies on failure.
+    ".Lsplit_sigactions:",
+    "    movzx edi, byte ptr [r12]",
+    "    test edi, edi",
+    "    jz .Lsplit_sigactions_done",
+    "    mov rsi, r13",
+    "    xor edx, edx",
+    "    mov r10d, 8",
+    "    mov eax, 13", // rt_sigaction
+    "    syscall",
+    "    test rax, rax",
+    "    jnz .Lsplit_die",
+    "    inc r12",
+    "    jmp .Lsplit_sigactions",
+    ".Lsplit_sigactions_done:",
+    "    ret",
+    // The child's handler for SIGSYS, faults and kicks, on its signal stack
+    // with every signal blocked. Any register may be clobbered: sigreturn
+    // restores them all.
+    ".globl nomu_split_handler",
+    ".type nomu_split_handler,@function",
+    "nomu_split_handler:",
+    // Guest flags must not reach this code (EFLAGS.AC: alignment checks).
+    "    cld",
+    "    pushfq",
+    "    and qword ptr [rsp], -262145", // ~(1 << 18)
+    "    popfq",
+    "    mov rbx, rsp",
+    "    and rbx, {area_mask}",
+    "    add rbx, {mbox}",
+    "    mov [rbx + {signo}], edi",
+    "    mov [rbx + {info}], rsi",
+    "    mov [rbx + {uc}], rdx",
+    "    cmp byte ptr [rbx + {fsgsbase}], 0",
+    "    je .Lsplit_getfs",
+    "    rdfsbase r12",
+    "    jmp .Lsplit_gotfs",
+    ".Lsplit_getfs:",
+    "    mov edi, 0x1003", // ARCH_GET_FS
+    "    lea rsi, [rbx + {fs}]",
+    "    mov eax, 158", // arch_prctl
+    "    syscall",
+    "    mov r12, [rbx + {fs}]",
+    ".Lsplit_gotfs:",
+    "    mov [rbx + {fs}], r12",
+    "    mov dword ptr [rbx + {state}], {request}",
+    "    lea rdi, [rbx + {state}]",
+    "    mov esi, {futex_wake}", // shared: the nomu thread waits shared
+    "    mov edx, 1",
+    "    mov eax, 202", // futex
+    "    syscall",
+    ".Lsplit_wait:",
+    "    cmp dword ptr [rbx + {state}], {run}",
+    "    je .Lsplit_resume",
+    "    lea rdi, [rbx + {state}]",
+    "    mov esi, {futex_wait_private}",
+    "    mov edx, {request}",
+    "    xor r10d, r10d",
+    "    mov eax, 202",
+    "    syscall",
+    "    jmp .Lsplit_wait",
+    ".Lsplit_resume:",
+    "    mov rsi, [rbx + {fs}]",
+    "    cmp rsi, r12",
+    "    je .Lsplit_fs_done",
+    "    cmp byte ptr [rbx + {fsgsbase}], 0",
+    "    je .Lsplit_setfs",
+    "    wrfsbase rsi",
+    "    jmp .Lsplit_fs_done",
+    ".Lsplit_setfs:",
+    "    mov edi, 0x1002", // ARCH_SET_FS
+    "    mov eax, 158",
+    "    syscall",
+    ".Lsplit_fs_done:",
+    "    cmp qword ptr [rbx + {gs_dirty}], 0",
+    "    je .Lsplit_gs_done",
+    "    mov qword ptr [rbx + {gs_dirty}], 0",
+    "    mov rsi, [rbx + {gs}]",
+    "    cmp byte ptr [rbx + {fsgsbase}], 0",
+    "    je .Lsplit_setgs",
+    "    wrgsbase rsi",
+    "    jmp .Lsplit_gs_done",
+    ".Lsplit_setgs:",
+    "    mov edi, 0x1001", // ARCH_SET_GS
+    "    mov eax, 158",
+    "    syscall",
+    ".Lsplit_gs_done:",
+    "    ret",
+    // The handlers' sa_restorer.
+    ".globl nomu_split_restorer",
+    ".type nomu_split_restorer,@function",
+    "nomu_split_restorer:",
+    "    mov eax, 15", // rt_sigreturn
+    "    syscall",
+    "    ud2",
+    ".globl nomu_split_code_end",
+    "nomu_split_code_end:",
+    area_mask = const !(AREA_SIZE - 1),
+    mbox = const MBOX_OFFSET,
+    state = const offset_of!(Mailbox, state),
+    signo = const offset_of!(Mailbox, signo),
+    info = const offset_of!(Mailbox, info),
+    uc = const offset_of!(Mailbox, uc),
+    fs = const offset_of!(Mailbox, fs_base),
+    gs = const offset_of!(Mailbox, gs_base),
+    gs_dirty = const offset_of!(Mailbox, gs_dirty),
+    fsgsbase = const offset_of!(Mailbox, fsgsbase),
+    altstack = const offset_of!(Mailbox, altstack),
+    act = const offset_of!(Mailbox, act),
+    ign = const offset_of!(Mailbox, ign),
+    handled = const offset_of!(Mailbox, handled),
+    ignored = const offset_of!(Mailbox, ignored),
+    start_mask = const offset_of!(Mailbox, start_mask),
+    kick = const KICK_SIGNAL,
+    request = const REQUEST,
+    run = const RUN,
+    futex_wake = const FUTEX_WAKE,
+    futex_wait_private = const FUTEX_WAIT | FUTEX_PRIVATE,
+);
+
+extern "C" {
+    fn nomu_split_clone(flags: u64, stack: u64, ptid: u64, ctid: u64) -> i64;
+    fn nomu_split_handler(signo: i32, info: *mut libc::siginfo_t, uc: *mut libc::c_void);
+    fn nomu_split_restorer();
+}
+
+/// nomu thread tid -> its child's tid, for `interrupt`.
+static CHILDREN: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
+
+fn children() -> std::sync::MutexGuard<'static, Vec<(i32, i32)>> {
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A child process and its block, owned by the nomu thread that made it.
+struct Child {
+    area: usize,
+    tid: i32,
+}
+
+thread_local! {
+    /// This host thread's child, kept between the guest threads it runs.
+    /// Dropped (killed and reaped) when the host thread exits.
+    static CHILD: RefCell<Option<Child>> = const { RefCell::new(None) };
+}
+
+fn futex(word: &AtomicU32, op: i32, val: u32) -> i64 {
+    // SAFETY: a futex call on a live atomic word, with no timeout and no
+    // second word.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), op, val, 0usize, 0usize, 0u32) }
+}
+
+impl Child {
+    /// Maps a block, starts the child in it and waits until it is parked.
+    fn spawn() -> Result<Child, String> {
+        let area = map_area()?;
+        let mb = (area + MBOX_OFFSET) as *mut Mailbox;
+        let mut handled = [0u8; 16];
+        for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, KICK_SIGNAL])) {
+            *slot = sig as u8;
+        }
+        // The signals nomu keeps blocked in guest code are the ones it
+        // forwards to guests: the child ignores them.
+        let guest_mask = GUEST_HOST_MASK.load(Ordering::Relaxed);
+        let mut ignored = [0u8; 64];
+        for (slot, sig) in ignored.iter_mut().zip((1..64).filter(|s| guest_mask & (1 << (s - 1)) != 0)) {
+            *slot = sig as u8;
+        }
+        let restorer = nomu_split_restorer as *const () as u64;
+        let alt_lo = area + PAGE_SIZE;
+        let alt_size = MBOX_OFFSET - START_STACK - PAGE_SIZE;
+        let mailbox = Mailbox {
+            state: AtomicU32::new(RUN),
+            signo: AtomicI32::new(0),
+            info: AtomicU64::new(0),
+            uc: AtomicU64::new(0),
+            fs_base: AtomicU64::new(0),
+            gs_base: AtomicU64::new(0),
+            gs_dirty: AtomicU64::new(0),
+            fsgsbase: AtomicU64::new(crate::host::cpu::has_fsgsbase() as u64),
+            altstack: [alt_lo as u64, 0, alt_size as u64],
+            act: [
+                nomu_split_handler as *const () as u64,
+                (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | SA_RESTORER,
+                restorer,
+                !0,
+            ],
+            ign: [libc::SIG_IGN as u64, SA_RESTORER, restorer, 0],
+            handled,
+            ignored,
+            start_mask: !(1u64 << (KICK_SIGNAL - 1)),
+        };
+        // SAFETY: the mailbox slot lies at the top of our fresh mapping,
+        // suitably aligned, and nobody else uses it yet.
+        unsafe { mb.write(mailbox) };
+        let flags = (libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_CHILD_CLEARTID) as u64;
+        // SAFETY: the child starts on its own stack in our block and runs
+        // only the asm above, which never returns into Rust code; the tid
+        // word it clears on exit is the mailbox's state, which lives as long
+        // as the block (unmapped only after the child is reaped).
+        let tid = unsafe { nomu_split_clone(flags, (area + MBOX_OFFSET) as u64, 0, mb as u64) };
+        if tid < 0 {
+            unmap_area(area);
+            return Err(format!("clone: {}", crate::kernel::errno::Errno(-tid as i32)));
+        }
+        let child = Child { area, tid: tid as i32 };
+        children().push((crate::host::sys::gettid(), child.tid));
+        if !child.wait_request() {
+            return Err("the child died while starting".into());
+        }
+        Ok(child)
+    }
+
+    fn mailbox(&self) -> &Mailbox {
+        // SAFETY: the mailbox was written by `spawn` and lives as long as
+        // the block, which lives as long as self.
+        unsafe { &*((self.area + MBOX_OFFSET) as *const Mailbox) }
+    }
+
+    /// Waits until the child hands over a trap (true) or dies (false).
+    fn wait_request(&self) -> bool {
+        let state = &self.mailbox().state;
+        loop {
+            match state.load(Ordering::Acquire) {
+                REQUEST => return true,
+                DEAD => return false,
+                // Shared (not private): the host's wake-up when the child
+                // dies, for its CLONE_CHILD_CLEARTID word, is shared.
+                _ => futex(state, FUTEX_WAIT, RUN),
+            };
+        }
+    }
+
+    /// Lets the parked child run with its (edited) ucontext.
+    fn release(&self) {
+        let state = &self.mailbox().state;
+        state.store(RUN, Ordering::Release);
+        futex(state, FUTEX_WAKE | FUTEX_PRIVATE, 1);
+    }
+
+    /// The parked child's saved context.
+    ///
+    /// # Safety
+    /// Only while the child is parked (state REQUEST), and no other
+    /// reference to the context is alive.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn ucontext(&self) -> &mut Ucontext {
+        // SAFETY: the caller guarantees the child waits in its handler, so
+        // the ucontext the host built on its signal stack stays put and
+        // nobody else touches it.
+        unsafe { &mut *(self.mailbox().uc.load(Ordering::Relaxed) as *mut Ucontext) }
+    }
+
+    /// Sets up the parked child to start a guest thread at `start`.
+    fn load(&self, start: &StartState) {
+        // SAFETY: the child is parked; the reference ends with this call.
+        let uc = unsafe { self.ucontext() };
+        uc.mcontext.regs = GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs };
+        // No saved extended state: sigreturn gives the initial FPU state.
+        uc.mcontext.fpstate = 0;
+        uc.sigmask = GUEST_HOST_MASK.load(Ordering::Relaxed);
+        let mb = self.mailbox();
+        mb.fs_base.store(start.fs_base, Ordering::Relaxed);
+        mb.gs_base.store(start.gs_base, Ordering::Relaxed);
+        mb.gs_dirty.store(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // Out of the table first, so no kick can reach a reaped tid. A child
+        // no longer in the table was reaped at exit.
+        let listed = {
+            let mut table = children();
+            let n = table.len();
+            table.retain(|&(_, c)| c != self.tid);
+            table.len() != n
+        };
+        if listed {
+            kill_and_reap(self.tid);
+        }
+        unmap_area(self.area);
+    }
+}
+
+fn kill_and_reap(tid: i32) {
+    let mut status = 0;
+    // SAFETY: killing and reaping our own child process, whose tid has not
+    // been reaped yet (it was still in the table).
+    unsafe {
+        libc::kill(tid, libc::SIGKILL);
+        libc::waitpid(tid, &mut status, libc::__WALL);
+    }
+}
+
+/// Set when nomu exits: children dying then are no news.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// At nomu's exit, kills and reaps every child, so none is left behind as
+/// a zombie (children do not signal their death, so a reaper that waits
+/// only for SIGCHLD children could not reap them). PR_SET_PDEATHSIG covers
+/// the deaths that skip atexit.
+extern "C" fn reap_children_at_exit() {
+    EXITING.store(true, Ordering::Relaxed);
+    let mut table = children();
+    for &(_, c) in table.iter() {
+        // SAFETY: a signal to our own, not yet reaped, child.
+        unsafe { libc::kill(c, libc::SIGKILL) };
+    }
+    for (_, c) in table.drain(..) {
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(c, &mut status, libc::__WALL) };
+    }
+}
+
+/// Maps an AREA_SIZE block aligned to its size, with a guard page at its
+/// bottom.
+fn map_area() -> Result<usize, String> {
+    let len = 2 * AREA_SIZE;
+    // SAFETY: a fresh anonymous mapping at an address of the host's choice.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", last_errno()));
+    }
+    let raw = raw as usize;
+    let base = (raw + AREA_SIZE - 1) & !(AREA_SIZE - 1);
+    // SAFETY: trimming our own mapping to the aligned block, then turning
+    // the block's first page into a guard page.
+    unsafe {
+        if base > raw {
+            libc::munmap(raw as *mut libc::c_void, base - raw);
+        }
+        let tail = raw + len - (base + AREA_SIZE);
+        if tail > 0 {
+            libc::munmap((base + AREA_SIZE) as *mut libc::c_void, tail);
+        }
+        libc::mprotect(base as *mut libc::c_void, PAGE_SIZE, libc::PROT_NONE);
+    }
+    Ok(base)
+}
+
+fn unmap_area(area: usize) {
+    // SAFETY: the block is ours and its child (if any) is gone.
+    unsafe { libc::munmap(area as *mut libc::c_void, AREA_SIZE) };
+}
+
+pub struct SplitEntry;
+
+/// Whether this host can run the split path: it needs the seccomp filter
+/// (inherited by each child) and processes that share nomu's memory.
+pub fn available() -> Result<(), String> {
+    super::seccomp::available().map_err(|why| format!("needs seccomp's trap filter: {why}"))?;
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into our struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut lim) } == 0 && lim.rlim_cur < 2 {
+        return Err("RLIMIT_NPROC forbids one more host process per guest thread".into());
+    }
+    Ok(())
+}
+
+impl SplitEntry {
+    /// The seccomp path's handlers and filter must be installed already.
+    pub fn install() -> Result<SplitEntry, String> {
+        available()?;
+        // SAFETY: registering a plain extern "C" function.
+        if unsafe { libc::atexit(reap_children_at_exit) } != 0 {
+            return Err("atexit failed".into());
+        }
+        Ok(SplitEntry)
+    }
+}
+
+/// The trap the parked child hands over.
+fn trap_of(mb: &Mailbox, uc: &Ucontext) -> Trap {
+    let signo = mb.signo.load(Ordering::Relaxed);
+    if signo == libc::SIGSYS {
+        return Trap::Syscall;
+    }
+    if signo == KICK_SIGNAL {
+        return Trap::Interrupt;
+    }
+    let info = mb.info.load(Ordering::Relaxed) as *const libc::siginfo_t;
+    // SAFETY: the host wrote the siginfo of this fault signal on the parked
+    // child's signal stack; si_addr is valid for fault signals.
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as u64) };
+    Trap::Fault(Fault { signo, code, addr, trapno: uc.mcontext.trapno, err: uc.mcontext.err })
+}
+
+/// A guest thread whose child is gone dies as if by SIGKILL. Returns the
+/// state to restart from if the kernel (against expectation) resumes it.
+fn child_lost(kernel: &mut dyn GuestKernel, why: &str) -> Option<StartState> {
+    if !EXITING.load(Ordering::Relaxed) {
+        crate::host::sys::write_all(2, format!("nomu: split entry: {why}\n").as_bytes());
+    }
+    let mut regs = GuestRegs::default();
+    let mut xstate: Option<&mut [u8]> = None;
+    let mut frame = TrapFrame { regs: &mut regs, fs_base: 0, gs_base: 0, reset_xstate: true, xstate: &mut xstate };
+    let kill = Fault { signo: libc::SIGKILL, code: 0x80, addr: 0, trapno: 0, err: 0 }; // SI_KERNEL
+    match kernel.on_trap(Trap::Fault(kill), &mut frame) {
+        Resume::Exit => None,
+        Resume::Guest => Some(StartState { regs: *frame.regs, fs_base: frame.fs_base, gs_base: frame.gs_base }),
+    }
+}
+
+impl EntryPath for SplitEntry {
+    fn name(&self) -> &'static str {
+        "split"
+    }
+
+    fn interrupt(&self, host_tid: i32) {
+        let table = children();
+        if let Some(&(_, child)) = table.iter().find(|&&(t, _)| t == host_tid) {
+            // SAFETY: tgkill to our own child (the table holds only children
+            // not yet reaped) with the kick signal, which it handles.
+            unsafe { libc::syscall(libc::SYS_tgkill, child, child, KICK_SIGNAL) };
+        }
+    }
+
+    fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
+        let _kstack = ThreadKernelStack::enter();
+        let mut child = CHILD.with(|c| c.borrow_mut().take());
+        let mut next = Some(start);
+        let mut failures = 0;
+        loop {
+            if child.as_ref().is_some_and(|c| c.mailbox().state.load(Ordering::Acquire) == DEAD) {
+                child = None;
+            }
+            let c = match child {
+                Some(ref c) => c,
+                None => match Child::spawn() {
+                    Ok(c) => &*child.insert(c),
+                    Err(e) => {
+                        failures += 1;
+                        match child_lost(kernel, &format!("cannot start a guest process: {e}")) {
+                            Some(s) if failures < 3 => {
+                                next = Some(s);
+                                continue;
+                            }
+                            _ => break,
+                        }
+                    }
+                },
+            };
+            if let Some(s) = next.take() {
+                c.load(&s);
+            }
+            c.release();
+            if !c.wait_request() {
+                child = None;
+                match child_lost(kernel, "a guest process died") {
+                    Some(s) => {
+                        next = Some(s);
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            let mb = c.mailbox();
+            // SAFETY: the child is parked until we release it; this is the
+            // only reference to its context.
+            let uc = unsafe { c.ucontext() };
+            let trap = trap_of(mb, uc);
+            let mut xstate = xstate_of(uc.mcontext.fpstate);
+            let gs = mb.gs_base.load(Ordering::Relaxed);
+            let mut frame = TrapFrame {
+                regs: &mut uc.mcontext.regs,
+                fs_base: mb.fs_base.load(Ordering::Relaxed),
+                gs_base: gs,
+                reset_xstate: false,
+                xstate: &mut xstate,
+            };
+            let resume = kernel.on_trap(trap, &mut frame);
+            let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
+            if resume == Resume::Exit {
+                // The child stays parked for the next guest thread.
+                break;
+            }
+            mb.fs_base.store(fs_base, Ordering::Relaxed);
+            if gs_base != gs {
+                mb.gs_base.store(gs_base, Ordering::Relaxed);
+                mb.gs_dirty.store(1, Ordering::Relaxed);
+            }
+            if reset {
+                uc.mcontext.fpstate = 0;
+            }
+        }
+        CHILD.with(|c| *c.borrow_mut() = child);
+    }
+}

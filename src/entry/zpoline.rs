@@ -1,0 +1,716 @@
+//! The zpoline entry path: a guest's `syscall` instruction (0f 05) becomes
+//! `call *%rax` (ff d0), which lands in a trampoline at address 0 whose
+//! byte at offset N leads to nomu's entry stub for syscall number N.
+//!
+//! Sites are rewritten lazily: the seccomp filter still traps every
+//! `syscall` executed from guest memory, and the SIGSYS handler rewrites the
+//! instruction it came from before handling it, so code the dynamic linker,
+//! dlopen or a JIT brings in is covered without any disassembly. The 2-byte
+//! rewrite is a locked compare-and-swap through a writable alias of guest
+//! memory (never straddling a cache line), so a thread executing the site
+//! meanwhile sees the old or the new instruction; a site that straddles a
+//! line is never rewritten and keeps trapping through SIGSYS.
+//!
+//! The trampoline (page 0, read+execute):
+//! - offsets 0..512 (every Linux x86-64 syscall number) hold pairs
+//!   `eb d` (jmp +d) with d an even REX prefix byte: entered at the `eb` it
+//!   jumps forward, entered at the d byte it is a REX-prefixed jmp, so any
+//!   entry reaches the exit in a handful of jumps without touching a register
+//!   or a flag;
+//! - 512..576: one-byte nops;
+//! - 576: `jmp [rip + 0x160e0e]` to the stub, through a pointer in a
+//!   read-only page at 0x161000 (below guest memory);
+//! - the rest of the page is zero bytes: `00 00` is `add [rax], al` with
+//!   rax = the landing address, a write to this read-only page, which faults.
+//!
+//! Numbers landing anywhere but the sled fault (or, for non-canonical
+//! numbers, raise #GP at the call site); the
+//! fault handler sees that the guest called from a rewritten site and turns
+//! the fault into the syscall, which the kernel answers with ENOSYS. Two
+//! caveats, documented in the README: number 577 lands on the exit jump's
+//! 0x25 byte, `and eax, 0xe0e`, so it returns ENOSYS with the arithmetic
+//! flags changed; and a number equal to an address of guest memory (above
+//! 0x200000, far beyond any syscall) jumps into guest memory, as on every
+//! zpoline. Without protection keys page 0 cannot be execute-only, so
+//! reads of addresses 0..4095 succeed instead of faulting.
+//!
+//! A jump to NULL (or anywhere in the sled) from anything but a rewritten
+//! site also reaches the stub; the stub checks the return address against
+//! the set of rewritten sites and, when it is not one, reports a SIGSEGV at
+//! address 0 with the registers a native NULL jump would fault with.
+//!
+//! The red zone: `call` stores the return address (the address right after
+//! the rewritten instruction) in the 8 bytes at rsp-8. Those 8 bytes are
+//! lost, as on every zpoline; the stub itself never touches the guest's
+//! stack otherwise (it runs on the thread's kernel stack), so rsp-128 up to
+//! rsp-9 survive a syscall. tests/guest/redzone.c checks exactly that.
+//!
+//! Per-thread state lives in the Tcb, which the stub reaches through %gs
+//! (as lazypoline does): the gs base of a thread running zpoline guest code
+//! is its Tcb, so guests cannot set their own (ARCH_SET_GS fails with
+//! EINVAL). The stub saves the guest's general registers on the kernel
+//! stack, its extended state with xsaveopt into the Tcb's xsave area (in
+//! the layout of a Linux signal frame, so signal delivery works as on the
+//! seccomp path), swaps fs base with rdfsbase/wrfsbase, and calls the
+//! kernel. Host signals (faults, the kick) still arrive through the seccomp
+//! path's handler; kicks that land while the thread is in the stub or the
+//! kernel are remembered in the Tcb and turned into an interrupt on the way
+//! back to guest code.
+
+use super::kstack::{Tcb, ThreadKernelStack, XSAVE_RESERVED};
+use super::{seccomp, EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
+use crate::host::physmem::{PhysMem, PAGE_SIZE};
+use crate::host::{last_errno, safecopy};
+use std::arch::global_asm;
+use std::mem::offset_of;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Syscall numbers with a fast path through the sled.
+const SLED_NUMBERS: usize = 512;
+const NOP_ZONE: usize = 64;
+/// Where the sled's jumps end: the indirect jump to the stub.
+const EXIT_AT: usize = SLED_NUMBERS + NOP_ZONE;
+/// The exit jump's displacement: its bytes (0e 0e 16 00) each fault when
+/// executed on their own (0e and 16 are invalid in 64-bit mode; a lone 00
+/// before the zero fill is `add [rax], al` into this read-only page).
+const POINTER_DISP: usize = 0x16_0e0e;
+/// The stub's address lives in a read-only page of its own, below guest
+/// memory (which starts at 0x200000).
+const POINTER_AT: usize = EXIT_AT + 6 + POINTER_DISP;
+const POINTER_PAGE: usize = POINTER_AT & !(PAGE_SIZE - 1);
+const TRAMPOLINE_LEN: usize = PAGE_SIZE;
+const _: () = assert!(POINTER_PAGE >= TRAMPOLINE_LEN && POINTER_AT + 8 <= POINTER_PAGE + PAGE_SIZE);
+
+const REWRITTEN: [u8; 2] = [0xff, 0xd0]; // call *%rax
+const SYSCALL: [u8; 2] = [0x0f, 0x05];
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// One bit per byte of guest memory: set where a `syscall` was rewritten.
+static SITES: AtomicUsize = AtomicUsize::new(0);
+/// Size of the xsave image (XCR0's features, standard format).
+static XSTATE_SIZE: AtomicUsize = AtomicUsize::new(0);
+#[no_mangle]
+static NOMU_MXCSR_DEFAULT: u32 = 0x1f80;
+/// Where in the xsave area the stub keeps xmm0-15 and MXCSR (after the
+/// largest xsave image, 64-byte aligned).
+const SSE_SAVE_OFFSET: usize = XSAVE_RESERVED - 512;
+
+global_asm!(
+    ".text",
+    ".globl nomu_zpoline_entry",
+    ".type nomu_zpoline_entry,@function",
+    "nomu_zpoline_entry:",
+    // From the trampoline: guest registers, the return address on top of
+    // the guest stack, %gs = this thread's Tcb.
+    "    pop qword ptr gs:[{z_rip}]",
+    "    mov qword ptr gs:[{z_rsp}], rsp",
+    "    mov qword ptr gs:[{z_reason}], 0",
+    "nomu_zpoline_reenter:",
+    "    mov rsp, qword ptr gs:[{z_stack_top}]",
+    // A GuestRegs on the kernel stack, last field first.
+    "    pushfq",
+    "    push qword ptr gs:[{z_rip}]",
+    "    push qword ptr gs:[{z_rsp}]",
+    "    push rcx",
+    "    push rax",
+    "    push rdx",
+    "    push rbx",
+    "    push rbp",
+    "    push rsi",
+    "    push rdi",
+    "    push r15",
+    "    push r14",
+    "    push r13",
+    "    push r12",
+    "    push r11",
+    "    push r10",
+    "    push r9",
+    "    push r8",
+    // Neither the guest's DF nor its AC (alignment checks) may reach nomu.
+    "    cld",
+    "    pushfq",
+    "    and qword ptr [rsp], -262145",
+    "    popfq",
+    // The vector state nomu's own code can touch: xmm0-15 and MXCSR (nomu
+    // is built without AVX, and glibc's string functions are kept off AVX,
+    // see `keep_glibc_off_avx`). The full xsave image is made only when the
+    // kernel asks for it (signal delivery, sigreturn, execve).
+    "    mov rbx, qword ptr gs:[{z_xsave}]",
+    "    add rbx, {sse_save}",
+    "    movaps [rbx + 0], xmm0",
+    "    movaps [rbx + 16], xmm1",
+    "    movaps [rbx + 32], xmm2",
+    "    movaps [rbx + 48], xmm3",
+    "    movaps [rbx + 64], xmm4",
+    "    movaps [rbx + 80], xmm5",
+    "    movaps [rbx + 96], xmm6",
+    "    movaps [rbx + 112], xmm7",
+    "    movaps [rbx + 128], xmm8",
+    "    movaps [rbx + 144], xmm9",
+    "    movaps [rbx + 160], xmm10",
+    "    movaps [rbx + 176], xmm11",
+    "    movaps [rbx + 192], xmm12",
+    "    movaps [rbx + 208], xmm13",
+    "    movaps [rbx + 224], xmm14",
+    "    movaps [rbx + 240], xmm15",
+    "    stmxcsr dword ptr [rbx + 256]",
+    "    cmp dword ptr [rbx + 256], 0x1f80",
+    "    je 4f",
+    "    ldmxcsr dword ptr [rip + NOMU_MXCSR_DEFAULT]",
+    "4:",
+    "    rdfsbase rax",
+    "    mov qword ptr gs:[{z_guest_fs}], rax",
+    "    mov rax, qword ptr gs:[{host_fs}]",
+    "    wrfsbase rax",
+    "    mov rdi, rsp",
+    "    mov rsi, qword ptr gs:[{z_self}]",
+    "    call {handler}",
+    "    test eax, eax",
+    "    jnz 3f",
+    "    mov rax, qword ptr gs:[{z_guest_fs}]",
+    "    wrfsbase rax",
+    // The kernel made (and maybe edited) a full image: it is the state.
+    "    cmp qword ptr gs:[{z_full}], 0",
+    "    jne 5f",
+    "    movaps xmm0, [rbx + 0]",
+    "    movaps xmm1, [rbx + 16]",
+    "    movaps xmm2, [rbx + 32]",
+    "    movaps xmm3, [rbx + 48]",
+    "    movaps xmm4, [rbx + 64]",
+    "    movaps xmm5, [rbx + 80]",
+    "    movaps xmm6, [rbx + 96]",
+    "    movaps xmm7, [rbx + 112]",
+    "    movaps xmm8, [rbx + 128]",
+    "    movaps xmm9, [rbx + 144]",
+    "    movaps xmm10, [rbx + 160]",
+    "    movaps xmm11, [rbx + 176]",
+    "    movaps xmm12, [rbx + 192]",
+    "    movaps xmm13, [rbx + 208]",
+    "    movaps xmm14, [rbx + 224]",
+    "    movaps xmm15, [rbx + 240]",
+    "    cmp dword ptr [rbx + 256], 0x1f80",
+    "    je 6f",
+    "    ldmxcsr dword ptr [rbx + 256]",
+    "    jmp 6f",
+    "5:  mov qword ptr gs:[{z_full}], 0",
+    "    mov rbx, qword ptr gs:[{z_xsave}]",
+    "    mov eax, -1",
+    "    mov edx, -1",
+    "    xrstor64 [rbx]",
+    "6:",
+    "    mov rax, [rsp + 120]", // GuestRegs.rsp
+    "    mov qword ptr gs:[{z_rsp}], rax",
+    "    mov rax, [rsp + 128]", // GuestRegs.rip
+    "    mov qword ptr gs:[{z_rip}], rax",
+    "    pop r8",
+    "    pop r9",
+    "    pop r10",
+    "    pop r11",
+    "    pop r12",
+    "    pop r13",
+    "    pop r14",
+    "    pop r15",
+    "    pop rdi",
+    "    pop rsi",
+    "    pop rbp",
+    "    pop rbx",
+    "    pop rdx",
+    "    pop rax",
+    "    pop rcx",
+    "    add rsp, 16",
+    // A kick that came while this thread was in the stub or the kernel.
+    "    cmp qword ptr gs:[{z_kick}], 0",
+    "    jne 2f",
+    // From here on a kick is handled by finishing these three instructions
+    // in the signal handler (see `finish_exit_tail`).
+    ".globl nomu_zpoline_tail0",
+    "nomu_zpoline_tail0:",
+    "    popfq",
+    ".globl nomu_zpoline_tail1",
+    "nomu_zpoline_tail1:",
+    "    mov rsp, qword ptr gs:[{z_rsp}]",
+    ".globl nomu_zpoline_tail2",
+    "nomu_zpoline_tail2:",
+    "    jmp qword ptr gs:[{z_rip}]",
+    "2:  mov qword ptr gs:[{z_kick}], 0",
+    "    mov qword ptr gs:[{z_reason}], 1",
+    "    popfq",
+    "    jmp nomu_zpoline_reenter",
+    // Leave guest mode for good: back where nomu_enter_guest was called.
+    "3:  mov rsp, qword ptr gs:[{host_rsp}]",
+    "    jmp nomu_guest_exit_landing",
+    ".globl nomu_zpoline_end",
+    "nomu_zpoline_end:",
+    z_rip = const offset_of!(Tcb, z_rip),
+    z_rsp = const offset_of!(Tcb, z_rsp),
+    z_reason = const offset_of!(Tcb, z_reason),
+    z_kick = const offset_of!(Tcb, z_kick),
+    z_stack_top = const offset_of!(Tcb, z_stack_top),
+    z_xsave = const offset_of!(Tcb, z_xsave),
+    z_guest_fs = const offset_of!(Tcb, z_guest_fs),
+    z_full = const offset_of!(Tcb, z_full),
+    sse_save = const SSE_SAVE_OFFSET,
+    z_self = const offset_of!(Tcb, z_self),
+    host_fs = const offset_of!(Tcb, host_fs),
+    host_rsp = const offset_of!(Tcb, host_rsp),
+    handler = sym nomu_zpoline_trap,
+);
+
+extern "C" {
+    static nomu_zpoline_entry: u8;
+    static nomu_zpoline_tail0: u8;
+    static nomu_zpoline_tail1: u8;
+    static nomu_zpoline_tail2: u8;
+    static nomu_zpoline_end: u8;
+}
+
+fn addr_of(sym: &u8) -> u64 {
+    sym as *const u8 as u64
+}
+
+/// Whether this host can run the zpoline path, and if not, why.
+pub fn available() -> Result<(), String> {
+    static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
+    AVAILABLE.get_or_init(probe).clone()
+}
+
+fn probe() -> Result<(), String> {
+    seccomp::available().map_err(|e| format!("it catches first uses through seccomp: {e}"))?;
+    if !crate::host::cpu::has_fsgsbase() {
+        return Err("needs the FSGSBASE instructions (CPU or kernel lacks them)".into());
+    }
+    if !crate::host::cpu::has_xsaveopt() {
+        return Err("needs the XSAVEOPT instruction".into());
+    }
+    if crate::host::cpu::xsave_size() + 64 > SSE_SAVE_OFFSET {
+        return Err(format!("the CPU's xsave area ({} bytes) is too big", crate::host::cpu::xsave_size()));
+    }
+    let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr").unwrap_or_default();
+    if min.trim() != "0" {
+        return Err(format!(
+            "its trampoline lives at address 0 and vm.mmap_min_addr is {} (as root: sysctl vm.mmap_min_addr=0)",
+            min.trim()
+        ));
+    }
+    // The sysctl can say 0 and an LSM still refuse: try.
+    let page = map_at_zero(PAGE_SIZE)?;
+    // SAFETY: unmapping the probe page we just mapped.
+    unsafe { libc::munmap(page as *mut libc::c_void, PAGE_SIZE) };
+    Ok(())
+}
+
+/// Maps `len` bytes of fresh memory at address 0.
+fn map_at_zero(len: usize) -> Result<usize, String> {
+    // SAFETY: MAP_FIXED_NOREPLACE at address 0 never replaces a mapping.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!("mapping address 0 failed: {}", last_errno()));
+    }
+    if !p.is_null() {
+        // SAFETY: an old kernel ignored the flag and placed it elsewhere.
+        unsafe { libc::munmap(p, len) };
+        return Err("the host would not map address 0".into());
+    }
+    Ok(0)
+}
+
+/// The trampoline's two pages, built in ordinary memory.
+fn trampoline_bytes() -> Vec<u8> {
+    let mut t = vec![0u8; TRAMPOLINE_LEN];
+    t[SLED_NUMBERS..EXIT_AT].fill(0x90);
+    // cost[p]: instructions from offset p to the exit (pair starts and the
+    // nop zone), filled from the end so every jump can pick the cheapest
+    // target among the ones its REX-byte displacement can reach.
+    let mut cost = vec![usize::MAX; EXIT_AT + 1];
+    cost[EXIT_AT] = 0;
+    for (p, c) in cost.iter_mut().enumerate().take(EXIT_AT).skip(SLED_NUMBERS) {
+        *c = EXIT_AT - p;
+    }
+    for e in (0..SLED_NUMBERS).step_by(2).rev() {
+        let best = (0x40u8..=0x4e)
+            .step_by(2)
+            .filter(|&d| e + 2 + d as usize <= EXIT_AT)
+            .min_by_key(|&d| (cost[e + 2 + d as usize], std::cmp::Reverse(d)))
+            .expect("a reachable target");
+        t[e] = 0xeb;
+        t[e + 1] = best;
+        cost[e] = 1 + cost[e + 2 + best as usize];
+    }
+    let mut jmp = [0xff, 0x25, 0, 0, 0, 0];
+    jmp[2..].copy_from_slice(&(POINTER_DISP as u32).to_le_bytes());
+    t[EXIT_AT..EXIT_AT + 6].copy_from_slice(&jmp);
+    t
+}
+
+fn install_trampoline() -> Result<(), String> {
+    // The stub's address, in its read-only page.
+    // SAFETY: MAP_FIXED_NOREPLACE below guest memory never replaces a mapping.
+    let page = unsafe {
+        libc::mmap(
+            POINTER_PAGE as *mut libc::c_void,
+            PAGE_SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if page as usize != POINTER_PAGE {
+        return Err(format!("mapping the trampoline's pointer page at {POINTER_PAGE:#x}: {}", last_errno()));
+    }
+    // SAFETY: taking the address of an asm label, never reading it.
+    let stub = addr_of(unsafe { &nomu_zpoline_entry });
+    // SAFETY: the 8 bytes lie inside the page we just mapped writable; then
+    // it becomes read-only.
+    unsafe {
+        std::ptr::write_unaligned(POINTER_AT as *mut u64, stub);
+        libc::mprotect(page, PAGE_SIZE, libc::PROT_READ);
+    }
+    let bytes = trampoline_bytes();
+    // Build it in a scratch mapping and move that to address 0, so nomu
+    // never writes through a null pointer.
+    // SAFETY: a fresh anonymous mapping of our own.
+    let scratch = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            TRAMPOLINE_LEN,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if scratch == libc::MAP_FAILED {
+        return Err(format!("trampoline: {}", last_errno()));
+    }
+    // SAFETY: scratch is TRAMPOLINE_LEN writable bytes we own.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), scratch as *mut u8, TRAMPOLINE_LEN) };
+    map_at_zero(TRAMPOLINE_LEN)?;
+    // SAFETY: moving our scratch mapping over the placeholder we own at 0,
+    // then setting its pages' protection.
+    unsafe {
+        let moved = libc::mremap(
+            scratch,
+            TRAMPOLINE_LEN,
+            TRAMPOLINE_LEN,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            std::ptr::null_mut::<libc::c_void>(),
+        );
+        if moved == libc::MAP_FAILED || !moved.is_null() {
+            return Err(format!("moving the trampoline to address 0: {}", last_errno()));
+        }
+        if libc::mprotect(std::ptr::null_mut(), PAGE_SIZE, libc::PROT_READ | libc::PROT_EXEC) < 0 {
+            return Err(format!("protecting the trampoline: {}", last_errno()));
+        }
+    }
+    Ok(())
+}
+
+pub struct ZpolineEntry;
+
+impl ZpolineEntry {
+    /// Maps the trampoline and the site bitmap. Runs after the seccomp
+    /// path's install (its handlers and filter catch first uses).
+    pub fn install(physmem: &PhysMem) -> Result<ZpolineEntry, String> {
+        available()?;
+        let bitmap_len = physmem.size().div_ceil(8);
+        // SAFETY: a fresh anonymous mapping, pages allocated on first touch.
+        let bitmap = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bitmap_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if bitmap == libc::MAP_FAILED {
+            return Err(format!("zpoline site map: {}", last_errno()));
+        }
+        SITES.store(bitmap as usize, Ordering::Relaxed);
+        XSTATE_SIZE.store(crate::host::cpu::xsave_size(), Ordering::Relaxed);
+        install_trampoline()?;
+        ACTIVE.store(true, Ordering::Release);
+        Ok(ZpolineEntry)
+    }
+}
+
+/// Whether the zpoline path is the one in use.
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+fn site_bit(site: u64) -> Option<(&'static AtomicU8, u8)> {
+    let pm = PhysMem::get();
+    let site = site as usize;
+    if !pm.contains(site, 2) {
+        return None;
+    }
+    let off = site - pm.base();
+    let byte = SITES.load(Ordering::Relaxed) + off / 8;
+    // SAFETY: the bitmap covers every byte of physical memory (one bit
+    // each) and lives for the rest of the process; AtomicU8 has u8's layout.
+    Some((unsafe { &*(byte as *const AtomicU8) }, 1 << (off % 8)))
+}
+
+/// Whether `site` is a `syscall` instruction this path rewrote.
+fn is_site(site: u64) -> bool {
+    site_bit(site).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0)
+}
+
+/// Rewrites the `syscall` instruction at `site` (called on its first trap).
+pub fn rewrite(site: u64) {
+    let Some((byte, bit)) = site_bit(site) else { return };
+    let mut code = [0u8; 2];
+    if safecopy::copy_from_guest(&mut code, site as usize) != 2 || (code != SYSCALL && code != REWRITTEN) {
+        return;
+    }
+    // Marked first: once another thread can execute the call, its stub
+    // must recognise the site.
+    byte.fetch_or(bit, Ordering::Release);
+    if code == SYSCALL {
+        PhysMem::get().patch_u16(site as usize, SYSCALL, REWRITTEN);
+    }
+}
+
+/// A fault of a guest that called a rewritten site with a number the sled
+/// does not cover: makes `regs` those of the syscall (rip after the site,
+/// the return address popped) and returns true.
+pub fn fault_was_syscall(regs: &mut GuestRegs, signo: i32, addr: u64) -> bool {
+    let landed_in_trampoline = in_trampoline(regs.rip);
+    let landed_at_number = signo == libc::SIGSEGV && regs.rip == regs.rax && addr == regs.rip;
+    if landed_in_trampoline || landed_at_number {
+        let mut ret = [0u8; 8];
+        if safecopy::copy_from_guest(&mut ret, regs.rsp as usize) != 8 {
+            return false;
+        }
+        let ret = u64::from_le_bytes(ret);
+        if !is_site(ret.wrapping_sub(2)) {
+            return false;
+        }
+        regs.rip = ret;
+        regs.rsp += 8;
+    } else if signo == libc::SIGSEGV && is_site(regs.rip) {
+        // A non-canonical target raises #GP at the call itself.
+        regs.rip += 2;
+    } else {
+        return false;
+    }
+    regs.rcx = regs.rip;
+    regs.r11 = regs.rflags;
+    true
+}
+
+/// What the host signal handler does with a kick that did not interrupt
+/// guest code: inside the stub's last three instructions it finishes them
+/// (so the thread is in guest state, and the kick becomes an interrupt);
+/// anywhere else in the stub or the kernel it leaves a note the stub checks
+/// before it returns to the guest. Returns true when `regs` now hold guest
+/// state.
+pub fn finish_exit_tail(regs: &mut GuestRegs, tcb: &mut Tcb) -> bool {
+    // SAFETY: addresses of asm labels, never read.
+    let (tail0, tail1, tail2) =
+        unsafe { (addr_of(&nomu_zpoline_tail0), addr_of(&nomu_zpoline_tail1), addr_of(&nomu_zpoline_tail2)) };
+    let rip = regs.rip;
+    if rip == tail0 {
+        let mut flags = [0u8; 8];
+        // SAFETY: rsp points at the rflags slot on this thread's kernel stack.
+        flags.copy_from_slice(unsafe { std::slice::from_raw_parts(regs.rsp as *const u8, 8) });
+        regs.rflags = u64::from_le_bytes(flags);
+    }
+    if rip == tail0 || rip == tail1 {
+        regs.rsp = tcb.z_rsp;
+    }
+    if rip == tail0 || rip == tail1 || rip == tail2 {
+        regs.rip = tcb.z_rip;
+        return true;
+    }
+    // In the stub or nomu's own code: the kernel may have checked for
+    // signals already, so the stub checks this note before it returns.
+    tcb.z_kick = 1;
+    false
+}
+
+/// Whether `rip` lies in the trampoline's pages.
+pub fn in_trampoline(rip: u64) -> bool {
+    rip < TRAMPOLINE_LEN as u64
+}
+
+/// What a native jump to address 0 faults with.
+pub const NULL_FETCH_FAULT: Fault = Fault {
+    signo: libc::SIGSEGV,
+    code: 1, /* SEGV_MAPERR */
+    addr: 0,
+    trapno: 14,
+    err: 0x14, /* user fetch */
+};
+
+/// Whether `rip` lies in the stub (where the thread is not in guest code,
+/// whatever its fs base says).
+pub fn in_stub(rip: u64) -> bool {
+    // SAFETY: addresses of asm labels, never read.
+    let (start, end) = unsafe { (addr_of(&nomu_zpoline_entry), addr_of(&nomu_zpoline_end)) };
+    (start..end).contains(&rip)
+}
+
+/// The guest's extended state on this path, made on first use: x87 and
+/// the AVX/AVX-512 registers are still the guest's (nomu never touches
+/// them), xmm0-15 and MXCSR are in the stub's save area.
+struct LazyImage<'a> {
+    tcb: &'a mut Tcb,
+}
+
+impl super::ExtendedState for LazyImage<'_> {
+    fn image(&mut self) -> Option<&mut [u8]> {
+        if self.tcb.z_full == 0 {
+            materialize(self.tcb);
+        }
+        Some(xstate_image(self.tcb))
+    }
+}
+
+/// Writes the guest's whole extended state into the xsave area, in the
+/// layout of a Linux signal frame; from then on the stub restores from it.
+fn materialize(tcb: &mut Tcb) {
+    let image = xstate_image(tcb);
+    let base = image.as_mut_ptr();
+    // SAFETY: xsave64 writes at most xsave_size() bytes at a 64-byte aligned
+    // buffer of that size (our area); RFBM all ones means XCR0's features.
+    unsafe {
+        std::arch::asm!("xsave64 [{0}]", in(reg) base, in("eax") -1i32, in("edx") -1i32, options(nostack));
+    }
+    // SAFETY: the save area lies in the same kernel stack mapping, past the image.
+    let saved = unsafe { std::slice::from_raw_parts((tcb.z_xsave as usize + SSE_SAVE_OFFSET) as *const u8, 260) };
+    const XMM: usize = 160;
+    const MXCSR: usize = 24;
+    const XSTATE_BV: usize = 512;
+    image[XMM..XMM + 256].copy_from_slice(&saved[..256]);
+    image[MXCSR..MXCSR + 4].copy_from_slice(&saved[256..260]);
+    image[XSTATE_BV] |= 2; // SSE: restore the xmm registers from the image
+    write_sw_bytes(image);
+    tcb.z_full = 1;
+}
+
+fn xstate_image(tcb: &Tcb) -> &'static mut [u8] {
+    let size = XSTATE_SIZE.load(Ordering::Relaxed);
+    // SAFETY: the xsave area is XSAVE_RESERVED bytes of this thread's kernel
+    // stack mapping (size + 4 fits, checked at install), used only by this
+    // thread, and nothing else refers to it during the trap.
+    unsafe { std::slice::from_raw_parts_mut(tcb.z_xsave as *mut u8, size + 4) }
+}
+
+/// Puts the xsave image in the initial FPU state, with the software bytes
+/// a Linux signal frame carries (so sigframe.rs can treat it as one).
+fn reset_xstate(image: &mut [u8]) {
+    const XSAVE_HEADER: usize = 512;
+    image[..XSAVE_HEADER + 64].fill(0);
+    image[0..2].copy_from_slice(&0x037fu16.to_le_bytes()); // FCW
+    image[24..28].copy_from_slice(&0x1f80u32.to_le_bytes()); // MXCSR
+    write_sw_bytes(image);
+}
+
+/// The software-reserved bytes and trailing magic of a Linux signal frame.
+fn write_sw_bytes(image: &mut [u8]) {
+    const SW_RESERVED: usize = 464;
+    let size = image.len() - 4;
+    let sw = &mut image[SW_RESERVED..SW_RESERVED + 20];
+    sw[0..4].copy_from_slice(&0x4650_5853u32.to_le_bytes()); // FP_XSTATE_MAGIC1
+    sw[4..8].copy_from_slice(&((size + 4) as u32).to_le_bytes()); // extended_size
+    sw[8..16].copy_from_slice(&crate::host::cpu::xcr0().to_le_bytes()); // xfeatures
+    sw[16..20].copy_from_slice(&(size as u32).to_le_bytes()); // xstate_size
+    image[size..].copy_from_slice(&0x4650_5845u32.to_le_bytes()); // FP_XSTATE_MAGIC2
+}
+
+const RFLAGS_TF: u64 = 1 << 8;
+
+/// Called by the stub on the kernel stack, with nomu's fs base installed.
+/// Returns 0 to resume the guest with `regs`, 1 to leave guest mode.
+///
+/// # Safety
+/// Only the stub calls it, with the GuestRegs it built on this thread's
+/// kernel stack and this thread's Tcb.
+unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u64 {
+    // SAFETY: both point into this thread's kernel stack (see above).
+    let (regs, tcb) = unsafe { (&mut *regs, &mut *tcb) };
+    let Some(kernel) = tcb.kernel else {
+        crate::host::sys::write_all(2, b"nomu: internal error: zpoline trap without a guest thread\n");
+        std::process::abort();
+    };
+    let trap = if tcb.z_reason == 1 {
+        Trap::Interrupt
+    } else if is_site(regs.rip.wrapping_sub(2)) {
+        // What the syscall instruction would have left there.
+        regs.rcx = regs.rip;
+        regs.r11 = regs.rflags;
+        Trap::Syscall
+    } else {
+        // A jump to NULL (or into the sled) from anything but a rewritten
+        // site: the fault a native jump to 0 takes, with the stack as it was.
+        regs.rsp = regs.rsp.wrapping_sub(8);
+        regs.rip = 0;
+        Trap::Fault(NULL_FETCH_FAULT)
+    };
+    let fs_base = tcb.z_guest_fs;
+    let mut xstate = LazyImage { tcb: &mut *tcb };
+    let mut frame = TrapFrame { regs, fs_base, gs_base: 0, reset_xstate: false, xstate: &mut xstate };
+    // SAFETY: `run` set the pointer and is still executing below us.
+    let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
+    let (fs_base, reset) = (frame.fs_base, frame.reset_xstate);
+    match resume {
+        Resume::Guest => {
+            tcb.z_guest_fs = fs_base;
+            if reset {
+                reset_xstate(xstate_image(tcb));
+                tcb.z_full = 1;
+            }
+            // The stub returns with popfq: a trap flag would single-step
+            // nomu's own last instructions. Not supported on this path.
+            regs.rflags &= !RFLAGS_TF;
+            0
+        }
+        Resume::Exit => 1,
+    }
+}
+
+impl EntryPath for ZpolineEntry {
+    fn name(&self) -> &'static str {
+        "zpoline"
+    }
+
+    fn interrupt(&self, host_tid: i32) {
+        seccomp::kick(host_tid);
+    }
+
+    fn supports_guest_gs(&self) -> bool {
+        false
+    }
+
+    fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
+        let kstack = ThreadKernelStack::enter();
+        let tcb = kstack.tcb();
+        // SAFETY: the Tcb and its xsave area live in our kernel stack, which
+        // outlives this call.
+        unsafe {
+            reset_xstate(xstate_image(&*tcb));
+            (*tcb).z_full = 1;
+            (*tcb).z_kick = 0;
+            (*tcb).z_guest_fs = start.fs_base;
+        }
+        // The stub finds the Tcb through %gs.
+        if let Err(e) = crate::host::sys::set_gs_base(tcb as u64) {
+            panic!("zpoline: setting the gs base: {e}");
+        }
+        seccomp::run_in_process(&kstack, StartState { gs_base: 0, ..start }, kernel);
+    }
+}
