@@ -391,7 +391,9 @@ esac
 ! readelf -lW "$BB_BIN" | grep -q INTERP || die "$BB_BIN has a PT_INTERP"
 applets=$("$BB_BIN" --list) || die "$BB_BIN does not run natively"
 for a in $REQUIRED_APPLETS sh; do
-	printf '%s\n' "$applets" | grep -qxF "$a" || die "busybox lacks the $a applet"
+	# grep reads all its input: with -q it could exit first and, under
+	# pipefail, the SIGPIPE of printf would read as a missing applet.
+	grep -xF "$a" >/dev/null <<<"$applets" || die "busybox lacks the $a applet"
 done
 
 # --------------------------------------------------------------------------
