@@ -573,6 +573,18 @@ pub struct SysemuEntry;
 impl SysemuEntry {
     pub fn install() -> Result<SysemuEntry, String> {
         available()?;
+        // Every ptrace stop notifies the tracer's process with SIGCHLD
+        // unless its SIGCHLD action says SA_NOCLDSTOP. nomu ignores SIGCHLD
+        // (the default action, kept) and waits with waitpid, so the signal
+        // is only work for the host on each guest syscall.
+        // SAFETY: an all-zero sigaction is SIG_DFL with an empty mask.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = libc::SIG_DFL;
+        sa.sa_flags = libc::SA_NOCLDSTOP;
+        // SAFETY: SIGCHLD stays at its default action; only the flag changes.
+        if unsafe { libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut()) } < 0 {
+            return Err(format!("sigaction(SIGCHLD): {}", last_errno()));
+        }
         // SAFETY: registering a function that only kills and reaps our own
         // children and takes a lock no exit path holds.
         if unsafe { libc::atexit(reap_all_tracees) } != 0 {
