@@ -143,12 +143,12 @@ thread_local! {
 }
 
 /// This host thread's kernel stack, installed as its signal stack with the
-/// Tcb's host fs base set, for as long as the guard lives. Every entry path
-/// needs it while it runs a guest thread: host signals (a trap, a fault in
-/// one of nomu's fault-safe copies, a kick) arrive on it and find the Tcb.
+/// Tcb's host fs base set (and left installed after the guard goes). Every
+/// entry path needs it while it runs a guest thread: host signals (a trap,
+/// a fault in one of nomu's fault-safe copies, a kick) arrive on it and
+/// find the Tcb.
 pub struct ThreadKernelStack {
     stack: Option<KernelStack>,
-    old: libc::stack_t,
     /// True the first time this host thread got a kernel stack.
     pub fresh: bool,
 }
@@ -160,15 +160,14 @@ impl ThreadKernelStack {
         let stack = cached.unwrap_or_else(|| KernelStack::new().unwrap_or_else(|e| panic!("{e}")));
         let (ss_sp, ss_size) = stack.stack_range();
         let new = libc::stack_t { ss_sp: ss_sp as *mut libc::c_void, ss_flags: 0, ss_size };
-        let mut old = libc::stack_t { ss_sp: std::ptr::null_mut(), ss_flags: 0, ss_size: 0 };
         // SAFETY: installing our own kernel stack mapping as this thread's
-        // signal stack; the guard's Drop puts the old one back.
-        if unsafe { libc::sigaltstack(&new, &mut old) } < 0 {
+        // signal stack; it stays installed as long as the thread lives.
+        if unsafe { libc::sigaltstack(&new, std::ptr::null_mut()) } < 0 {
             panic!("sigaltstack: {}", crate::host::last_errno());
         }
         // SAFETY: the Tcb lives at the top of our mapping.
         unsafe { (*stack.tcb_ptr()).host_fs = crate::host::sys::fs_base() };
-        ThreadKernelStack { stack: Some(stack), old, fresh }
+        ThreadKernelStack { stack: Some(stack), fresh }
     }
 
     pub fn tcb(&self) -> *mut Tcb {
@@ -182,9 +181,11 @@ impl ThreadKernelStack {
 
 impl Drop for ThreadKernelStack {
     fn drop(&mut self) {
-        // SAFETY: restoring the signal stack this thread had before `enter`;
-        // no signal handler runs on ours any more.
-        unsafe { libc::sigaltstack(&self.old, std::ptr::null_mut()) };
+        // The kernel stack stays this thread's signal stack (the one it had
+        // before, Rust's small overflow stack, is not put back): nomu code on
+        // this thread between guest threads can still take a fault in a
+        // fault-safe copy, and its handler must find a Tcb. The stack is
+        // unmapped only with the thread.
         let stack = self.stack.take();
         CACHED.with(|k| *k.borrow_mut() = stack);
     }
