@@ -56,6 +56,43 @@ pub struct Tcb {
 
 const _: () = assert!(std::mem::size_of::<Tcb>() <= TCB_RESERVED);
 
+/// Maps `size` bytes (a power of two) aligned to their size, so code can
+/// find the block's top by masking its stack pointer, with a guard page at
+/// the bottom. Returns the block's base.
+pub fn map_aligned_with_guard(size: usize) -> Result<usize, String> {
+    // Over-allocate so an aligned block fits, then trim.
+    let len = 2 * size;
+    // SAFETY: a fresh anonymous mapping at an address of the host's choice.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", crate::host::last_errno()));
+    }
+    let raw = raw as usize;
+    let base = (raw + size - 1) & !(size - 1);
+    // SAFETY: unmapping the unaligned head and tail of our own mapping,
+    // then turning our own first page into a guard page.
+    unsafe {
+        if base > raw {
+            libc::munmap(raw as *mut libc::c_void, base - raw);
+        }
+        let tail = raw + len - (base + size);
+        if tail > 0 {
+            libc::munmap((base + size) as *mut libc::c_void, tail);
+        }
+        libc::mprotect(base as *mut libc::c_void, PAGE_SIZE, libc::PROT_NONE);
+    }
+    Ok(base)
+}
+
 /// A kernel stack with a guard page at its bottom and the Tcb at its top.
 pub struct KernelStack {
     base: usize,
@@ -63,36 +100,7 @@ pub struct KernelStack {
 
 impl KernelStack {
     pub fn new() -> Result<KernelStack, String> {
-        // Over-allocate so an aligned KSTACK_SIZE block fits, then trim.
-        let len = 2 * KSTACK_SIZE;
-        // SAFETY: a fresh anonymous mapping at an address of the host's choice.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(format!("kernel stack: {}", crate::host::last_errno()));
-        }
-        let raw = raw as usize;
-        let base = (raw + KSTACK_SIZE - 1) & !(KSTACK_SIZE - 1);
-        // SAFETY: unmapping the unaligned head and tail of our own mapping,
-        // then turning our own first page into a guard page.
-        unsafe {
-            if base > raw {
-                libc::munmap(raw as *mut libc::c_void, base - raw);
-            }
-            let tail = raw + len - (base + KSTACK_SIZE);
-            if tail > 0 {
-                libc::munmap((base + KSTACK_SIZE) as *mut libc::c_void, tail);
-            }
-            libc::mprotect(base as *mut libc::c_void, PAGE_SIZE, libc::PROT_NONE);
-        }
+        let base = map_aligned_with_guard(KSTACK_SIZE).map_err(|e| format!("kernel stack: {e}"))?;
         let ks = KernelStack { base };
         // SAFETY: the Tcb slot lies inside our mapping, suitably aligned.
         unsafe {

@@ -101,6 +101,24 @@ pub trait ExtendedState {
     fn image(&mut self) -> Option<&mut [u8]>;
 }
 
+/// Writes the software-reserved bytes (FP_XSTATE_MAGIC1, the size of the
+/// whole image, the features, the xsave size) and the trailing
+/// FP_XSTATE_MAGIC2 that a Linux signal frame's xsave image carries, into
+/// `image` (an xsave area plus 4 bytes), so sigframe.rs can treat an image
+/// an entry path made itself as one the host saved.
+pub fn write_frame_sw_bytes(image: &mut [u8], features: u64) {
+    const SW_RESERVED: usize = 464;
+    const XSAVE_HEADER: usize = 512;
+    let size = image.len() - 4;
+    let sw = &mut image[SW_RESERVED..XSAVE_HEADER];
+    sw.fill(0);
+    sw[0..4].copy_from_slice(&0x4650_5853u32.to_le_bytes()); // FP_XSTATE_MAGIC1
+    sw[4..8].copy_from_slice(&((size + 4) as u32).to_le_bytes()); // extended_size
+    sw[8..16].copy_from_slice(&features.to_le_bytes());
+    sw[16..20].copy_from_slice(&(size as u32).to_le_bytes());
+    image[size..].copy_from_slice(&0x4650_5845u32.to_le_bytes()); // FP_XSTATE_MAGIC2
+}
+
 /// An image already in memory (the seccomp path's signal frame).
 impl ExtendedState for Option<&mut [u8]> {
     fn image(&mut self) -> Option<&mut [u8]> {

@@ -67,10 +67,9 @@
 //! switch. Spinning instead of sleeping only helps when each side has a CPU
 //! to itself, so it is off unless NOMU_SPLIT_SPIN is set.
 
-use super::kstack::ThreadKernelStack;
+use super::kstack::{self, ThreadKernelStack};
 use super::seccomp::{xstate_of, Ucontext, FAULT_SIGNALS, GUEST_HOST_MASK, RFLAGS_IF};
 use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
-use crate::host::last_errno;
 use crate::host::physmem::PAGE_SIZE;
 use std::arch::global_asm;
 use std::cell::RefCell;
@@ -414,7 +413,7 @@ fn futex(word: &AtomicU32, op: i32, val: u32) -> i64 {
 impl Child {
     /// Maps a block, starts the child in it and waits until it is parked.
     fn spawn() -> Result<Child, String> {
-        let area = map_area()?;
+        let area = kstack::map_aligned_with_guard(AREA_SIZE)?;
         let mb = (area + MBOX_OFFSET) as *mut Mailbox;
         let mut handled = [0u8; 16];
         for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, CHILD_KICK])) {
@@ -593,41 +592,6 @@ extern "C" fn reap_children_at_exit() {
         // SAFETY: reaping our own child.
         unsafe { libc::waitpid(c, &mut status, libc::__WALL) };
     }
-}
-
-/// Maps an AREA_SIZE block aligned to its size, with a guard page at its
-/// bottom.
-fn map_area() -> Result<usize, String> {
-    let len = 2 * AREA_SIZE;
-    // SAFETY: a fresh anonymous mapping at an address of the host's choice.
-    let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if raw == libc::MAP_FAILED {
-        return Err(format!("mmap: {}", last_errno()));
-    }
-    let raw = raw as usize;
-    let base = (raw + AREA_SIZE - 1) & !(AREA_SIZE - 1);
-    // SAFETY: trimming our own mapping to the aligned block, then turning
-    // the block's first page into a guard page.
-    unsafe {
-        if base > raw {
-            libc::munmap(raw as *mut libc::c_void, base - raw);
-        }
-        let tail = raw + len - (base + AREA_SIZE);
-        if tail > 0 {
-            libc::munmap((base + AREA_SIZE) as *mut libc::c_void, tail);
-        }
-        libc::mprotect(base as *mut libc::c_void, PAGE_SIZE, libc::PROT_NONE);
-    }
-    Ok(base)
 }
 
 fn unmap_area(area: usize) {

@@ -52,8 +52,6 @@ const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc
 // The legacy-area and header offsets of an xsave image (see sigframe.rs).
 const SW_RESERVED: usize = 464;
 const XSAVE_HEADER: usize = 512;
-const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
-const FP_XSTATE_MAGIC2: u32 = 0x4650_5845;
 const XFEATURE_FP_SSE: u64 = 0b11;
 const XFEATURE_PKRU: u64 = 1 << 9;
 
@@ -447,13 +445,7 @@ impl ExtendedState for LazyXstate<'_> {
             // of the xsave area there.
             let n = t.xsize;
             let xcr0 = u64::from_le_bytes(t.xbuf[SW_RESERVED..SW_RESERVED + 8].try_into().unwrap());
-            let sw = &mut t.xbuf[SW_RESERVED..XSAVE_HEADER];
-            sw.fill(0);
-            sw[0..4].copy_from_slice(&FP_XSTATE_MAGIC1.to_le_bytes());
-            sw[4..8].copy_from_slice(&((n + 4) as u32).to_le_bytes());
-            sw[8..16].copy_from_slice(&xcr0.to_le_bytes());
-            sw[16..20].copy_from_slice(&(n as u32).to_le_bytes());
-            t.xbuf[n..n + 4].copy_from_slice(&FP_XSTATE_MAGIC2.to_le_bytes());
+            super::write_frame_sw_bytes(&mut t.xbuf[..n + 4], xcr0);
             self.fetched = true;
         }
         Some(&mut self.tracee.xbuf[..])

@@ -598,7 +598,7 @@ fn materialize(tcb: &mut Tcb) {
     image[XMM..XMM + 256].copy_from_slice(&saved[..256]);
     image[MXCSR..MXCSR + 4].copy_from_slice(&saved[256..260]);
     image[XSTATE_BV] |= 2; // SSE: restore the xmm registers from the image
-    write_sw_bytes(image);
+    super::write_frame_sw_bytes(image, crate::host::cpu::xcr0());
     tcb.z_full = 1;
 }
 
@@ -617,19 +617,7 @@ fn reset_xstate(image: &mut [u8]) {
     image[..XSAVE_HEADER + 64].fill(0);
     image[0..2].copy_from_slice(&0x037fu16.to_le_bytes()); // FCW
     image[24..28].copy_from_slice(&0x1f80u32.to_le_bytes()); // MXCSR
-    write_sw_bytes(image);
-}
-
-/// The software-reserved bytes and trailing magic of a Linux signal frame.
-fn write_sw_bytes(image: &mut [u8]) {
-    const SW_RESERVED: usize = 464;
-    let size = image.len() - 4;
-    let sw = &mut image[SW_RESERVED..SW_RESERVED + 20];
-    sw[0..4].copy_from_slice(&0x4650_5853u32.to_le_bytes()); // FP_XSTATE_MAGIC1
-    sw[4..8].copy_from_slice(&((size + 4) as u32).to_le_bytes()); // extended_size
-    sw[8..16].copy_from_slice(&crate::host::cpu::xcr0().to_le_bytes()); // xfeatures
-    sw[16..20].copy_from_slice(&(size as u32).to_le_bytes()); // xstate_size
-    image[size..].copy_from_slice(&0x4650_5845u32.to_le_bytes()); // FP_XSTATE_MAGIC2
+    super::write_frame_sw_bytes(image, crate::host::cpu::xcr0());
 }
 
 const RFLAGS_TF: u64 = 1 << 8;
