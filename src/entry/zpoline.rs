@@ -128,10 +128,14 @@ global_asm!(
     "    push r9",
     "    push r8",
     // Neither the guest's DF nor its AC (alignment checks) may reach nomu.
+    // popfq is slow, so only a guest that set AC pays for clearing it.
     "    cld",
+    "    test dword ptr [rsp + 136], 0x40000", // GuestRegs.rflags & AC
+    "    jz 7f",
     "    pushfq",
     "    and qword ptr [rsp], -262145",
     "    popfq",
+    "7:",
     // The vector state nomu's own code can touch: xmm0-15 and MXCSR (nomu
     // is built without AVX, and glibc's string functions are kept off AVX,
     // see `keep_glibc_off_avx`). The full xsave image is made only when the

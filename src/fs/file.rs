@@ -40,6 +40,11 @@ pub struct OpenFile {
     meta: OnceLock<(FileKind, u64)>,
     /// Whether it is a terminal, asked once (it cannot change).
     tty: OnceLock<bool>,
+    /// O_RDONLY, O_WRONLY, O_RDWR (or 3: neither), asked once (F_SETFL
+    /// cannot change it).
+    access: OnceLock<i32>,
+    /// Whether poll always finds it ready (see [`OpenFile::always_ready`]).
+    always_ready: OnceLock<bool>,
     /// The guest path it was opened by (for tracing and /dev/zero checks;
     /// a directory's current path is asked of the host when needed).
     pub path: Vec<u8>,
@@ -56,6 +61,8 @@ impl OpenFile {
         OpenFile {
             host,
             meta: OnceLock::new(),
+            access: OnceLock::new(),
+            always_ready: OnceLock::new(),
             tty: OnceLock::new(),
             path,
             path_only,
@@ -79,6 +86,41 @@ impl OpenFile {
 
     pub fn is_tty(&self) -> bool {
         *self.tty.get_or_init(|| self.kind() == FileKind::CharDevice && hostfs::isatty(self.fd()))
+    }
+
+    pub fn access_mode(&self) -> i32 {
+        // F_GETFL on an open descriptor does not fail; if it ever did,
+        // O_RDWR is the guess that refuses nothing.
+        *self.access.get_or_init(|| hostfs::getfl(self.fd()).map_or(libc::O_RDWR, |fl| fl & libc::O_ACCMODE))
+    }
+
+    pub fn readable(&self) -> bool {
+        matches!(self.access_mode(), libc::O_RDONLY | libc::O_RDWR)
+    }
+
+    pub fn writable(&self) -> bool {
+        matches!(self.access_mode(), libc::O_WRONLY | libc::O_RDWR)
+    }
+
+    /// /dev/null, or a regular file or directory on a filesystem without a
+    /// poll method:
+    /// Linux's poll reports it readable and writable at once
+    /// (DEFAULT_POLLMASK), so nomu answers without asking the host. Files
+    /// of other filesystems (procfs, sysfs, cgroup, FUSE... some of whose
+    /// files do poll) go to the host.
+    pub fn always_ready(&self) -> bool {
+        const DEFAULT_POLL_FILESYSTEMS: [i64; 5] = [
+            0xef53,      // ext2/3/4
+            0x0102_1994, // tmpfs
+            0x5846_5342, // xfs
+            0x9123_683e, // btrfs
+            0x794c_7630, // overlayfs
+        ];
+        *self.always_ready.get_or_init(|| {
+            self.is_null_device()
+                || matches!(self.kind(), FileKind::Regular | FileKind::Directory)
+                    && hostfs::fs_type(self.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
+        })
     }
 
     /// The null device (1, 3), whose write never reads its buffer.

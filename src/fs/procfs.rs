@@ -81,7 +81,7 @@ fn comm(p: &Process) -> Vec<u8> {
 
 fn stat_line(kernel: &Kernel, p: &Process) -> Vec<u8> {
     let (pgid, sid) = kernel.tasks.ids(p.pid).unwrap_or((p.pid, p.pid));
-    let state = if p.stopped.lock().unwrap().is_some() { 'T' } else { 'S' };
+    let state = if p.stopped.load(std::sync::atomic::Ordering::Relaxed) != 0 { 'T' } else { 'S' };
     let threads = p.threads.lock().unwrap().len().max(1);
     let mut line = format!("{} (", p.pid).into_bytes();
     line.extend(comm(p));
@@ -97,7 +97,7 @@ fn stat_line(kernel: &Kernel, p: &Process) -> Vec<u8> {
 
 fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
     let ids = crate::host::sys::ids();
-    let state = if p.stopped.lock().unwrap().is_some() { "T (stopped)" } else { "S (sleeping)" };
+    let state = if p.stopped.load(std::sync::atomic::Ordering::Relaxed) != 0 { "T (stopped)" } else { "S (sleeping)" };
     let mut s = b"Name:\t".to_vec();
     s.extend(comm(p));
     s.extend(

@@ -94,10 +94,26 @@ pub fn fstatat(dirfd: BorrowedFd, path: &CStr, flags: i32) -> R<libc::stat> {
 pub fn fstat(fd: BorrowedFd) -> R<libc::stat> {
     // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid output buffer. (Plain fstat: fstatat with an empty path
-    // costs the host a path lookup.)
-    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } as libc::c_long)?;
+    // SAFETY: valid output buffer. (The raw call: glibc's fstat is fstatat
+    // with an empty path, which costs the host a path lookup.)
+    check(unsafe { libc::syscall(libc::SYS_fstat, fd.as_raw_fd(), &mut st) })?;
     Ok(st)
+}
+
+/// fstat(2) written straight into guest memory: a guest's struct stat is
+/// the host's.
+pub fn fstat_into(fd: BorrowedFd, out: GuestRange) -> R<()> {
+    assert!(out.len() >= std::mem::size_of::<libc::stat>());
+    // SAFETY: `out` lies inside physical memory and is large enough; the
+    // host reports EFAULT itself for pages the guest protected.
+    check(unsafe { libc::syscall(libc::SYS_fstat, fd.as_raw_fd(), out.ptr()) }).map(drop)
+}
+
+/// fstatat(2) straight into guest memory, as [`fstat_into`].
+pub fn fstatat_into(dirfd: BorrowedFd, path: &CStr, flags: i32, out: GuestRange) -> R<()> {
+    assert!(out.len() >= std::mem::size_of::<libc::stat>());
+    // SAFETY: as for fstat_into; `path` is a valid C string.
+    check(unsafe { libc::syscall(libc::SYS_newfstatat, dirfd.as_raw_fd(), path.as_ptr(), out.ptr(), flags) }).map(drop)
 }
 
 /// statx(2) into a raw 256-byte struct statx.
@@ -222,6 +238,15 @@ pub fn fsync(fd: BorrowedFd, data_only: bool) -> R<()> {
         }
     };
     check(r as libc::c_long).map(drop)
+}
+
+/// The type of the filesystem `fd` lives on (statfs's f_type).
+pub fn fs_type(fd: BorrowedFd) -> R<i64> {
+    // SAFETY: an all-zero statfs is a valid value for the kernel to overwrite.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid output buffer.
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } as libc::c_long)?;
+    Ok(st.f_type as i64)
 }
 
 pub fn getfl(fd: BorrowedFd) -> R<i32> {

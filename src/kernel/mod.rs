@@ -268,7 +268,7 @@ impl Kernel {
                     st.pending.discard(s);
                 }
             }
-            if process.stopped.lock().unwrap().take().is_some() {
+            if process.stopped.swap(0, std::sync::atomic::Ordering::AcqRel) != 0 {
                 self.tasks.stop_event(process.pid, task::StopEvent::Continued);
                 self.notify_parent_stop(process, 6, libc::SIGCONT); // CLD_CONTINUED
             }
@@ -294,12 +294,14 @@ impl Kernel {
     /// The default action of a stop signal: every thread of the process
     /// parks at its next trap until SIGCONT or SIGKILL.
     pub fn stop_process(&self, process: &Process, sig: i32) {
-        {
-            let mut stopped = process.stopped.lock().unwrap();
-            if stopped.is_some() {
-                return;
-            }
-            *stopped = Some(sig);
+        let running = process.stopped.compare_exchange(
+            0,
+            sig,
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+        );
+        if running.is_err() {
+            return;
         }
         self.tasks.stop_event(process.pid, task::StopEvent::Stopped(sig));
         self.notify_parent_stop(process, 5, sig); // CLD_STOPPED
@@ -323,7 +325,7 @@ impl Kernel {
         if ignored && st.sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
             return;
         }
-        st.pending.add(info);
+        thread.queue_signal(&mut st, info);
         drop(st);
         let host_tid = thread.host_tid.load(std::sync::atomic::Ordering::Relaxed);
         if host_tid != crate::host::sys::gettid() {

@@ -4,7 +4,7 @@ use super::signal::{AltStack, Pending, SignalActions};
 use crate::fs::fdtable::FdTable;
 use crate::mm::phys::PhysicalMemory;
 use crate::mm::space::AddressSpace;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -13,6 +13,43 @@ use std::time::Duration;
 pub enum ExitStatus {
     Code(i32),
     Signal { signo: i32, core: bool },
+}
+
+impl ExitStatus {
+    /// A non-zero word for [`GroupExit`]: code or signal, tagged.
+    fn encode(self) -> u64 {
+        match self {
+            ExitStatus::Code(c) => 1 << 32 | c as u32 as u64,
+            ExitStatus::Signal { signo, core } => 2 << 32 | (core as u64) << 8 | (signo as u32 & 0xff) as u64,
+        }
+    }
+
+    fn decode(word: u64) -> Option<ExitStatus> {
+        match word >> 32 {
+            1 => Some(ExitStatus::Code(word as u32 as i32)),
+            2 => Some(ExitStatus::Signal { signo: (word & 0xff) as i32, core: word & 0x100 != 0 }),
+            _ => None,
+        }
+    }
+}
+
+/// A process's group-exit status, set once (the first exit_group or fatal
+/// signal wins). Every guest syscall checks it, so reading takes no lock.
+#[derive(Default)]
+pub struct GroupExit(AtomicU64);
+
+impl GroupExit {
+    pub fn get(&self) -> Option<ExitStatus> {
+        ExitStatus::decode(self.0.load(Ordering::Acquire))
+    }
+
+    /// Sets the status unless one is set already; returns the one in force.
+    pub fn set_first(&self, status: ExitStatus) -> ExitStatus {
+        match self.0.compare_exchange(0, status.encode(), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => status,
+            Err(old) => ExitStatus::decode(old).unwrap_or(status),
+        }
+    }
 }
 
 pub const RLIM_NLIMITS: usize = 16;
@@ -42,9 +79,10 @@ pub struct Process {
     pub threads: Mutex<Vec<Arc<Thread>>>,
     /// Set by exit_group or a fatal signal: every thread leaves, and this is
     /// the process's status.
-    pub group_exit: Mutex<Option<ExitStatus>>,
-    /// Stopped by this signal (job control), until SIGCONT or SIGKILL.
-    pub stopped: Mutex<Option<i32>>,
+    pub group_exit: GroupExit,
+    /// The signal that stopped it (job control), until SIGCONT or SIGKILL;
+    /// 0 while it runs. Checked on every guest syscall, hence atomic.
+    pub stopped: AtomicI32,
     /// ITIMER_REAL (alarm, setitimer); not inherited by children.
     pub real_timer: Mutex<super::timer::RealTimer>,
     /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
@@ -99,10 +137,10 @@ impl Process {
             vfork_released: Mutex::new(false),
             vfork_cv: Condvar::new(),
             threads: Mutex::new(Vec::new()),
-            group_exit: Mutex::new(None),
+            group_exit: GroupExit::default(),
             real_timer: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
-            stopped: Mutex::new(None),
+            stopped: AtomicI32::new(0),
         }
     }
 
@@ -189,7 +227,11 @@ pub struct Thread {
     /// kicking it out of guest code when a signal arrives.
     pub host_tid: AtomicI32,
     /// Another thread's execve wants this one gone.
-    pub kill_requested: std::sync::atomic::AtomicBool,
+    pub kill_requested: AtomicBool,
+    /// Set whenever a signal is queued for this thread; cleared only by
+    /// delivery, under the state lock, when nothing is left pending. Lets
+    /// the syscall return path skip the lock when no signal is waiting.
+    pub signal_hint: AtomicBool,
 }
 
 impl Thread {
@@ -214,8 +256,16 @@ impl Thread {
             process,
             state: Mutex::new(ThreadState::default()),
             host_tid: AtomicI32::new(0),
-            kill_requested: std::sync::atomic::AtomicBool::new(false),
+            kill_requested: AtomicBool::new(false),
+            signal_hint: AtomicBool::new(false),
         }
+    }
+
+    /// Makes `info` pending for this thread; `st` is this thread's state,
+    /// locked. The only way signals become pending (it keeps the hint true).
+    pub fn queue_signal(&self, st: &mut ThreadState, info: super::signal::SigInfo) {
+        st.pending.add(info);
+        self.signal_hint.store(true, Ordering::Release);
     }
 }
 

@@ -62,7 +62,7 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         }
         return;
     }
-    let status = process.group_exit.lock().unwrap().unwrap_or(status);
+    let status = process.group_exit.get().unwrap_or(status);
     let rusage = thread.rusage();
     drop(ctx);
     if kernel.trace {
@@ -82,7 +82,7 @@ impl ThreadCtx {
     /// threads are kicked and leave at their next trap.
     pub fn exit_group(&mut self, status: ExitStatus) {
         let process = &self.thread.process;
-        process.group_exit.lock().unwrap().get_or_insert(status);
+        process.group_exit.set_first(status);
         for t in process.threads.lock().unwrap().iter() {
             if !Arc::ptr_eq(t, &self.thread) {
                 self.kernel.entry.interrupt(t.host_tid.load(std::sync::atomic::Ordering::Relaxed));
@@ -96,7 +96,7 @@ impl ThreadCtx {
         if self.thread.kill_requested.load(std::sync::atomic::Ordering::Relaxed) {
             return Some(ExitStatus::Code(0));
         }
-        *self.thread.process.group_exit.lock().unwrap()
+        self.thread.process.group_exit.get()
     }
 
     /// A thread that leaves while others go on: clear_child_tid and the
@@ -121,7 +121,7 @@ impl ThreadCtx {
     /// delivered, resumes them) or until they must die (SIGKILL pending,
     /// exit_group).
     fn park_while_stopped(&mut self) {
-        while self.thread.process.stopped.lock().unwrap().is_some() {
+        while self.thread.process.stopped.load(std::sync::atomic::Ordering::Acquire) != 0 {
             let killed = self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
             if killed || self.must_leave().is_some() {
                 return;
@@ -178,7 +178,8 @@ impl ThreadCtx {
     /// A signal the kernel raises against this thread itself (SIGPIPE on
     /// EPIPE, kill of itself); delivered before the guest runs again.
     pub fn raise(&mut self, info: SigInfo) {
-        self.thread.state.lock().unwrap().pending.add(info);
+        let mut st = self.thread.state.lock().unwrap();
+        self.thread.queue_signal(&mut st, info);
     }
 
     /// A synchronous fault: it cannot be blocked or ignored, so if it is,
@@ -193,7 +194,7 @@ impl ThreadCtx {
                 st.sigmask &= !signal::bit(sig);
                 acts.set(sig, KernelSigaction::default());
             }
-            st.pending.add(SigInfo::fault(sig, f.code, f.addr));
+            self.thread.queue_signal(&mut st, SigInfo::fault(sig, f.code, f.addr));
         }
         self.fault_regs = Some(FaultRegs { trapno: f.trapno, err: f.err, cr2: f.addr });
     }
@@ -239,6 +240,14 @@ impl ThreadCtx {
                 }
             }
         };
+        // Nothing queued since the last look: no lock needed.
+        if !self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) {
+            restart(frame, None);
+            if let Some(m) = self.saved_mask.take() {
+                self.thread.state.lock().unwrap().sigmask = m;
+            }
+            return;
+        }
         loop {
             let (info, blocked) = {
                 let mut st = self.thread.state.lock().unwrap();
@@ -246,6 +255,8 @@ impl ThreadCtx {
                 match st.pending.take(blocked) {
                     Some(i) => (i, blocked),
                     None => {
+                        // Blocked signals stay pending and keep the hint.
+                        self.thread.signal_hint.store(st.pending.set != 0, std::sync::atomic::Ordering::Release);
                         drop(st);
                         restart(frame, None);
                         if let Some(m) = self.saved_mask.take() {

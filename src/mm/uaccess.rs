@@ -14,6 +14,16 @@ use crate::host::safecopy;
 use crate::kernel::errno::Errno;
 use std::sync::Mutex;
 
+/// The top of the x86-64 user address space (47-bit).
+pub const TASK_SIZE_MAX: u64 = (1 << 47) - 4096;
+
+/// Linux's access_ok: [addr, addr + len) lies in user space. Says nothing
+/// of whether it is mapped; calls that never touch a buffer (/dev/null)
+/// check only this.
+pub fn access_ok(addr: u64, len: u64) -> bool {
+    addr.checked_add(len).is_some_and(|end| end <= TASK_SIZE_MAX)
+}
+
 pub struct UserMem<'a> {
     space: &'a Mutex<AddressSpace>,
 }

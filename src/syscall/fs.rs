@@ -162,8 +162,21 @@ fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysRes
     ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
 }
 
-fn write_stat(ctx: &Ctx, buf: u64, st: &libc::stat) -> SysResult {
-    ctx.mem().write(buf, st)?;
+/// A stat call's answer, written by the host straight into the guest's
+/// buffer. With a bad buffer the lookup still runs first, so its errors
+/// win over EFAULT (as on Linux).
+fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
+    let Ok(out) = ctx.mem().full_range(buf, std::mem::size_of::<libc::stat>(), true) else {
+        stat_target(t)?;
+        return Err(Errno::EFAULT);
+    };
+    match t {
+        Target::Object(fd) => hostfs::fstat_into(fd.as_fd(), out)?,
+        t => {
+            let (dir, name, flags) = t.at();
+            hostfs::fstatat_into(dir, &name, flags, out)?
+        }
+    }
     Ok(0)
 }
 
@@ -178,18 +191,18 @@ fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
 }
 
 pub fn sys_stat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let st = stat_target(&ctx.target(AT_FDCWD, a[0], true, false)?)?;
-    write_stat(ctx, a[1], &st)
+    stat_into(ctx, &ctx.target(AT_FDCWD, a[0], true, false)?, a[1])
 }
 
 pub fn sys_lstat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let st = stat_target(&ctx.target(AT_FDCWD, a[0], false, false)?)?;
-    write_stat(ctx, a[1], &st)
+    stat_into(ctx, &ctx.target(AT_FDCWD, a[0], false, false)?, a[1])
 }
 
 pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let st = hostfs::fstat(ctx.file(a[0])?.fd())?;
-    write_stat(ctx, a[1], &st)
+    let f = ctx.file(a[0])?;
+    let out = ctx.mem().full_range(a[1], std::mem::size_of::<libc::stat>(), true)?;
+    hostfs::fstat_into(f.fd(), out)?;
+    Ok(0)
 }
 
 pub fn sys_newfstatat(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -198,8 +211,7 @@ pub fn sys_newfstatat(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    let st = stat_target(&ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?)?;
-    write_stat(ctx, a[2], &st)
+    stat_into(ctx, &ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?, a[2])
 }
 
 pub fn sys_statx(ctx: &mut Ctx, a: &Args) -> SysResult {

@@ -20,6 +20,13 @@ impl Ctx<'_, '_> {
         self.process().files.lock().unwrap().file(int(fd))
     }
 
+    /// Many descriptors at once, under one lock of the table (None: not
+    /// open, or negative).
+    pub fn files(&self, fds: impl Iterator<Item = i32>) -> Vec<Option<Arc<OpenFile>>> {
+        let table = self.process().files.lock().unwrap();
+        fds.map(|fd| if fd < 0 { None } else { table.file(fd).ok() }).collect()
+    }
+
     /// A descriptor that allows I/O (not an O_PATH handle).
     pub fn io_file(&self, fd: u64) -> Result<Arc<OpenFile>, Errno> {
         let f = self.file(fd)?;
@@ -95,8 +102,25 @@ fn tty_job_control(ctx: &Ctx, f: &OpenFile, sig: i32) -> Result<(), Errno> {
     Err(Errno::ERESTARTSYS)
 }
 
+/// /dev/null, served by nomu without a host call: Linux's read_null and
+/// write_null never touch the buffer, but vfs_read/vfs_write check the
+/// descriptor's mode and that the buffer lies in user space first.
+fn null_device_io(f: &OpenFile, write: bool, buf: u64, len: u64) -> SysResult {
+    let allowed = if write { f.writable() } else { f.readable() };
+    if !allowed {
+        return Err(Errno::EBADF);
+    }
+    if !crate::mm::uaccess::access_ok(buf, len) {
+        return Err(Errno::EFAULT);
+    }
+    Ok(if write { count(len) as u64 } else { 0 })
+}
+
 pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
+    if f.is_null_device() {
+        return null_device_io(&f, false, a[1], a[2]);
+    }
     tty_job_control(ctx, &f, libc::SIGTTIN)?;
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
     if buf.len() < count(a[2]) && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
@@ -120,8 +144,7 @@ pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
 pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     if f.is_null_device() {
-        // Linux's /dev/null never looks at the buffer.
-        return Ok(count(a[2]) as u64);
+        return null_device_io(&f, true, a[1], a[2]);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), false)?;
     write_ranges(ctx, &f, &[buf])
@@ -255,6 +278,9 @@ pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
+    if f.is_null_device() && !f.writable() {
+        return Err(Errno::EBADF);
+    }
     let ranges = iov_ranges(ctx, a[1], a[2], false)?;
     if f.is_null_device() {
         return Ok(ranges.iter().map(|r| r.len() as u64).sum());

@@ -2,7 +2,6 @@
 
 use super::{int, Args, Ctx, SysResult};
 use crate::fs::file::FileKind;
-use crate::host::fs as hostfs;
 use crate::kernel::errno::Errno;
 use crate::mm::space::{Backing, Placement, Vma, VmaKind};
 use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
@@ -43,8 +42,7 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
             }
             _ => return Err(Errno::EACCES),
         }
-        let acc = hostfs::getfl(f.fd())? & libc::O_ACCMODE;
-        if acc == libc::O_WRONLY || (shared && prot & libc::PROT_WRITE != 0 && acc != libc::O_RDWR) {
+        if !f.readable() || (shared && prot & libc::PROT_WRITE != 0 && !f.writable()) {
             return Err(Errno::EACCES);
         }
         if f.kind() == FileKind::Regular {

@@ -71,8 +71,7 @@ const ARCH_SET_GS: u64 = 0x1001;
 const ARCH_SET_FS: u64 = 0x1002;
 const ARCH_GET_FS: u64 = 0x1003;
 const ARCH_GET_GS: u64 = 0x1004;
-/// The top of the x86-64 user address space (47-bit).
-const TASK_SIZE_MAX: u64 = (1 << 47) - 4096;
+use crate::mm::uaccess::TASK_SIZE_MAX;
 
 pub fn sys_arch_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
     match a[0] {

@@ -3,12 +3,10 @@
 //! ThreadCtx::block), so signals interrupt it.
 
 use super::{int, Args, Ctx, SysResult};
-use crate::fs::file::OpenFile;
 use crate::host::sys as hostsys;
 use crate::kernel::errno::Errno;
 use crate::kernel::signal::UNBLOCKABLE;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A guest `struct pollfd`.
@@ -18,43 +16,53 @@ struct GuestPollfd {
     events: i16,
 }
 
+/// What Linux's poll reports for a file without a poll method.
+const DEFAULT_POLLMASK: i16 = libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | libc::POLLWRNORM;
+
 /// Polls guest descriptors. Returns revents per entry; a closed descriptor
-/// reports POLLNVAL, as Linux does.
+/// reports POLLNVAL, as Linux does. Files that are always ready are
+/// answered here; the rest go to one host poll.
 fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Result<Vec<i16>, Errno> {
-    let files: Vec<Option<Arc<OpenFile>>> =
-        fds.iter().map(|p| if p.fd < 0 { None } else { ctx.file(p.fd as u32 as u64).ok() }).collect();
-    let mut host: Vec<libc::pollfd> = fds
+    let files = ctx.files(fds.iter().map(|p| p.fd));
+    let mut revents: Vec<i16> = fds
         .iter()
         .zip(&files)
-        .map(|(p, f)| libc::pollfd {
-            fd: f.as_ref().map_or(-1, |f| f.fd().as_raw_fd()),
-            events: p.events | libc::POLLERR | libc::POLLHUP,
+        .map(|(p, f)| match f {
+            None if p.fd >= 0 => libc::POLLNVAL,
+            Some(f) if f.always_ready() => DEFAULT_POLLMASK & p.events,
+            _ => 0,
+        })
+        .collect();
+    let to_host: Vec<usize> =
+        (0..fds.len()).filter(|&i| files[i].as_ref().is_some_and(|f| !f.always_ready())).collect();
+    let mut host: Vec<libc::pollfd> = to_host
+        .iter()
+        .map(|&i| libc::pollfd {
+            fd: files[i].as_ref().map_or(-1, |f| f.fd().as_raw_fd()),
+            events: fds[i].events | libc::POLLERR | libc::POLLHUP,
             revents: 0,
         })
         .collect();
-    let nval = |i: usize| fds[i].fd >= 0 && files[i].is_none();
-    let any_nval = (0..fds.len()).any(nval);
+    let ready_here = revents.iter().any(|&r| r != 0);
+    if ready_here && host.is_empty() {
+        return Ok(revents);
+    }
     let ready = ctx.t.block(deadline, |slice| {
         for p in host.iter_mut() {
             p.revents = 0;
         }
-        let n = hostsys::poll(&mut host, if any_nval { Duration::ZERO } else { slice })?;
-        Ok((n > 0 || any_nval).then_some(()))
+        let n = hostsys::poll(&mut host, if ready_here { Duration::ZERO } else { slice })?;
+        Ok((n > 0 || ready_here).then_some(()))
     });
     match ready {
         Ok(_) => {}
         Err(Errno::ERESTARTSYS) => return Err(Errno::ERESTARTNOHAND),
         Err(e) => return Err(e),
     }
-    Ok((0..fds.len())
-        .map(|i| {
-            if nval(i) {
-                libc::POLLNVAL
-            } else {
-                host[i].revents & (fds[i].events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL)
-            }
-        })
-        .collect())
+    for (&i, h) in to_host.iter().zip(&host) {
+        revents[i] = h.revents & (fds[i].events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
+    }
+    Ok(revents)
 }
 
 fn read_pollfds(ctx: &Ctx, ptr: u64, n: u64) -> Result<Vec<GuestPollfd>, Errno> {
@@ -156,9 +164,12 @@ fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>
             events |= libc::POLLPRI;
         }
         if events != 0 {
-            ctx.file(fd as u64)?; // EBADF for a closed descriptor in a set
             fds.push((fd, GuestPollfd { fd: fd as i32, events }));
         }
+    }
+    // EBADF for a closed descriptor in a set.
+    if ctx.files(fds.iter().map(|&(fd, _)| fd as i32)).iter().any(Option::is_none) {
+        return Err(Errno::EBADF);
     }
     let list: Vec<GuestPollfd> = fds.iter().map(|&(_, p)| p).collect();
     let revents = poll_guest(ctx, &list, deadline)?;

@@ -39,6 +39,23 @@ int main(void)
 	CHECK_ERR(ioctl(fd, TCGETS, &tio), ENOTTY);
 	CHECK_EQ(isatty(fd), 0);
 	CHECK_OK(close(fd));
+	/* Nothing is read or written, but the descriptor's mode and the
+	 * buffer's place in user space are still checked (vfs_read/write). */
+	fd = open("/dev/null", O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK_ERR(write(fd, "x", 1), EBADF);
+	CHECK_EQ(syscall(SYS_read, fd, (void *)1, 100), 0); /* never touched */
+	CHECK_ERR(syscall(SYS_read, fd, (void *)0xffff800000000000ul, 1), EFAULT);
+	CHECK_ERR(syscall(SYS_read, fd, (void *)0x7ffffffff000ul, 1), EFAULT);
+	CHECK_EQ(syscall(SYS_read, fd, (void *)0x7fffffffefffu, 1), 0);
+	CHECK_OK(close(fd));
+	fd = open("/dev/null", O_WRONLY);
+	CHECK(fd >= 0);
+	CHECK_ERR(read(fd, buf, 1), EBADF);
+	CHECK_ERR(syscall(SYS_write, fd, (void *)0xffffffffff600000ul, 1), EFAULT);
+	CHECK_EQ(syscall(SYS_write, fd, (void *)0x7fffffffe000ul, 0x1000), 0x1000);
+	CHECK_ERR(syscall(SYS_write, fd, (void *)0x7fffffffe000ul, 0x1001), EFAULT);
+	CHECK_OK(close(fd));
 
 	printf("== /dev/zero\n");
 	fd = open("/dev/zero", O_RDONLY);

@@ -78,6 +78,10 @@ int main(void)
 	CHECK_ERR(syscall(SYS_lstat, BAD, &st), EFAULT);
 	CHECK_ERR(syscall(SYS_fstat, fd, BAD), EFAULT);
 	CHECK_ERR(syscall(SYS_newfstatat, AT_FDCWD, "f", BAD, 0), EFAULT);
+	/* The lookup comes first: its errors win over a bad buffer. */
+	CHECK_ERR(syscall(SYS_stat, "no-such-file", BAD), ENOENT);
+	CHECK_ERR(syscall(SYS_lstat, "no-such-file", BAD), ENOENT);
+	CHECK_ERR(syscall(SYS_fstat, 999, BAD), EBADF);
 	CHECK_ERR(syscall(SYS_getcwd, BAD, 4096), EFAULT);
 	CHECK_ERR(syscall(SYS_clock_gettime, CLOCK_MONOTONIC, BAD), EFAULT);
 	CHECK_ERR(syscall(SYS_clock_gettime, CLOCK_REALTIME, BAD), EFAULT);
@@ -117,6 +121,9 @@ int main(void)
 	CHECK(memcmp(m, data, PG) == 0);
 	/* nothing fits: EFAULT */
 	CHECK_ERR(syscall(SYS_read, fd, m + PG, 10), EFAULT);
+	/* a struct stat that runs off the end of the mapping */
+	CHECK_ERR(syscall(SYS_fstat, fd, m + PG - 8), EFAULT);
+	CHECK_ERR(syscall(SYS_stat, "f", m + PG - 8), EFAULT);
 	/* a pipe read does not: when the copy faults part-way it fails with
 	 * EFAULT, and nothing is consumed from the pipe */
 	CHECK_EQ(write(p[1], data, 200), 200);

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -115,6 +116,56 @@ int main(int argc, char **argv)
 	CHECK_EQ(got, put);
 	CHECK_EQ(w, 0);
 	close(p[0]);
+
+	printf("== poll and select: files are always ready, pipes when they are\n");
+	{
+		char path[] = "/tmp/nomu-poll-XXXXXX";
+		int f = mkstemp(path);
+		CHECK(f >= 0);
+		unlink(path);
+		int devnull = open("/dev/null", O_RDWR);
+		CHECK(devnull >= 0);
+		CHECK_OK(pipe(p));
+		int closed = dup(f);
+		CHECK_OK(close(closed));
+		struct pollfd q[5] = {
+			{ .fd = f, .events = POLLIN | POLLOUT | POLLPRI },
+			{ .fd = p[0], .events = POLLIN },
+			{ .fd = devnull, .events = POLLOUT },
+			{ .fd = closed, .events = POLLIN },
+			{ .fd = -1, .events = POLLIN },
+		};
+		CHECK_EQ(poll(q, 5, 1000), 3);
+		CHECK_EQ(q[0].revents, POLLIN | POLLOUT);
+		CHECK_EQ(q[1].revents, 0);
+		CHECK_EQ(q[2].revents, POLLOUT);
+		CHECK_EQ(q[3].revents, POLLNVAL);
+		CHECK_EQ(q[4].revents, 0);
+		CHECK_EQ(write(p[1], "x", 1), 1);
+		CHECK_EQ(poll(q, 2, 0), 2);
+		CHECK_EQ(q[1].revents, POLLIN);
+		/* A file never has priority data: the timeout runs out. */
+		struct pollfd pri = { .fd = f, .events = POLLPRI };
+		CHECK_EQ(poll(&pri, 1, 20), 0);
+		CHECK_EQ(pri.revents, 0);
+		CHECK_EQ(read(p[0], &c, 1), 1);
+		fd_set rs, ws;
+		FD_ZERO(&rs);
+		FD_ZERO(&ws);
+		FD_SET(f, &rs);
+		FD_SET(p[0], &rs);
+		FD_SET(f, &ws);
+		struct timeval tv = { 0, 0 };
+		int top = f > p[0] ? f : p[0];
+		CHECK_EQ(select(top + 1, &rs, &ws, NULL, &tv), 2);
+		CHECK(FD_ISSET(f, &rs) && !FD_ISSET(p[0], &rs) && FD_ISSET(f, &ws));
+		FD_SET(closed, &rs);
+		CHECK_ERR(select(closed + 1, &rs, NULL, NULL, &tv), EBADF);
+		close(f);
+		close(devnull);
+		close(p[0]);
+		close(p[1]);
+	}
 
 	printf("== a signal ends a big blocked write with the partial count\n");
 	/* Regression: the write blocked inside the host, where no signal could
