@@ -90,6 +90,9 @@ pub struct TrapFrame<'a> {
     /// look at it, so an entry path for which fetching it costs (sysemu)
     /// fetches it on first use.
     pub xstate: &'a mut dyn ExtendedState,
+    /// A syscall instruction this trap was the first use of, which the
+    /// entry path has now prepared (see [`EntryPath::prepare_syscall_site`]).
+    pub new_site: Option<u64>,
 }
 
 /// Access to a trapped guest thread's extended (FPU, SSE, AVX...) state.
@@ -161,6 +164,10 @@ pub trait EntryPath: Send + Sync {
     fn supports_guest_gs(&self) -> bool {
         true
     }
+    /// Gets the syscall instruction at `addr`, in code just loaded, ready
+    /// as if it had trapped before (zpoline rewrites it; the others have
+    /// nothing to do). A guess that is no `syscall` is left alone.
+    fn prepare_syscall_site(&self, _addr: u64) {}
 }
 
 /// The entry paths nomu knows, fastest first.

@@ -435,11 +435,15 @@ unsafe extern "C" fn nomu_handle_trap(
     let from_guest = *fs_slot != tcb.host_fs;
     let rip = uc.mcontext.regs.rip;
     let zpoline = zpoline::active();
+    let mut new_site = None;
     let trap = if signo == libc::SIGSYS {
         if zpoline {
             // First use of this syscall instruction: next time it calls the
             // trampoline.
-            zpoline::rewrite(rip.wrapping_sub(2));
+            let site = rip.wrapping_sub(2);
+            if zpoline::rewrite(site) {
+                new_site = Some(site);
+            }
         }
         Trap::Syscall
     } else if signo == KICK_SIGNAL {
@@ -491,6 +495,7 @@ unsafe extern "C" fn nomu_handle_trap(
         gs_base: tcb.guest_gs,
         reset_xstate: false,
         xstate: &mut xstate,
+        new_site,
     };
     // SAFETY: the pointer was set by `run`, which is still executing below us
     // on this thread, and nothing else uses it meanwhile.

@@ -649,7 +649,8 @@ fn child_lost(kernel: &mut dyn GuestKernel, why: &str) -> Option<StartState> {
     }
     let mut regs = GuestRegs::default();
     let mut xstate: Option<&mut [u8]> = None;
-    let mut frame = TrapFrame { regs: &mut regs, fs_base: 0, gs_base: 0, reset_xstate: true, xstate: &mut xstate };
+    let mut frame =
+        TrapFrame { regs: &mut regs, fs_base: 0, gs_base: 0, reset_xstate: true, xstate: &mut xstate, new_site: None };
     let kill = Fault { signo: libc::SIGKILL, code: 0x80, addr: 0, trapno: 0, err: 0 }; // SI_KERNEL
     match kernel.on_trap(Trap::Fault(kill), &mut frame) {
         Resume::Exit => None,
@@ -725,6 +726,7 @@ impl EntryPath for SplitEntry {
                 gs_base: gs,
                 reset_xstate: false,
                 xstate: &mut xstate,
+                new_site: None,
             };
             let resume = kernel.on_trap(trap, &mut frame);
             let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);

@@ -668,6 +668,7 @@ impl EntryPath for SysemuEntry {
                     gs_base: hregs.gs_base,
                     reset_xstate: true,
                     xstate: &mut none,
+                    new_site: None,
                 };
                 if kernel.on_trap(Trap::Fault(fault), &mut frame) == Resume::Exit {
                     break;
@@ -687,6 +688,7 @@ impl EntryPath for SysemuEntry {
                 gs_base: hregs.gs_base,
                 reset_xstate: false,
                 xstate: &mut xstate,
+                new_site: None,
             };
             let resume = kernel.on_trap(trap, &mut frame);
             if resume == Resume::Exit {

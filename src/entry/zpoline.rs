@@ -473,12 +473,14 @@ fn is_site(site: u64) -> bool {
     site_bit(site).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0)
 }
 
-/// Rewrites the `syscall` instruction at `site` (called on its first trap).
-pub fn rewrite(site: u64) {
-    let Some((byte, bit)) = site_bit(site) else { return };
+/// Rewrites the `syscall` instruction at `site` (called on its first trap,
+/// or for a site known from an earlier run of the same file). Whether the
+/// site is now a rewritten one.
+pub fn rewrite(site: u64) -> bool {
+    let Some((byte, bit)) = site_bit(site) else { return false };
     let mut code = [0u8; 2];
     if safecopy::copy_from_guest(&mut code, site as usize) != 2 || (code != SYSCALL && code != REWRITTEN) {
-        return;
+        return false;
     }
     // Marked first: once another thread can execute the call, its stub
     // must recognise the site.
@@ -486,6 +488,7 @@ pub fn rewrite(site: u64) {
     if code == SYSCALL {
         PhysMem::get().patch_u16(site as usize, SYSCALL, REWRITTEN);
     }
+    true
 }
 
 /// A fault of a guest that called a rewritten site with a number the sled
@@ -655,7 +658,7 @@ unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u
     };
     let fs_base = tcb.z_guest_fs;
     let mut xstate = LazyImage { tcb: &mut *tcb };
-    let mut frame = TrapFrame { regs, fs_base, gs_base: 0, reset_xstate: false, xstate: &mut xstate };
+    let mut frame = TrapFrame { regs, fs_base, gs_base: 0, reset_xstate: false, xstate: &mut xstate, new_site: None };
     // SAFETY: `run` set the pointer and is still executing below us.
     let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
     let (fs_base, reset) = (frame.fs_base, frame.reset_xstate);
@@ -686,6 +689,10 @@ impl EntryPath for ZpolineEntry {
 
     fn supports_guest_gs(&self) -> bool {
         false
+    }
+
+    fn prepare_syscall_site(&self, addr: u64) {
+        rewrite(addr);
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {

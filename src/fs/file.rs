@@ -33,6 +33,17 @@ impl FileKind {
     }
 }
 
+/// Which file, in which version: equal identities mean the same bytes
+/// (as far as a host can tell without reading them).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: i64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
 pub struct OpenFile {
     host: OwnedFd,
     /// File type and device, read from the host on first use (most files
@@ -120,6 +131,17 @@ impl OpenFile {
             self.is_null_device()
                 || matches!(self.kind(), FileKind::Regular | FileKind::Directory)
                     && hostfs::fs_type(self.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
+        })
+    }
+
+    pub fn identity(&self) -> Option<FileIdentity> {
+        let st = hostfs::fstat(self.fd()).ok()?;
+        Some(FileIdentity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size,
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
         })
     }
 

@@ -46,6 +46,8 @@ pub struct Kernel {
     pub foreground: std::sync::atomic::AtomicU32,
     pub timers: timer::Timers,
     idle_workers: std::sync::Mutex<Vec<Arc<Worker>>>,
+    /// Syscall instructions seen per executable file (see loader::sites).
+    pub syscall_sites: crate::loader::sites::SyscallSites,
 }
 
 /// An idle host thread waiting for a guest thread to run.
@@ -88,6 +90,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         foreground: std::sync::atomic::AtomicU32::new(0),
         timers: timer::Timers::default(),
         idle_workers: Default::default(),
+        syscall_sites: Default::default(),
     };
     if config.trace {
         kernel.log(&format!(

@@ -117,6 +117,17 @@ impl ThreadCtx {
         }
     }
 
+    /// Remembers a syscall instruction used for the first time, if it lies
+    /// in code loaded from a file, for the next exec of that file.
+    fn note_new_syscall_site(&self, site: u64) {
+        let space = self.mm.lock().unwrap();
+        if let Some((start, vma)) = space.find(site as usize) {
+            if let Some(origin) = &vma.origin {
+                self.kernel.syscall_sites.record(origin, site - start as u64);
+            }
+        }
+    }
+
     /// A stopped process's threads wait here until SIGCONT (sent, not
     /// delivered, resumes them) or until they must die (SIGKILL pending,
     /// exit_group).
@@ -321,6 +332,9 @@ impl GuestKernel for ThreadCtx {
         if let Some(status) = self.must_leave() {
             self.exit = Some(status);
             return Resume::Exit;
+        }
+        if let Some(site) = frame.new_site {
+            self.note_new_syscall_site(site);
         }
         match trap {
             Trap::Syscall => crate::syscall::handle(self, frame),

@@ -6,7 +6,9 @@ use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::kernel::errno::Errno;
 use crate::kernel::Kernel;
-use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE};
+use crate::mm::space::{
+    AddressSpace, ImageOrigin, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE,
+};
 use crate::mm::{page_down, page_up, PAGE_SIZE};
 use std::sync::Arc;
 
@@ -163,7 +165,26 @@ fn load_one(
         (lo, heap)
     };
     let bias = start - lo;
-    let filled = space.map(Placement::Allocated(start), span, Vma::new(0, 0, VmaKind::Image), |_| {
+    // Page protections per segment; a page two segments share gets both.
+    let ranges: Vec<(usize, usize, i32)> = loads
+        .iter()
+        .map(|p| {
+            let s = page_down(bias + p.vaddr as usize);
+            let e = page_up(bias + (p.vaddr + p.memsz) as usize).unwrap();
+            (s, e, prot_of(p.flags))
+        })
+        .collect();
+    // Pages between segments stay inaccessible, as the holes Linux leaves.
+    // When the segments cover the span (the usual case) it starts
+    // read-write, so the host is asked to change only what differs.
+    let mut covered_to = start;
+    for &(s, e, _) in &ranges {
+        if s <= covered_to {
+            covered_to = covered_to.max(e);
+        }
+    }
+    let initial = if covered_to >= start + span { PROT_READ | PROT_WRITE } else { 0 };
+    let filled = space.map(Placement::Allocated(start), span, Vma::new(0, initial, VmaKind::Image), |_| {
         for p in &loads {
             let dst = GuestRange::new(bias + p.vaddr as usize, p.filesz as usize).ok_or(Errno::ENOEXEC)?;
             if file.read_at_into(dst, p.offset)? != p.filesz as usize {
@@ -179,15 +200,6 @@ fn load_one(
     if with_brk {
         space.init_brk(start + span, start + span + heap_reserve);
     }
-    // Page protections per segment; a page two segments share gets both.
-    let ranges: Vec<(usize, usize, i32)> = loads
-        .iter()
-        .map(|p| {
-            let s = page_down(bias + p.vaddr as usize);
-            let e = page_up(bias + (p.vaddr + p.memsz) as usize).unwrap();
-            (s, e, prot_of(p.flags))
-        })
-        .collect();
     for &(s, e, prot) in &ranges {
         let shared = ranges.iter().filter(|&&(s2, e2, _)| s2 < e && s < e2).fold(prot, |acc, &(_, _, p2)| acc | p2);
         space.protect(s, e - s, prot)?;
@@ -198,6 +210,8 @@ fn load_one(
             }
         }
     }
+
+    prepare_known_sites(kernel, space, file, &loads, bias);
 
     let phdr = phdrs
         .iter()
@@ -227,6 +241,22 @@ fn load_one(
     };
     let exec_stack = phdrs.iter().find(|p| p.p_type == PT_GNU_STACK).is_some_and(|p| p.flags & 1 != 0);
     Ok(Loaded { bias, entry: entry as usize + bias, phdr, phnum: phdrs.len(), interp, exec_stack })
+}
+
+/// Notes where the executable segments' bytes came from, and has the entry
+/// path prepare the syscall instructions earlier runs of this file used
+/// (only inside each segment's own file bytes, which are the file's).
+fn prepare_known_sites(kernel: &Kernel, space: &mut AddressSpace, file: &OpenFile, loads: &[&Phdr], bias: usize) {
+    let Some(id) = file.identity() else { return };
+    for p in loads.iter().filter(|p| p.flags & 1 != 0 && p.flags & 2 == 0) {
+        let (s, e) = (page_down(bias + p.vaddr as usize), page_up(bias + (p.vaddr + p.memsz) as usize).unwrap());
+        let segment = p.offset..p.offset + p.filesz;
+        space.set_origin(s, e, ImageOrigin { file: id, offset: page_down(p.offset as usize) as u64, segment });
+        let start = bias as u64 + p.vaddr;
+        for off in kernel.syscall_sites.known(&id, p.offset..(p.offset + p.filesz).saturating_sub(1)) {
+            kernel.entry.prepare_syscall_site(start + (off - p.offset));
+        }
+    }
 }
 
 /// Loads the program and, if it names one, its interpreter.

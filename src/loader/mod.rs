@@ -3,6 +3,7 @@
 //! stack.
 
 mod elf;
+pub mod sites;
 mod stack;
 
 use crate::entry::{GuestRegs, StartState};

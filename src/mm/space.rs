@@ -36,6 +36,26 @@ pub struct Backing {
     pub offset: u64,
 }
 
+/// Where an executable image segment's bytes came from: the file, the
+/// file offset of the VMA's first byte, and the file offsets the segment
+/// really holds (a page it shares with another segment holds that one's
+/// bytes too). Kept only while the segment has never been writable or
+/// discarded, so its bytes are the file's.
+#[derive(Clone, Debug)]
+pub struct ImageOrigin {
+    pub file: crate::fs::file::FileIdentity,
+    pub offset: u64,
+    pub segment: std::ops::Range<u64>,
+}
+
+impl ImageOrigin {
+    /// The file offset of the byte `delta` bytes into the VMA, if it is one
+    /// of the segment's own.
+    pub fn file_offset(&self, delta: u64) -> Option<u64> {
+        Some(self.offset + delta).filter(|o| self.segment.contains(o))
+    }
+}
+
 #[derive(Clone)]
 pub struct Vma {
     pub end: usize,
@@ -45,11 +65,12 @@ pub struct Vma {
     pub backing: Option<Backing>,
     /// Ever writable: a shared file mapping then needs writing back.
     pub was_writable: bool,
+    pub origin: Option<ImageOrigin>,
 }
 
 impl Vma {
     pub fn new(end: usize, prot: i32, kind: VmaKind) -> Vma {
-        Vma { end, prot, kind, shared: false, backing: None, was_writable: prot & PROT_WRITE != 0 }
+        Vma { end, prot, kind, shared: false, backing: None, was_writable: prot & PROT_WRITE != 0, origin: None }
     }
 }
 
@@ -95,6 +116,16 @@ impl AddressSpace {
         self.vmas.range(..=addr).next_back().filter(|(_, v)| addr < v.end).map(|(&s, v)| (s, v))
     }
 
+    /// Notes that the executable, never-writable VMAs in [start, end) hold
+    /// the bytes `origin` describes (its offset is that of `start`).
+    pub fn set_origin(&mut self, start: usize, end: usize, origin: ImageOrigin) {
+        for (&s, v) in self.vmas.range_mut(start..end) {
+            if v.prot & PROT_EXEC != 0 && v.prot & PROT_WRITE == 0 && v.end <= end {
+                v.origin = Some(ImageOrigin { offset: origin.offset + (s - start) as u64, ..origin.clone() });
+            }
+        }
+    }
+
     /// How many bytes from `addr` (up to `len`) lie in mappings that allow
     /// the access: the part of a buffer the guest may really use.
     pub fn accessible_prefix(&self, addr: usize, len: usize, write: bool) -> usize {
@@ -119,6 +150,9 @@ impl AddressSpace {
         let mut tail = vma.clone();
         if let Some(b) = tail.backing.as_mut() {
             b.offset += (addr - start) as u64;
+        }
+        if let Some(o) = tail.origin.as_mut() {
+            o.offset += (addr - start) as u64;
         }
         self.vmas.get_mut(&start).unwrap().end = addr;
         self.vmas.insert(addr, tail);
@@ -273,6 +307,9 @@ impl AddressSpace {
             runs.push((s, v.end, host_prot(v.prot)));
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
+            if prot & PROT_WRITE != 0 {
+                v.origin = None;
+            }
         }
         // One host call when nothing is read-write-only to begin with.
         if runs.iter().all(|r| r.2 == runs[0].2) {
@@ -293,6 +330,7 @@ impl AddressSpace {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
+            self.vmas.get_mut(&s).unwrap().origin = None;
             self.phys.scrub(p, run_end - p, host_prot(prot));
             if let Some(b) = backing {
                 let range = GuestRange::new(p, run_end - p).unwrap();

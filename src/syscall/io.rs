@@ -20,13 +20,6 @@ impl Ctx<'_, '_> {
         self.process().files.lock().unwrap().file(int(fd))
     }
 
-    /// Many descriptors at once, under one lock of the table (None: not
-    /// open, or negative).
-    pub fn files(&self, fds: impl Iterator<Item = i32>) -> Vec<Option<Arc<OpenFile>>> {
-        let table = self.process().files.lock().unwrap();
-        fds.map(|fd| if fd < 0 { None } else { table.file(fd).ok() }).collect()
-    }
-
     /// A descriptor that allows I/O (not an O_PATH handle).
     pub fn io_file(&self, fd: u64) -> Result<Arc<OpenFile>, Errno> {
         let f = self.file(fd)?;

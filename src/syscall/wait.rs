@@ -23,23 +23,26 @@ const DEFAULT_POLLMASK: i16 = libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | 
 /// reports POLLNVAL, as Linux does. Files that are always ready are
 /// answered here; the rest go to one host poll.
 fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Result<Vec<i16>, Errno> {
-    let files = ctx.files(fds.iter().map(|p| p.fd));
-    let mut revents: Vec<i16> = fds
-        .iter()
-        .zip(&files)
-        .map(|(p, f)| match f {
-            None if p.fd >= 0 => libc::POLLNVAL,
-            Some(f) if f.always_ready() => DEFAULT_POLLMASK & p.events,
-            _ => 0,
-        })
-        .collect();
-    let to_host: Vec<usize> =
-        (0..fds.len()).filter(|&i| files[i].as_ref().is_some_and(|f| !f.always_ready())).collect();
+    let mut revents = vec![0i16; fds.len()];
+    // The descriptors only the host can answer for: (index, file).
+    let mut to_host = Vec::new();
+    {
+        // One look at the table, no reference taken on ready files: select
+        // over many files is a hot path (lmbench's lat_select).
+        let table = ctx.process().files.lock().unwrap();
+        for (i, p) in fds.iter().enumerate().filter(|(_, p)| p.fd >= 0) {
+            match table.get(p.fd) {
+                Err(_) => revents[i] = libc::POLLNVAL,
+                Ok(e) if e.file.always_ready() => revents[i] = DEFAULT_POLLMASK & p.events,
+                Ok(e) => to_host.push((i, e.file.clone())),
+            }
+        }
+    }
     let mut host: Vec<libc::pollfd> = to_host
         .iter()
-        .map(|&i| libc::pollfd {
-            fd: files[i].as_ref().map_or(-1, |f| f.fd().as_raw_fd()),
-            events: fds[i].events | libc::POLLERR | libc::POLLHUP,
+        .map(|(i, f)| libc::pollfd {
+            fd: f.fd().as_raw_fd(),
+            events: fds[*i].events | libc::POLLERR | libc::POLLHUP,
             revents: 0,
         })
         .collect();
@@ -59,8 +62,8 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
         Err(Errno::ERESTARTSYS) => return Err(Errno::ERESTARTNOHAND),
         Err(e) => return Err(e),
     }
-    for (&i, h) in to_host.iter().zip(&host) {
-        revents[i] = h.revents & (fds[i].events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
+    for ((i, _), h) in to_host.iter().zip(&host) {
+        revents[*i] = h.revents & (fds[*i].events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
     }
     Ok(revents)
 }
@@ -167,12 +170,12 @@ fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>
             fds.push((fd, GuestPollfd { fd: fd as i32, events }));
         }
     }
-    // EBADF for a closed descriptor in a set.
-    if ctx.files(fds.iter().map(|&(fd, _)| fd as i32)).iter().any(Option::is_none) {
-        return Err(Errno::EBADF);
-    }
     let list: Vec<GuestPollfd> = fds.iter().map(|&(_, p)| p).collect();
     let revents = poll_guest(ctx, &list, deadline)?;
+    // A closed descriptor in a set (poll would say POLLNVAL).
+    if revents.contains(&libc::POLLNVAL) {
+        return Err(Errno::EBADF);
+    }
     let mut out = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
     let mut count = 0;
     for ((fd, p), r) in fds.iter().zip(&revents) {

@@ -27,6 +27,30 @@ static int child_main(int argc, char **argv)
 		*(volatile int *volatile)0 = 1;
 	if (!strcmp(argv[2], "ppid"))
 		return getppid() == atoi(argv[3]) ? 0 : 1;
+	if (!strcmp(argv[2], "sites")) {
+		/* Each run uses its own mix of syscall instructions, each with
+		 * its own number and registers: a site prepared from an earlier
+		 * run of this file must behave exactly like a fresh one. */
+		int mix = atoi(argv[3]), bad = 0;
+		if (mix & 1)
+			bad |= syscall(SYS_getppid) != getppid();
+		if (mix & 2) {
+			long r;
+			__asm__ volatile("syscall" : "=a"(r) : "a"(SYS_getpid) : "rcx", "r11", "memory");
+			bad |= r != getpid();
+		}
+		if (mix & 4) {
+			long r;
+			__asm__ volatile("syscall" : "=a"(r) : "a"(SYS_umask), "D"(022) : "rcx", "r11", "memory");
+			bad |= r < 0 || syscall(SYS_umask, 022) != 022;
+		}
+		if (mix & 8) {
+			long r;
+			__asm__ volatile("syscall" : "=a"(r) : "a"(SYS_close), "D"(-1) : "rcx", "r11", "memory");
+			bad |= r != -EBADF;
+		}
+		return bad;
+	}
 	return 99;
 }
 
@@ -98,6 +122,18 @@ int main(int argc, char **argv)
 	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, pp, environ), 0);
 	CHECK_EQ(waitpid(p, &st, 0), p);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	printf("== one program exec'd again and again, new syscall sites each time\n");
+	for (int mix = 0; mix < 16; mix++) {
+		for (int again = 0; again < 2; again++) {
+			char m[8];
+			snprintf(m, sizeof(m), "%d", mix ^ (again ? 15 : 0));
+			char *sv[] = { (char *)self, "child", "sites", m, NULL };
+			CHECK_EQ(posix_spawn(&p, self, NULL, NULL, sv, environ), 0);
+			CHECK_EQ(waitpid(p, &st, 0), p);
+			CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		}
+	}
 
 	printf("== wait variants\n");
 	CHECK_ERR(waitpid(-1, &st, WNOHANG), ECHILD);
