@@ -191,13 +191,23 @@ impl Kernel {
     fn worker_loop(&'static self, mut thread: Arc<Thread>, mut start: crate::entry::StartState) {
         let me = Arc::new(Worker::default());
         loop {
-            trap::run_thread(self, thread, start);
-            {
+            let ended = trap::run_thread(self, thread, start);
+            let stay = {
                 let mut idle = self.idle_workers.lock().unwrap();
-                if idle.len() >= MAX_IDLE_WORKERS {
-                    return;
+                let stay = idle.len() < MAX_IDLE_WORKERS;
+                if stay {
+                    idle.push(me.clone());
                 }
-                idle.push(me.clone());
+                stay
+            };
+            // Only now may a vfork parent go on: on one CPU it runs at once,
+            // finds its child a zombie and, when it vforks again, this host
+            // thread idle (not one still on its way back to the idle list).
+            if let Some(process) = ended {
+                process.release_vfork_parent();
+            }
+            if !stay {
+                return;
             }
             let mut job = me.job.lock().unwrap();
             loop {
@@ -216,7 +226,8 @@ impl Kernel {
     }
 
     /// The end of a process, in its own context: release its memory and
-    /// descriptors, then let its parent see the status (and SIGCHLD).
+    /// descriptors, then let its parent see the status (and SIGCHLD). A
+    /// vfork parent is released by the caller, after this.
     pub fn exit_process(&self, process: &Process, status: ExitStatus, rusage: libc::rusage) {
         process.release_resources(self.phys);
         let (code, value) = match status {

@@ -49,7 +49,11 @@ pub enum WaitFor {
 #[derive(Default)]
 pub struct Tasks {
     table: Mutex<BTreeMap<u32, Task>>,
+    /// A task exited or stopped or continued (for waiting parents).
     changed: Condvar,
+    /// A task without a guest parent (init) exited: nomu's own wait. Apart
+    /// from `changed` so nomu's main thread is not woken by every exit.
+    root_exited: Condvar,
 }
 
 impl Tasks {
@@ -133,6 +137,7 @@ impl Tasks {
             }
         }
         let ppid = table.get(&pid).map_or(0, |t| t.ppid);
+        let root = ppid == 0;
         if let Some(parent) = table.get(&ppid).filter(|p| p.zombie.is_none()) {
             notify_parent(&parent.process);
         }
@@ -142,7 +147,13 @@ impl Tasks {
         } else if let Some(t) = table.get_mut(&pid) {
             t.zombie = Some(Zombie { status, rusage });
         }
-        self.changed.notify_all();
+        // Woken waiters must not find the lock still held.
+        drop(table);
+        if root {
+            self.root_exited.notify_all();
+        } else {
+            self.changed.notify_all();
+        }
     }
 
     /// wait4/waitid for `parent`'s children. Ok(None): nothing ready (only
@@ -234,14 +245,15 @@ impl Tasks {
         }
     }
 
-    /// Blocks until `pid` has exited and returns how (nomu waits for init).
+    /// Blocks until `pid`, a task without a guest parent, has exited and
+    /// returns how (nomu waits for init).
     pub fn wait_for_exit(&self, pid: u32) -> ExitStatus {
         let mut table = self.table.lock().unwrap();
         loop {
             match table.get(&pid) {
                 Some(Task { zombie: Some(z), .. }) => return z.status,
                 None => return ExitStatus::Code(0),
-                _ => table = self.changed.wait(table).unwrap(),
+                _ => table = self.root_exited.wait(table).unwrap(),
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use super::abi::KernelSigaction;
 use super::errno::Errno;
-use super::process::{ExitStatus, Mm, Thread};
+use super::process::{ExitStatus, Mm, Process, Thread};
 use super::sigframe::{self, FaultRegs};
 use super::signal::{self, DefaultAction, SigInfo};
 use super::Kernel;
@@ -33,8 +33,9 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 /// Body of a guest thread's host thread: run guest code; then leave the
 /// thread group, and if it was the last thread, end the process in this
-/// same context.
-pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) {
+/// same context and return it: its vfork parent, if any, is still waiting,
+/// for the caller to release.
+pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) -> Option<Arc<Process>> {
     thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
     let host = crate::host::sys::thread_rusage();
     thread.state.lock().unwrap().cpu_base = (host.ru_utime, host.ru_stime);
@@ -60,7 +61,7 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         if kernel.trace {
             kernel.log(&format!("[{}] +++ thread exited +++", thread.tid));
         }
-        return;
+        return None;
     }
     let status = process.group_exit.get().unwrap_or(status);
     let rusage = thread.rusage();
@@ -75,6 +76,7 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         kernel.log(&format!("[{}] +++ {what} +++", thread.tid));
     }
     kernel.exit_process(process, status, rusage);
+    Some(process.clone())
 }
 
 impl ThreadCtx {

@@ -147,8 +147,10 @@ fn load_one(
     let reserve = if with_brk { BRK_RESERVE } else { 0 };
 
     let (start, heap_reserve) = if etype == ET_DYN {
+        // The heap room is cleaned by punching holes: asking the host which
+        // of its pages are resident would cost more than the image itself.
         let start = phys
-            .alloc(span + reserve, align)
+            .alloc_sparse_tail(span + reserve, align, span)
             .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
         (start, reserve)
     } else {

@@ -134,19 +134,27 @@ impl PhysicalMemory {
 
     /// Allocates `len` bytes (a page multiple) aligned to `align` bytes.
     pub fn alloc(&self, len: usize, align: usize) -> Result<usize, Errno> {
-        self.alloc_with(len, align, false)
+        self.alloc_with(len, align, len)
     }
 
     /// Like `alloc`, for memory that will mostly stay untouched (stacks).
     pub fn alloc_sparse(&self, len: usize, align: usize) -> Result<usize, Errno> {
-        self.alloc_with(len, align, true)
+        self.alloc_with(len, align, 0)
     }
 
-    fn alloc_with(&self, len: usize, align: usize, sparse: bool) -> Result<usize, Errno> {
+    /// Like `alloc`, for memory of which only the first `dense` bytes will
+    /// be used at once (a program image and the heap room after it).
+    pub fn alloc_sparse_tail(&self, len: usize, align: usize, dense: usize) -> Result<usize, Errno> {
+        self.alloc_with(len, align, dense.min(len))
+    }
+
+    fn alloc_with(&self, len: usize, align: usize, dense: usize) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
-        self.clean(&mut pages, pfn, len / PAGE_SIZE, sparse);
+        let dense_pages = dense.div_ceil(PAGE_SIZE);
+        self.clean(&mut pages, pfn, dense_pages, false);
+        self.clean(&mut pages, pfn + dense_pages, len / PAGE_SIZE - dense_pages, true);
         Ok(self.addr(pfn))
     }
 
@@ -249,16 +257,19 @@ mod tests {
     fn pages_leave_the_allocator_zeroed() {
         let mem = PhysMem::init(256 << 20).expect("physical memory");
         let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem)));
-        for sparse in [false, true] {
+        // Dense (asked page by page), sparse (holes punched), and a dense
+        // head with a sparse tail.
+        for dense_part in [1.0, 0.0, 0.5] {
             for len in [PAGE_SIZE, 16 * PAGE_SIZE, 1 << 20] {
-                let a = phys.alloc_with(len, PAGE_SIZE, sparse).unwrap();
+                let dense = (len as f64 * dense_part) as usize;
+                let a = phys.alloc_with(len, PAGE_SIZE, dense).unwrap();
                 assert!(all_zero(a, len));
                 fill(a, len, 0xa5);
                 phys.free(a, len, RW);
                 // Lowest-address-first: the same pages come back, dirty.
-                let b = phys.alloc_with(len, PAGE_SIZE, sparse).unwrap();
+                let b = phys.alloc_with(len, PAGE_SIZE, dense).unwrap();
                 assert_eq!(a, b);
-                assert!(all_zero(b, len), "reused pages not zeroed (len {len}, sparse {sparse})");
+                assert!(all_zero(b, len), "reused pages not zeroed (len {len}, dense {dense})");
                 phys.free(b, len, RW);
             }
         }
