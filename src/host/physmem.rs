@@ -237,16 +237,41 @@ impl GuestRange {
 }
 
 impl PhysMem {
-    /// Which pages of [addr, addr+len) the host holds in memory (mincore).
-    pub fn resident(&self, addr: usize, len: usize) -> Vec<bool> {
+    /// The runs of [addr, addr+len) that hold data, as (addr, len) in whole
+    /// pages: the rest are holes and read as zero (SEEK_DATA/SEEK_HOLE on
+    /// the memfd, which the host answers from its page index, not page by
+    /// page). Callers serialize (the memfd's file offset is shared).
+    pub fn populated(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
         self.assert_pages(addr, len);
-        let mut vec = vec![0u8; len / PAGE_SIZE];
-        // SAFETY: the range lies inside our direct map; vec has one byte per page.
-        let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
-        if r < 0 {
-            // Cannot tell: treat every page as held, so all get zeroed.
-            return vec![true; len / PAGE_SIZE];
+        let (start, end) = ((addr - self.base) as libc::off_t, (addr - self.base + len) as libc::off_t);
+        let seek = |off: libc::off_t, whence: i32| {
+            // SAFETY: lseek on our own memfd.
+            unsafe { libc::lseek(self.memfd.as_raw_fd(), off, whence) }
+        };
+        let mut runs = Vec::new();
+        let mut off = start;
+        while off < end {
+            let data = seek(off, libc::SEEK_DATA);
+            if data < 0 {
+                // ENXIO: no data after `off`. Anything else: cannot tell, so
+                // the rest counts as held.
+                if crate::host::last_errno() != Errno::ENXIO {
+                    runs.push((self.base + off as usize, (end - off) as usize));
+                }
+                break;
+            }
+            if data >= end {
+                break;
+            }
+            let hole = seek(data, libc::SEEK_HOLE);
+            let hole = if hole < 0 { end } else { hole.min(end) };
+            let (s, e) = (
+                data & !(PAGE_SIZE as libc::off_t - 1),
+                (hole + PAGE_SIZE as libc::off_t - 1) & !(PAGE_SIZE as libc::off_t - 1),
+            );
+            runs.push((self.base + s as usize, (e.min(end) - s) as usize));
+            off = e;
         }
-        vec.iter().map(|b| b & 1 != 0).collect()
+        runs
     }
 }

@@ -146,11 +146,12 @@ fn load_one(
     let phys = kernel.phys;
     let reserve = if with_brk { BRK_RESERVE } else { 0 };
 
-    let (start, heap_reserve) = if etype == ET_DYN {
-        // The heap room is cleaned by punching holes: asking the host which
-        // of its pages are resident would cost more than the image itself.
+    // A position-independent image gets its pages unzeroed: the file's
+    // bytes overwrite most of them, and only the rest is zeroed below.
+    let unzeroed = etype == ET_DYN;
+    let (start, heap_reserve) = if unzeroed {
         let start = phys
-            .alloc_sparse_tail(span + reserve, align, span)
+            .alloc_unzeroed(span + reserve, align)
             .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
         (start, reserve)
     } else {
@@ -192,6 +193,19 @@ fn load_one(
             if file.read_at_into(dst, p.offset)? != p.filesz as usize {
                 return Err(Errno::EIO);
             }
+        }
+        if unzeroed {
+            let mut file_bytes: Vec<(usize, usize)> =
+                loads.iter().map(|p| (bias + p.vaddr as usize, bias + (p.vaddr + p.filesz) as usize)).collect();
+            file_bytes.sort_unstable();
+            let mut at = start;
+            for (s, e) in file_bytes {
+                if s > at {
+                    phys.zero(at, s - at);
+                }
+                at = at.max(e);
+            }
+            phys.zero(at, start + span + heap_reserve - at);
         }
         Ok(())
     });

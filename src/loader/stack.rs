@@ -61,10 +61,11 @@ pub fn build(
     }
     let prot = PROT_READ | PROT_WRITE | if image.exec_stack { PROT_EXEC } else { 0 };
     let mut sp = 0;
-    let base = space.map(Placement::Sparse, size, Vma::new(0, prot, VmaKind::Stack), |range| {
-        sp = write_frame(range.addr() + range.len(), image, argv, envp, execfn)?;
-        Ok(())
-    })?;
+    let base =
+        space.map(Placement::Anywhere { align: PAGE_SIZE }, size, Vma::new(0, prot, VmaKind::Stack), |range| {
+            sp = write_frame(range.addr() + range.len(), image, argv, envp, execfn)?;
+            Ok(())
+        })?;
     // The guard page: a stack overflow faults instead of running into
     // whatever lies below (no-MMU Linux cannot do this; nomu can).
     space.protect(base, PAGE_SIZE, 0)?;

@@ -65,9 +65,9 @@ impl Pages {
     }
 }
 
-/// Dirty runs up to this long are zeroed page by page where the host holds
-/// them; longer ones get their hole punched.
-const MINCORE_MAX_PAGES: usize = 4096;
+/// Runs of held pages up to this long are zeroed in place (they are about
+/// to be used again); longer ones go back to the host.
+const ZERO_MAX: usize = 16 << 20;
 
 /// Dirty free memory beyond which it all goes back to the host.
 const MAX_DIRTY_FREE: usize = 64 << 20;
@@ -79,23 +79,18 @@ impl PhysicalMemory {
         PhysicalMemory { mem, buddy: Mutex::new(pages) }
     }
 
-    /// Zeroes the dirty pages of a range just allocated. `sparse`: the
-    /// range will mostly stay untouched (a stack), so holes are punched
-    /// rather than every page asked about.
-    fn clean(&self, pages: &mut Pages, pfn: usize, count: usize, sparse: bool) {
+    /// Zeroes the dirty pages of a range just allocated. Only pages the
+    /// host holds need it (the rest read as zero), and the host says where
+    /// they are for the cost of a lookup per run, however sparse the range
+    /// (a stack of megabytes with a few pages used).
+    fn clean(&self, pages: &mut Pages, pfn: usize, count: usize) {
         for (start, n) in pages.take_dirty(pfn, count) {
             pages.dirty_free -= n;
-            let addr = self.addr(start);
-            if sparse || n > MINCORE_MAX_PAGES {
-                // Asking the host page by page costs more than a hole punch.
-                self.mem.discard(addr, n * PAGE_SIZE);
-                continue;
-            }
-            // Only pages the host holds need zeroing; the rest read as zero.
-            let resident = self.mem.resident(addr, n * PAGE_SIZE);
-            for (i, &r) in resident.iter().enumerate() {
-                if r {
-                    self.mem.zero(addr + i * PAGE_SIZE, PAGE_SIZE);
+            for (addr, len) in self.mem.populated(self.addr(start), n * PAGE_SIZE) {
+                if len > ZERO_MAX {
+                    self.mem.discard(addr, len);
+                } else {
+                    self.mem.zero(addr, len);
                 }
             }
         }
@@ -134,28 +129,41 @@ impl PhysicalMemory {
 
     /// Allocates `len` bytes (a page multiple) aligned to `align` bytes.
     pub fn alloc(&self, len: usize, align: usize) -> Result<usize, Errno> {
-        self.alloc_with(len, align, len)
-    }
-
-    /// Like `alloc`, for memory that will mostly stay untouched (stacks).
-    pub fn alloc_sparse(&self, len: usize, align: usize) -> Result<usize, Errno> {
-        self.alloc_with(len, align, 0)
-    }
-
-    /// Like `alloc`, for memory of which only the first `dense` bytes will
-    /// be used at once (a program image and the heap room after it).
-    pub fn alloc_sparse_tail(&self, len: usize, align: usize, dense: usize) -> Result<usize, Errno> {
-        self.alloc_with(len, align, dense.min(len))
-    }
-
-    fn alloc_with(&self, len: usize, align: usize, dense: usize) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
-        let dense_pages = dense.div_ceil(PAGE_SIZE);
-        self.clean(&mut pages, pfn, dense_pages, false);
-        self.clean(&mut pages, pfn + dense_pages, len / PAGE_SIZE - dense_pages, true);
+        self.clean(&mut pages, pfn, len / PAGE_SIZE);
         Ok(self.addr(pfn))
+    }
+
+    /// Like `alloc`, but the pages keep whatever they held: the caller
+    /// writes or [`zero`](Self::zero)es every byte before anyone else can
+    /// see them (the loader, which overwrites most with the file).
+    pub fn alloc_unzeroed(&self, len: usize, align: usize) -> Result<usize, Errno> {
+        let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
+        let mut pages = self.buddy.lock().unwrap();
+        let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
+        for (_, n) in pages.take_dirty(pfn, len / PAGE_SIZE) {
+            pages.dirty_free -= n;
+        }
+        Ok(self.addr(pfn))
+    }
+
+    /// Zeroes [addr, addr+len) of pages the caller owns (read-write), asking
+    /// the host which whole pages hold anything.
+    pub fn zero(&self, addr: usize, len: usize) {
+        let end = addr + len;
+        let (inner_s, inner_e) = (addr.next_multiple_of(PAGE_SIZE), end & !(PAGE_SIZE - 1));
+        if inner_s >= inner_e {
+            self.mem.zero(addr, len);
+            return;
+        }
+        self.mem.zero(addr, inner_s - addr);
+        self.mem.zero(inner_e, end - inner_e);
+        let _pages = self.buddy.lock().unwrap(); // populated() seeks the shared memfd
+        for (a, n) in self.mem.populated(inner_s, inner_e - inner_s) {
+            self.mem.zero(a, n);
+        }
     }
 
     /// Claims the pages of [addr, addr+len) if they all are free.
@@ -166,7 +174,7 @@ impl PhysicalMemory {
         let pfn = self.pfn(addr);
         let mut pages = self.buddy.lock().unwrap();
         if pages.buddy.alloc_at(pfn, len / PAGE_SIZE) {
-            self.clean(&mut pages, pfn, len / PAGE_SIZE, false);
+            self.clean(&mut pages, pfn, len / PAGE_SIZE);
             Ok(())
         } else {
             Err(Errno::ENOMEM)
@@ -257,22 +265,39 @@ mod tests {
     fn pages_leave_the_allocator_zeroed() {
         let mem = PhysMem::init(256 << 20).expect("physical memory");
         let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem)));
-        // Dense (asked page by page), sparse (holes punched), and a dense
-        // head with a sparse tail.
-        for dense_part in [1.0, 0.0, 0.5] {
-            for len in [PAGE_SIZE, 16 * PAGE_SIZE, 1 << 20] {
-                let dense = (len as f64 * dense_part) as usize;
-                let a = phys.alloc_with(len, PAGE_SIZE, dense).unwrap();
+        // Wholly used, and used here and there (zeroed in place, and in
+        // runs long enough to go back to the host).
+        for len in [PAGE_SIZE, 16 * PAGE_SIZE, 1 << 20, 32 << 20] {
+            for stride in [1, 3, 100] {
+                let a = phys.alloc(len, PAGE_SIZE).unwrap();
                 assert!(all_zero(a, len));
-                fill(a, len, 0xa5);
+                for p in (0..len / PAGE_SIZE).step_by(stride) {
+                    fill(a + p * PAGE_SIZE, PAGE_SIZE, 0xa5);
+                }
                 phys.free(a, len, RW);
                 // Lowest-address-first: the same pages come back, dirty.
-                let b = phys.alloc_with(len, PAGE_SIZE, dense).unwrap();
+                let b = phys.alloc(len, PAGE_SIZE).unwrap();
                 assert_eq!(a, b);
-                assert!(all_zero(b, len), "reused pages not zeroed (len {len}, dense {dense})");
+                assert!(all_zero(b, len), "reused pages not zeroed (len {len}, stride {stride})");
                 phys.free(b, len, RW);
             }
         }
+        // Unzeroed pages: the caller zeroes what it does not write, to the
+        // byte (a segment's file bytes end mid-page).
+        let len = 64 * PAGE_SIZE;
+        let a = phys.alloc(len, PAGE_SIZE).unwrap();
+        fill(a, len, 0x77);
+        phys.free(a, len, RW);
+        let b = phys.alloc_unzeroed(len, PAGE_SIZE).unwrap();
+        assert_eq!(a, b);
+        fill(b + 100, 5000, 0x11);
+        phys.zero(b, 100);
+        phys.zero(b + 5100, len - 5100);
+        let mut got = vec![0u8; len];
+        assert_eq!(copy_from_guest(&mut got, b), len);
+        assert!(got[..100].iter().all(|&x| x == 0) && got[5100..].iter().all(|&x| x == 0));
+        assert!(got[100..5100].iter().all(|&x| x == 0x11));
+        phys.free(b, len, RW);
         // Past the dirty limit everything goes back to the host, zeroed.
         let big = MAX_DIRTY_FREE + (4 << 20);
         let a = phys.alloc(big, PAGE_SIZE).unwrap();

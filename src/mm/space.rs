@@ -80,8 +80,6 @@ pub enum Placement {
     Anywhere {
         align: usize,
     },
-    /// Anywhere, for memory that will mostly stay untouched (a stack).
-    Sparse,
     /// MAP_FIXED: replaces this process's own mappings in the range, or
     /// claims free physical pages.
     Fixed(usize),
@@ -217,7 +215,6 @@ impl AddressSpace {
         debug_assert!(len > 0 && is_page_aligned(len));
         let start = match place {
             Placement::Anywhere { align } => self.phys.alloc(len, align)?,
-            Placement::Sparse => self.phys.alloc_sparse(len, PAGE_SIZE)?,
             Placement::Fixed(addr) => {
                 self.claim_fixed(addr, len)?;
                 addr
@@ -424,15 +421,28 @@ impl AddressSpace {
     /// Frees every page this address space owns.
     pub fn release_all(&mut self) {
         let vmas = std::mem::take(&mut self.vmas);
+        // Free pages are read-write: one host call per run of adjacent
+        // mappings that are not (a program's segments, a stack's guard).
+        let mut restore: Vec<(usize, usize)> = Vec::new();
+        for (&s, v) in &vmas {
+            Self::write_back_vma(s, v);
+            if host_prot(v.prot) != RW {
+                match restore.last_mut() {
+                    Some((_, end)) if *end == s => *end = v.end,
+                    _ => restore.push((s, v.end)),
+                }
+            }
+        }
+        for (s, e) in restore {
+            // Restoring read-write on our own direct map cannot fail.
+            let _ = self.phys.protect(s, e - s, RW);
+        }
         for (s, v) in vmas {
-            Self::write_back_vma(s, &v);
             // Heap pages are freed with the whole reservation below.
-            let prot = host_prot(v.prot);
             let heap_s = self.brk_start.clamp(s, v.end);
             let heap_e = self.brk_owned_end.clamp(heap_s, v.end);
-            self.phys.free(s, heap_s - s, prot);
-            self.phys.reprotect(heap_s, heap_e - heap_s, prot, RW).ok();
-            self.phys.free(heap_e, v.end - heap_e, prot);
+            self.phys.free(s, heap_s - s, RW);
+            self.phys.free(heap_e, v.end - heap_e, RW);
         }
         self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start, RW);
         self.brk_start = 0;
