@@ -113,7 +113,9 @@ fn files_written_before_exit_are_kept(e: Entry) {
         let got = std::fs::read(nomu_dir.join(f)).unwrap();
         assert!(want == got, "{f} differs from the native run");
     }
-    assert_eq!(&std::fs::read(nomu_dir.join("mapped.bin")).unwrap()[100..118], b"through MAP_SHARED");
+    let mapped = std::fs::read(nomu_dir.join("mapped.bin")).unwrap();
+    assert_eq!(&mapped[100..118], b"through MAP_SHARED");
+    assert_eq!(&mapped[5000..5011], b"second page");
     let _ = std::fs::remove_dir_all(native_dir);
     let _ = std::fs::remove_dir_all(nomu_dir);
 }

@@ -159,7 +159,7 @@ impl OpenFile {
     pub fn read_at_into(&self, range: GuestRange, offset: u64) -> Result<usize, Errno> {
         let mut done = 0;
         while done < range.len() {
-            let rest = GuestRange::new(range.addr() + done, range.len() - done).unwrap();
+            let rest = range.skip(done);
             let n = hostfs::pread(self.fd(), rest, (offset + done as u64) as i64)?;
             if n == 0 {
                 break;
@@ -173,7 +173,7 @@ impl OpenFile {
     pub fn write_at_from(&self, range: GuestRange, offset: u64) -> Result<(), Errno> {
         let mut done = 0;
         while done < range.len() {
-            let rest = GuestRange::new(range.addr() + done, range.len() - done).unwrap();
+            let rest = range.skip(done);
             done += hostfs::pwrite(self.fd(), rest, (offset + done as u64) as i64)?;
         }
         Ok(())

@@ -22,10 +22,10 @@ pub struct PhysMem {
     memfd: OwnedFd,
     base: usize,
     size: usize,
-    /// A second, always-writable view of the same memory, made on first
-    /// use: code patching writes guest text through it whatever the guest's
-    /// own protection of the page.
-    writable_alias: OnceLock<usize>,
+    /// A second, always-writable view of the same memory: nomu writes
+    /// through it (loading programs, zeroing, patching code) whatever the
+    /// guest's protection of the page is in the direct map.
+    alias: usize,
 }
 
 static PHYSMEM: OnceLock<PhysMem> = OnceLock::new();
@@ -71,7 +71,13 @@ impl PhysMem {
         if addr == libc::MAP_FAILED {
             return Err(format!("mapping {size} bytes of physical memory: {}", last_errno()));
         }
-        let pm = PhysMem { memfd, base: addr as usize, size, writable_alias: OnceLock::new() };
+        // SAFETY: a new shared mapping of our own memfd at an address of the
+        // host's choice; it aliases the direct map and is never freed.
+        let alias = unsafe { libc::mmap(std::ptr::null_mut(), size, prot, flags, memfd.as_raw_fd(), 0) };
+        if alias == libc::MAP_FAILED {
+            return Err(format!("mapping {size} bytes of physical memory's writable alias: {}", last_errno()));
+        }
+        let pm = PhysMem { memfd, base: addr as usize, size, alias: alias as usize };
         PHYSMEM.set(pm).map_err(|_| "physical memory initialised twice".to_string())?;
         Ok(PHYSMEM.get().unwrap())
     }
@@ -138,12 +144,19 @@ impl PhysMem {
         }
     }
 
-    /// Zeroes bytes of physical memory that are mapped writable.
+    /// Where the writable alias shows the byte at direct-map address `addr`.
+    fn alias_of(&self, addr: usize) -> usize {
+        self.alias + (addr - self.base)
+    }
+
+    /// Zeroes bytes of physical memory (through the writable alias, so the
+    /// guest's protection of the pages does not matter).
     pub fn zero(&self, addr: usize, len: usize) {
         assert!(self.contains(addr, len));
-        // SAFETY: the range lies inside our direct map and the caller made it
-        // writable; nothing in nomu holds a Rust reference into guest memory.
-        unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len) };
+        // SAFETY: the range lies inside physical memory, so its alias lies
+        // inside our alias mapping, which is always writable; nothing in nomu
+        // holds a Rust reference into guest memory.
+        unsafe { std::ptr::write_bytes(self.alias_of(addr) as *mut u8, 0, len) };
     }
 
     /// Atomically replaces the two bytes at `addr` with `new` if they still
@@ -155,29 +168,7 @@ impl PhysMem {
         if !self.contains(addr, 2) || addr % 64 == 63 {
             return false;
         }
-        let alias = *self.writable_alias.get_or_init(|| {
-            // SAFETY: a new shared mapping of our own memfd at an address of
-            // the host's choice; it aliases the direct map and is never freed.
-            let a = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    self.size,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_NORESERVE,
-                    self.memfd.as_raw_fd(),
-                    0,
-                )
-            };
-            if a == libc::MAP_FAILED {
-                0
-            } else {
-                a as usize
-            }
-        });
-        if alias == 0 {
-            return false;
-        }
-        let target = (alias + (addr - self.base)) as *mut u16;
+        let target = self.alias_of(addr) as *mut u16;
         let (old, new) = (u16::from_le_bytes(old), u16::from_le_bytes(new));
         let ok: u8;
         // SAFETY: target lies inside our alias mapping (checked above), within
@@ -197,11 +188,13 @@ impl PhysMem {
         ok != 0
     }
 
-    /// Copies bytes inside physical memory (for mremap moves and the loader).
+    /// Copies bytes inside physical memory (for mremap moves), through the
+    /// writable alias: neither range needs to be accessible to the guest.
     pub fn copy_within(&self, dst: usize, src: usize, len: usize) {
         assert!(self.contains(dst, len) && self.contains(src, len));
-        // SAFETY: both ranges lie inside the direct map; ptr::copy handles overlap.
-        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+        // SAFETY: both ranges lie inside physical memory, so inside the alias
+        // mapping (readable and writable); ptr::copy handles overlap.
+        unsafe { std::ptr::copy(self.alias_of(src) as *const u8, self.alias_of(dst) as *mut u8, len) };
     }
 }
 
@@ -212,11 +205,26 @@ impl PhysMem {
 pub struct GuestRange {
     addr: usize,
     len: usize,
+    /// Host calls write it through the writable alias (whatever the guest's
+    /// protection): for nomu's own filling of fresh pages, never for a
+    /// buffer a guest syscall named.
+    through_alias: bool,
 }
 
 impl GuestRange {
     pub fn new(addr: usize, len: usize) -> Option<GuestRange> {
-        PhysMem::get().contains(addr, len).then_some(GuestRange { addr, len })
+        PhysMem::get().contains(addr, len).then_some(GuestRange { addr, len, through_alias: false })
+    }
+
+    /// The same bytes, written by host calls through the writable alias.
+    pub fn through_alias(self) -> GuestRange {
+        GuestRange { through_alias: true, ..self }
+    }
+
+    /// The range without its first `n` bytes.
+    pub fn skip(self, n: usize) -> GuestRange {
+        let n = n.min(self.len);
+        GuestRange { addr: self.addr + n, len: self.len - n, ..self }
     }
 
     pub fn addr(&self) -> usize {
@@ -232,7 +240,9 @@ impl GuestRange {
     }
 
     pub(super) fn ptr(&self) -> *mut libc::c_void {
-        self.addr as *mut libc::c_void
+        let pm = PhysMem::get();
+        let addr = if self.through_alias { pm.alias_of(self.addr) } else { self.addr };
+        addr as *mut libc::c_void
     }
 }
 

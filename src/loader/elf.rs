@@ -189,8 +189,10 @@ fn load_one(
     let initial = if covered_to >= start + span { PROT_READ | PROT_WRITE } else { 0 };
     let filled = space.map(Placement::Allocated(start), span, Vma::new(0, initial, VmaKind::Image), |_| {
         for p in &loads {
+            // Through the alias: the pages may still be protected as the
+            // last program here wanted them.
             let dst = GuestRange::new(bias + p.vaddr as usize, p.filesz as usize).ok_or(Errno::ENOEXEC)?;
-            if file.read_at_into(dst, p.offset)? != p.filesz as usize {
+            if file.read_at_into(dst.through_alias(), p.offset)? != p.filesz as usize {
                 return Err(Errno::EIO);
             }
         }
@@ -210,20 +212,28 @@ fn load_one(
         Ok(())
     });
     if let Err(e) = filled {
-        phys.free(start + span, heap_reserve, crate::mm::phys::RW);
+        phys.free(start + span, heap_reserve);
         return Err(e.into());
+    }
+    // The pages kept their last protection (see mm::phys); the heap room
+    // must be writable, holes between segments inaccessible.
+    phys.set_prot(start + span, heap_reserve, PROT_READ | PROT_WRITE)?;
+    if initial == 0 {
+        phys.set_prot(start, span, 0)?;
     }
     if with_brk {
         space.init_brk(start + span, start + span + heap_reserve);
     }
-    for &(s, e, prot) in &ranges {
-        let shared = ranges.iter().filter(|&&(s2, e2, _)| s2 < e && s < e2).fold(prot, |acc, &(_, _, p2)| acc | p2);
-        space.protect(s, e - s, prot)?;
-        if shared != prot {
-            for &(s2, e2, _) in ranges.iter().filter(|&&(s2, e2, _)| s2 < e && s < e2 && (s2, e2) != (s, e)) {
-                let (os, oe) = (s.max(s2), e.min(e2));
-                space.protect(os, oe - os, shared)?;
-            }
+    // Each piece between segment edges once, with the protections of every
+    // segment covering it (a page two segments share gets both).
+    let mut cuts: Vec<usize> = ranges.iter().flat_map(|&(s, e, _)| [s, e]).collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    for w in cuts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let covering = ranges.iter().filter(|&&(s, e, _)| s < b && a < e);
+        if let Some(prot) = covering.map(|&(_, _, p)| p).reduce(|x, y| x | y) {
+            space.protect(a, b - a, prot)?;
         }
     }
 

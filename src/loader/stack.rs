@@ -52,7 +52,7 @@ pub fn build(
     argv: &[Vec<u8>],
     envp: &[Vec<u8>],
     execfn: &[u8],
-    _kernel: &Kernel,
+    kernel: &Kernel,
 ) -> Result<(usize, usize), ExecError> {
     let size = stack_size();
     let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
@@ -60,12 +60,23 @@ pub fn build(
         return Err(Errno::E2BIG.into());
     }
     let prot = PROT_READ | PROT_WRITE | if image.exec_stack { PROT_EXEC } else { 0 };
+    // The pages keep the protection they last had (see mm::phys), so a
+    // stack made where the last one was costs the host no mprotect: the
+    // guard page first, then the rest, each changed only if it differs.
+    let phys = kernel.phys;
+    let base = phys.alloc_unzeroed(size, PAGE_SIZE)?;
+    phys.zero(base, size);
+    let protected =
+        phys.set_prot(base, PAGE_SIZE, 0).and_then(|_| phys.set_prot(base + PAGE_SIZE, size - PAGE_SIZE, prot));
+    if let Err(e) = protected {
+        phys.free(base, size);
+        return Err(e.into());
+    }
     let mut sp = 0;
-    let base =
-        space.map(Placement::Anywhere { align: PAGE_SIZE }, size, Vma::new(0, prot, VmaKind::Stack), |range| {
-            sp = write_frame(range.addr() + range.len(), image, argv, envp, execfn)?;
-            Ok(())
-        })?;
+    space.map(Placement::Allocated(base), size, Vma::new(0, prot, VmaKind::Stack), |range| {
+        sp = write_frame(range.addr() + range.len(), image, argv, envp, execfn)?;
+        Ok(())
+    })?;
     // The guard page: a stack overflow faults instead of running into
     // whatever lies below (no-MMU Linux cannot do this; nomu can).
     space.protect(base, PAGE_SIZE, 0)?;

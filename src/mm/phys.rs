@@ -1,11 +1,18 @@
 //! Physical memory: nomu's memfd-backed direct map and the buddy allocator
-//! that hands out its pages. Pages leave the allocator zeroed and writable.
+//! that hands out its pages. Pages leave the allocator zeroed and writable
+//! (or, for the loader, as they were: see `alloc_unzeroed`).
 //!
 //! Freed pages are not zeroed at once: they are marked dirty, and zeroed
-//! when allocated again, and only those the host really holds (mincore):
-//! punching holes at every free costs the host a TLB shootdown and the next
-//! user a page fault per page. When too much dirty memory piles up, it is
-//! given back to the host in one sweep.
+//! when allocated again, and only those the host really holds (it says
+//! where through SEEK_DATA): punching holes at every free costs the host a
+//! TLB shootdown and the next user a page fault per page. When too much
+//! dirty memory piles up, it is given back to the host in one sweep.
+//!
+//! Each page's host protection is recorded, and a page keeps it when freed:
+//! a host mprotect of shared memory costs a TLB shootdown, and a program
+//! exec'd again at the same place finds its pages protected as it wants
+//! them. nomu itself writes through the writable alias, so no page has to
+//! be made writable for nomu's sake.
 
 use super::buddy::BuddyAllocator;
 use super::PAGE_SIZE;
@@ -21,12 +28,14 @@ pub struct PhysicalMemory {
     buddy: Mutex<Pages>,
 }
 
-/// The allocator and the dirty-page bookkeeping, under one lock.
+/// The allocator and the per-page bookkeeping, under one lock.
 struct Pages {
     buddy: BuddyAllocator,
     /// One bit per page: freed since it was last zeroed.
     dirty: Vec<u64>,
     dirty_free: usize,
+    /// Each page's protection in the host's direct map.
+    prot: Vec<u8>,
 }
 
 impl Pages {
@@ -75,7 +84,12 @@ const MAX_DIRTY_FREE: usize = 64 << 20;
 impl PhysicalMemory {
     pub fn new(mem: &'static PhysMem) -> PhysicalMemory {
         let npages = mem.size() / PAGE_SIZE;
-        let pages = Pages { buddy: BuddyAllocator::new(npages), dirty: vec![0; npages.div_ceil(64)], dirty_free: 0 };
+        let pages = Pages {
+            buddy: BuddyAllocator::new(npages),
+            dirty: vec![0; npages.div_ceil(64)],
+            dirty_free: 0,
+            prot: vec![RW as u8; npages],
+        };
         PhysicalMemory { mem, buddy: Mutex::new(pages) }
     }
 
@@ -133,12 +147,18 @@ impl PhysicalMemory {
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
         self.clean(&mut pages, pfn, len / PAGE_SIZE);
+        if let Err(e) = self.set_prot_locked(&mut pages, pfn, len / PAGE_SIZE, RW) {
+            pages.buddy.free(pfn, len / PAGE_SIZE);
+            return Err(e);
+        }
         Ok(self.addr(pfn))
     }
 
-    /// Like `alloc`, but the pages keep whatever they held: the caller
-    /// writes or [`zero`](Self::zero)es every byte before anyone else can
-    /// see them (the loader, which overwrites most with the file).
+    /// Like `alloc`, but the pages keep whatever they held and their
+    /// protection: the caller writes (through the alias) or
+    /// [`zero`](Self::zero)es every byte and sets the protection before
+    /// anyone else can see them (the loader, which overwrites most with the
+    /// file and wants the protection a program there had last time).
     pub fn alloc_unzeroed(&self, len: usize, align: usize) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
@@ -149,8 +169,9 @@ impl PhysicalMemory {
         Ok(self.addr(pfn))
     }
 
-    /// Zeroes [addr, addr+len) of pages the caller owns (read-write), asking
-    /// the host which whole pages hold anything.
+    /// Zeroes [addr, addr+len) of pages the caller owns (through the alias,
+    /// whatever their protection), asking the host which whole pages hold
+    /// anything.
     pub fn zero(&self, addr: usize, len: usize) {
         let end = addr + len;
         let (inner_s, inner_e) = (addr.next_multiple_of(PAGE_SIZE), end & !(PAGE_SIZE - 1));
@@ -173,28 +194,27 @@ impl PhysicalMemory {
         }
         let pfn = self.pfn(addr);
         let mut pages = self.buddy.lock().unwrap();
-        if pages.buddy.alloc_at(pfn, len / PAGE_SIZE) {
-            self.clean(&mut pages, pfn, len / PAGE_SIZE);
-            Ok(())
-        } else {
-            Err(Errno::ENOMEM)
+        if !pages.buddy.alloc_at(pfn, len / PAGE_SIZE) {
+            return Err(Errno::ENOMEM);
         }
+        self.clean(&mut pages, pfn, len / PAGE_SIZE);
+        if let Err(e) = self.set_prot_locked(&mut pages, pfn, len / PAGE_SIZE, RW) {
+            pages.buddy.free(pfn, len / PAGE_SIZE);
+            return Err(e);
+        }
+        Ok(())
     }
 
     pub fn is_free(&self, addr: usize, len: usize) -> bool {
         self.mem.contains(addr, len) && self.buddy.lock().unwrap().buddy.range_is_free(self.pfn(addr), len / PAGE_SIZE)
     }
 
-    /// Returns pages to the allocator, writable again (they are zeroed when
-    /// next allocated). `prot` is their current protection (read-write
-    /// needs no change: every host mprotect of shared memory costs a TLB
-    /// shootdown on all CPUs).
-    pub fn free(&self, addr: usize, len: usize, prot: Prot) {
+    /// Returns pages to the allocator (zeroed when next allocated; their
+    /// protection stays until then, see the module comment).
+    pub fn free(&self, addr: usize, len: usize) {
         if len == 0 {
             return;
         }
-        // Restoring read-write on our own direct map cannot fail.
-        let _ = self.reprotect(addr, len, prot, RW);
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
         for p in pfn..pfn + n {
@@ -210,22 +230,35 @@ impl PhysicalMemory {
     }
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
-    pub fn scrub(&self, addr: usize, len: usize, prot: Prot) {
-        // Restoring read-write on our own direct map cannot fail.
-        let _ = self.reprotect(addr, len, prot, RW);
+    pub fn scrub(&self, addr: usize, len: usize) {
+        // Making our own direct map read-write cannot fail.
+        let _ = self.set_prot(addr, len, RW);
         self.mem.discard(addr, len);
     }
 
-    /// Changes the protection of pages whose protection is now `from`.
-    pub fn reprotect(&self, addr: usize, len: usize, from: Prot, to: Prot) -> Result<(), Errno> {
-        if from == to || len == 0 {
+    /// Sets the host protection of owned pages, asking the host only for
+    /// the runs whose protection differs.
+    pub fn set_prot(&self, addr: usize, len: usize, prot: Prot) -> Result<(), Errno> {
+        if len == 0 {
             return Ok(());
         }
-        self.mem.protect(addr, len, to)
+        let mut pages = self.buddy.lock().unwrap();
+        self.set_prot_locked(&mut pages, self.pfn(addr), len / PAGE_SIZE, prot)
     }
 
-    pub fn protect(&self, addr: usize, len: usize, prot: Prot) -> Result<(), Errno> {
-        self.mem.protect(addr, len, prot)
+    fn set_prot_locked(&self, pages: &mut Pages, pfn: usize, count: usize, prot: Prot) -> Result<(), Errno> {
+        let want = prot as u8;
+        let mut p = pfn;
+        let end = pfn + count;
+        while p < end {
+            let Some(s) = pages.prot[p..end].iter().position(|&x| x != want) else { break };
+            let s = p + s;
+            let e = pages.prot[s..end].iter().position(|&x| x == want).map_or(end, |n| s + n);
+            self.mem.protect(self.addr(s), (e - s) * PAGE_SIZE, prot)?;
+            pages.prot[s..e].fill(want);
+            p = e;
+        }
+        Ok(())
     }
 
     pub fn copy_within(&self, dst: usize, src: usize, len: usize) {
@@ -274,12 +307,12 @@ mod tests {
                 for p in (0..len / PAGE_SIZE).step_by(stride) {
                     fill(a + p * PAGE_SIZE, PAGE_SIZE, 0xa5);
                 }
-                phys.free(a, len, RW);
+                phys.free(a, len);
                 // Lowest-address-first: the same pages come back, dirty.
                 let b = phys.alloc(len, PAGE_SIZE).unwrap();
                 assert_eq!(a, b);
                 assert!(all_zero(b, len), "reused pages not zeroed (len {len}, stride {stride})");
-                phys.free(b, len, RW);
+                phys.free(b, len);
             }
         }
         // Unzeroed pages: the caller zeroes what it does not write, to the
@@ -287,7 +320,7 @@ mod tests {
         let len = 64 * PAGE_SIZE;
         let a = phys.alloc(len, PAGE_SIZE).unwrap();
         fill(a, len, 0x77);
-        phys.free(a, len, RW);
+        phys.free(a, len);
         let b = phys.alloc_unzeroed(len, PAGE_SIZE).unwrap();
         assert_eq!(a, b);
         fill(b + 100, 5000, 0x11);
@@ -297,12 +330,30 @@ mod tests {
         assert_eq!(copy_from_guest(&mut got, b), len);
         assert!(got[..100].iter().all(|&x| x == 0) && got[5100..].iter().all(|&x| x == 0));
         assert!(got[100..5100].iter().all(|&x| x == 0x11));
-        phys.free(b, len, RW);
+        phys.free(b, len);
+        // Protection survives free; alloc makes pages writable again (the
+        // fill below would fault otherwise), alloc_unzeroed leaves it, and
+        // nomu's own zeroing does not need it.
+        let a = phys.alloc(4 * PAGE_SIZE, PAGE_SIZE).unwrap();
+        fill(a, 4 * PAGE_SIZE, 0x33);
+        phys.set_prot(a, PAGE_SIZE, 0).unwrap();
+        phys.set_prot(a + PAGE_SIZE, PAGE_SIZE, libc::PROT_READ).unwrap();
+        phys.free(a, 4 * PAGE_SIZE);
+        let b = phys.alloc_unzeroed(4 * PAGE_SIZE, PAGE_SIZE).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(phys.buddy.lock().unwrap().prot[phys.pfn(b)..phys.pfn(b) + 2], [0, libc::PROT_READ as u8]);
+        phys.zero(b, 4 * PAGE_SIZE);
+        phys.free(b, 4 * PAGE_SIZE);
+        let c = phys.alloc(4 * PAGE_SIZE, PAGE_SIZE).unwrap();
+        assert_eq!(a, c);
+        assert!(all_zero(c, 4 * PAGE_SIZE));
+        fill(c, 4 * PAGE_SIZE, 0x44);
+        phys.free(c, 4 * PAGE_SIZE);
         // Past the dirty limit everything goes back to the host, zeroed.
         let big = MAX_DIRTY_FREE + (4 << 20);
         let a = phys.alloc(big, PAGE_SIZE).unwrap();
         fill(a, big, 0x5a);
-        phys.free(a, big, RW);
+        phys.free(a, big);
         assert_eq!(phys.buddy.lock().unwrap().dirty_free, 0);
         let b = phys.alloc_at(a, PAGE_SIZE);
         assert!(b.is_ok() && all_zero(a, PAGE_SIZE));

@@ -5,7 +5,7 @@
 //! host MMU still enforces each VMA's protection (mprotect is real), which
 //! no-MMU Linux cannot do.
 
-use super::phys::{PhysicalMemory, RW};
+use super::phys::PhysicalMemory;
 use super::{is_page_aligned, page_up, PAGE_SIZE};
 use crate::fs::file::OpenFile;
 use crate::host::physmem::GuestRange;
@@ -179,9 +179,9 @@ impl AddressSpace {
         let Ok(size) = b.file.size() else { return };
         let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
         if len > 0 {
-            // A page the guest made PROT_NONE fails the host's read: the
-            // rest is still written.
-            let _ = b.file.write_at_from(GuestRange::new(start, len).unwrap(), b.offset);
+            // Through the alias: pages the guest made PROT_NONE since it
+            // wrote them are written back too, as Linux does.
+            let _ = b.file.write_at_from(GuestRange::new(start, len).unwrap().through_alias(), b.offset);
         }
     }
 
@@ -204,7 +204,8 @@ impl AddressSpace {
     }
 
     /// Maps `len` bytes (page multiple, > 0). `fill` writes the initial
-    /// contents while the pages are still writable; then `vma.prot` applies.
+    /// contents while the pages are still writable; then `vma.prot` applies
+    /// (pages the caller allocated itself it protects itself).
     pub fn map(
         &mut self,
         place: Placement,
@@ -223,10 +224,12 @@ impl AddressSpace {
         };
         let range = GuestRange::new(start, len).expect("allocated pages lie in physical memory");
         if let Err(e) = fill(range) {
-            self.phys.free(start, len, RW);
+            self.phys.free(start, len);
             return Err(e);
         }
-        self.phys.reprotect(start, len, RW, host_prot(vma.prot))?;
+        if !matches!(place, Placement::Allocated(_)) {
+            self.phys.set_prot(start, len, host_prot(vma.prot))?;
+        }
         self.vmas.insert(start, Vma { end: start + len, ..vma });
         Ok(start)
     }
@@ -261,30 +264,26 @@ impl AddressSpace {
             self.phys.alloc_at(p, PAGE_SIZE)?;
             p += PAGE_SIZE;
         }
-        // Only our own mappings can be protected other than read-write.
-        for &(s, e, prot) in &owned {
-            self.phys.reprotect(s, e - s, prot, RW)?;
-        }
-        self.phys.scrub(addr, len, RW);
+        self.phys.scrub(addr, len);
         Ok(())
     }
 
     /// munmap: frees the pages of every mapping in the range.
     pub fn unmap(&mut self, addr: usize, len: usize) {
         let end = addr.saturating_add(len);
-        for (s, e, prot) in self.take_range(addr, end) {
-            self.release_pages(s, e, prot);
+        for (s, e, _) in self.take_range(addr, end) {
+            self.release_pages(s, e);
         }
     }
 
     /// Gives back the pages of a removed mapping: to the allocator, or, for
     /// pages inside the heap's reservation, back to that reservation.
-    fn release_pages(&self, s: usize, e: usize, prot: i32) {
+    fn release_pages(&self, s: usize, e: usize) {
         let heap_s = self.brk_start.clamp(s, e);
         let heap_e = self.brk_owned_end.clamp(heap_s, e);
-        self.phys.free(s, heap_s - s, prot);
-        self.phys.scrub(heap_s, heap_e - heap_s, prot);
-        self.phys.free(heap_e, e - heap_e, prot);
+        self.phys.free(s, heap_s - s);
+        self.phys.scrub(heap_s, heap_e - heap_s);
+        self.phys.free(heap_e, e - heap_e);
     }
 
     /// mprotect: the whole range must be mapped.
@@ -299,23 +298,14 @@ impl AddressSpace {
         }
         self.split_at(addr);
         self.split_at(end);
-        let mut runs = Vec::new();
-        for (&s, v) in self.vmas.range_mut(addr..end) {
-            runs.push((s, v.end, host_prot(v.prot)));
+        for (_, v) in self.vmas.range_mut(addr..end) {
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
             if prot & PROT_WRITE != 0 {
                 v.origin = None;
             }
         }
-        // One host call when nothing is read-write-only to begin with.
-        if runs.iter().all(|r| r.2 == runs[0].2) {
-            return self.phys.reprotect(addr, len, runs[0].2, host_prot(prot));
-        }
-        for (s, e, old) in runs {
-            self.phys.reprotect(s, e - s, old, host_prot(prot))?;
-        }
-        Ok(())
+        self.phys.set_prot(addr, len, host_prot(prot))
     }
 
     /// MADV_DONTNEED: private anonymous pages read as zero again, private
@@ -328,12 +318,12 @@ impl AddressSpace {
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
             self.vmas.get_mut(&s).unwrap().origin = None;
-            self.phys.scrub(p, run_end - p, host_prot(prot));
+            self.phys.scrub(p, run_end - p);
             if let Some(b) = backing {
                 let range = GuestRange::new(p, run_end - p).unwrap();
                 let _ = b.file.read_at_into(range, b.offset + (p - s) as u64);
             }
-            self.phys.reprotect(p, run_end - p, RW, host_prot(prot))?;
+            self.phys.set_prot(p, run_end - p, host_prot(prot))?;
             p = run_end;
         }
         Ok(())
@@ -353,7 +343,7 @@ impl AddressSpace {
         }
         let grow = new_len - old_len;
         if old_end == vma.end && self.phys.alloc_at(old_end, grow).is_ok() {
-            self.phys.reprotect(old_end, grow, RW, host_prot(vma.prot))?;
+            self.phys.set_prot(old_end, grow, host_prot(vma.prot))?;
             self.vmas.get_mut(&start).unwrap().end = old_end + grow;
             return Ok(old);
         }
@@ -366,12 +356,7 @@ impl AddressSpace {
         }
         let phys = self.phys;
         let new = self.map(Placement::Anywhere { align: PAGE_SIZE }, new_len, moved, |dst| {
-            // The old pages may be unreadable to the guest, never to nomu:
-            // give them read access for the copy (they are freed next, and
-            // their VMA's protection, not read-write, makes that restore RW).
-            if host_prot(vma.prot) & PROT_READ == 0 {
-                phys.protect(old, old_len, PROT_READ)?;
-            }
+            // Through the alias: the old pages may be unreadable to the guest.
             phys.copy_within(dst.addr(), old, old_len);
             Ok(())
         })?;
@@ -404,14 +389,15 @@ impl AddressSpace {
         }
         if new_end > old_end {
             // Like Linux, the heap may not grow over another mapping.
-            // Reserved heap pages are read-write already (free pages are).
+            // Reserved heap pages are read-write already (the loader makes
+            // them so, alloc_at does, and scrub keeps them so).
             if self.vmas.range(old_end..new_end).next().is_some() {
                 return self.brk;
             }
             self.vmas.insert(old_end, Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap));
         } else if new_end < old_end {
-            for (s, e, prot) in self.take_range(new_end, old_end) {
-                self.phys.scrub(s, e - s, prot);
+            for (s, e, _) in self.take_range(new_end, old_end) {
+                self.phys.scrub(s, e - s);
             }
         }
         self.brk = new;
@@ -421,30 +407,15 @@ impl AddressSpace {
     /// Frees every page this address space owns.
     pub fn release_all(&mut self) {
         let vmas = std::mem::take(&mut self.vmas);
-        // Free pages are read-write: one host call per run of adjacent
-        // mappings that are not (a program's segments, a stack's guard).
-        let mut restore: Vec<(usize, usize)> = Vec::new();
-        for (&s, v) in &vmas {
-            Self::write_back_vma(s, v);
-            if host_prot(v.prot) != RW {
-                match restore.last_mut() {
-                    Some((_, end)) if *end == s => *end = v.end,
-                    _ => restore.push((s, v.end)),
-                }
-            }
-        }
-        for (s, e) in restore {
-            // Restoring read-write on our own direct map cannot fail.
-            let _ = self.phys.protect(s, e - s, RW);
-        }
         for (s, v) in vmas {
+            Self::write_back_vma(s, &v);
             // Heap pages are freed with the whole reservation below.
             let heap_s = self.brk_start.clamp(s, v.end);
             let heap_e = self.brk_owned_end.clamp(heap_s, v.end);
-            self.phys.free(s, heap_s - s, RW);
-            self.phys.free(heap_e, v.end - heap_e, RW);
+            self.phys.free(s, heap_s - s);
+            self.phys.free(heap_e, v.end - heap_e);
         }
-        self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start, RW);
+        self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start);
         self.brk_start = 0;
         self.brk = 0;
         self.brk_owned_end = 0;

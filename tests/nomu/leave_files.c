@@ -1,5 +1,6 @@
 /* Writes to files and exits without closing, unmapping or syncing
- * anything: whatever it wrote must be in the files afterwards.
+ * anything: whatever it wrote must be in the files afterwards (also
+ * through a shared mapping it then made PROT_NONE).
  *   leave_files DIR */
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,5 +27,8 @@ int main(int argc, char **argv)
 		return 1;
 	memcpy(m + 100, "through MAP_SHARED", 18);
 	memcpy(m + 5000, "second page", 11);
+	/* Written, then made inaccessible: still written back. */
+	if (mprotect(m + 4096, 4096, PROT_NONE) != 0)
+		return 1;
 	_exit(0);
 }
