@@ -51,24 +51,44 @@ impl Pages {
         }
     }
 
-    /// Runs of dirty pages in [pfn, pfn+count), clearing their bits.
+    /// The bits of word `w` that lie in [pfn, pfn+count).
+    fn word_mask(w: usize, pfn: usize, count: usize) -> u64 {
+        let (lo, hi) = (pfn.max(w * 64) - w * 64, (pfn + count).min(w * 64 + 64) - w * 64);
+        if hi - lo == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << (hi - lo)) - 1) << lo
+        }
+    }
+
+    /// Marks [pfn, pfn+count) dirty; returns how many were clean.
+    fn mark_dirty(&mut self, pfn: usize, count: usize) -> usize {
+        let mut newly = 0;
+        for w in pfn / 64..(pfn + count).div_ceil(64) {
+            let mask = Self::word_mask(w, pfn, count);
+            newly += (mask & !self.dirty[w]).count_ones() as usize;
+            self.dirty[w] |= mask;
+        }
+        newly
+    }
+
+    /// Runs of dirty pages in [pfn, pfn+count), clearing their bits (a word
+    /// of 64 pages at a time: stacks are megabytes).
     fn take_dirty(&mut self, pfn: usize, count: usize) -> Vec<(usize, usize)> {
         let mut runs: Vec<(usize, usize)> = Vec::new();
-        let mut p = pfn;
-        while p < pfn + count {
-            // Skip clean words quickly.
-            if p.is_multiple_of(64) && p + 64 <= pfn + count && self.dirty[p / 64] == 0 {
-                p += 64;
-                continue;
-            }
-            if self.is_dirty(p) {
-                self.set_dirty(p, false);
+        for w in pfn / 64..(pfn + count).div_ceil(64) {
+            let mut bits = self.dirty[w] & Self::word_mask(w, pfn, count);
+            self.dirty[w] &= !bits;
+            while bits != 0 {
+                let start = bits.trailing_zeros() as usize;
+                let len = (bits >> start).trailing_ones() as usize;
+                let p = w * 64 + start;
                 match runs.last_mut() {
-                    Some((s, n)) if *s + *n == p => *n += 1,
-                    _ => runs.push((p, 1)),
+                    Some((s, n)) if *s + *n == p => *n += len,
+                    _ => runs.push((p, len)),
                 }
+                bits = if start + len == 64 { 0 } else { bits & !(((1u64 << len) - 1) << start) };
             }
-            p += 1;
         }
         runs
     }
@@ -217,12 +237,7 @@ impl PhysicalMemory {
         }
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
-        for p in pfn..pfn + n {
-            if !pages.is_dirty(p) {
-                pages.set_dirty(p, true);
-                pages.dirty_free += 1;
-            }
-        }
+        pages.dirty_free += pages.mark_dirty(pfn, n);
         pages.buddy.free(pfn, n);
         if pages.dirty_free * PAGE_SIZE > MAX_DIRTY_FREE {
             self.sweep(&mut pages);
@@ -291,6 +306,40 @@ mod tests {
         let mut buf = vec![1u8; len];
         assert_eq!(copy_from_guest(&mut buf, addr), len);
         buf.iter().all(|&b| b == 0)
+    }
+
+    /// The word-at-a-time dirty bookkeeping against a page-at-a-time model.
+    #[test]
+    fn dirty_runs_match_a_page_by_page_model() {
+        let npages = 1000;
+        let mut pages = Pages { buddy: BuddyAllocator::new(npages), dirty: vec![0; 16], dirty_free: 0, prot: vec![] };
+        let mut model = vec![false; npages];
+        let mut seed = 12345u64;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..2000 {
+            let (pfn, count) = (next(npages), next(200));
+            let count = count.min(npages - pfn);
+            if next(2) == 0 {
+                let clean = model[pfn..pfn + count].iter().filter(|&&d| !d).count();
+                assert_eq!(pages.mark_dirty(pfn, count), clean);
+                model[pfn..pfn + count].fill(true);
+            } else {
+                let mut want: Vec<(usize, usize)> = Vec::new();
+                for (p, dirty) in model.iter_mut().enumerate().skip(pfn).take(count) {
+                    if *dirty {
+                        match want.last_mut() {
+                            Some((s, n)) if *s + *n == p => *n += 1,
+                            _ => want.push((p, 1)),
+                        }
+                        *dirty = false;
+                    }
+                }
+                assert_eq!(pages.take_dirty(pfn, count), want);
+            }
+        }
     }
 
     /// The one test that owns the process-wide physical memory.
