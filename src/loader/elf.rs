@@ -177,9 +177,9 @@ fn load_one(
             (s, e, prot_of(p.flags))
         })
         .collect();
-    // Pages between segments stay inaccessible, as the holes Linux leaves.
-    // When the segments cover the span (the usual case) it starts
-    // read-write, so the host is asked to change only what differs.
+    // The image's mapping starts read-write when the segments cover its
+    // span (the usual case: every piece gets its own protection below),
+    // else inaccessible, as the holes Linux leaves between segments.
     let mut covered_to = start;
     for &(s, e, _) in &ranges {
         if s <= covered_to {
