@@ -95,6 +95,11 @@ pub struct TrapFrame<'a> {
     pub new_site: Option<u64>,
 }
 
+/// The xsave components a program owns and rt_sigreturn restores from its
+/// frame: x87, SSE, AVX and AVX-512 (opmask, ZMM_Hi256, Hi16_ZMM). Others
+/// (PKRU, CET, AMX...) stay as the host has them.
+pub const GUEST_XSTATE_COMPONENTS: u64 = 0b1110_0111;
+
 /// Access to a trapped guest thread's extended (FPU, SSE, AVX...) state.
 pub trait ExtendedState {
     /// The state in the xsave layout of a Linux signal frame (legacy area,
@@ -102,6 +107,14 @@ pub trait ExtendedState {
     /// effect when the guest resumes. None when the path has no saved state
     /// (the guest's is in its initial state).
     fn image(&mut self) -> Option<&mut [u8]>;
+
+    /// Like `image`, for a caller that replaces every component in
+    /// [`GUEST_XSTATE_COMPONENTS`] (rt_sigreturn): a path for which
+    /// fetching costs may hand back an older image of this thread when its
+    /// state has no other components.
+    fn image_to_overwrite(&mut self) -> Option<&mut [u8]> {
+        self.image()
+    }
 }
 
 /// Writes the software-reserved bytes (FP_XSTATE_MAGIC1, the size of the

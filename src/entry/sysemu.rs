@@ -186,6 +186,9 @@ struct Tracee {
     /// FP_XSTATE_MAGIC2 a signal frame has.
     xbuf: Vec<u8>,
     xsize: usize,
+    /// XCR0 as the first fetch of the tracee's state reported it (0: not
+    /// fetched yet, so `xbuf` holds nothing of the tracee's).
+    xcr0: u64,
 }
 
 impl Tracee {
@@ -218,7 +221,7 @@ impl Tracee {
         let owner = crate::host::sys::gettid();
         // Registered at once: Drop kills and reaps it whatever happens next.
         tracees().lock().unwrap().insert(owner, pid);
-        let mut t = Tracee { pid, owner, xbuf: Vec::new(), xsize: 0 };
+        let mut t = Tracee { pid, owner, xbuf: Vec::new(), xsize: 0, xcr0: 0 };
         match t.wait() {
             Stop::Signal(libc::SIGSTOP, _) => {}
             Stop::Gone(status) => return Err(format!("the traced process ended at once (wait status {status:#x})")),
@@ -446,9 +449,26 @@ impl ExtendedState for LazyXstate<'_> {
             let n = t.xsize;
             let xcr0 = u64::from_le_bytes(t.xbuf[SW_RESERVED..SW_RESERVED + 8].try_into().unwrap());
             super::write_frame_sw_bytes(&mut t.xbuf[..n + 4], xcr0);
+            t.xcr0 = xcr0;
             self.fetched = true;
         }
         Some(&mut self.tracee.xbuf[..])
+    }
+
+    /// rt_sigreturn replaces every guest-owned component: when the tracee
+    /// has no others, the image of its last fetch (the one the signal frame
+    /// was built from) serves, and a GETREGSET per signal is saved.
+    fn image_to_overwrite(&mut self) -> Option<&mut [u8]> {
+        let xcr0 = self.tracee.xcr0;
+        if self.fetched || xcr0 == 0 || xcr0 & !super::GUEST_XSTATE_COMPONENTS != 0 {
+            return self.image();
+        }
+        // store_xstate left the regset's software bytes there.
+        let t = &mut *self.tracee;
+        let n = t.xsize;
+        super::write_frame_sw_bytes(&mut t.xbuf[..n + 4], t.xcr0);
+        self.fetched = true;
+        Some(&mut t.xbuf[..])
     }
 }
 

@@ -183,7 +183,7 @@ pub fn pop(mem: &UserMem, frame: &mut TrapFrame) -> Result<(u64, Option<AltStack
     let fpstate = get(&f, SC_FPSTATE);
     if fpstate == 0 {
         frame.reset_xstate = true;
-    } else if let Some(host) = frame.xstate.image() {
+    } else if let Some(host) = frame.xstate.image_to_overwrite() {
         // The guest's header says how much of its image is in use.
         let head_len = (XSAVE_HEADER + 64).min(host.len());
         let mut guest = vec![0u8; host.len()];
@@ -234,10 +234,9 @@ fn restore_xstate(host: &mut [u8], guest: &[u8], used: usize) {
     // Only the register state a program owns comes back: x87, SSE, AVX and
     // AVX-512. Other components (PKRU, CET, AMX...) stay as the host saved
     // them: PKRU, say, would apply to nomu's own code on this host thread.
-    const GUEST_COMPONENTS: u64 = 0b1110_0111;
     let host_features = get(host, SW_RESERVED + 8);
     let host_bv = get(host, XSAVE_HEADER);
-    let allowed = GUEST_COMPONENTS & host_features;
+    let allowed = crate::entry::GUEST_XSTATE_COMPONENTS & host_features;
     let bv = (host_bv & !allowed) | (get(guest, XSAVE_HEADER) & allowed);
     put(host, XSAVE_HEADER, bv);
     let comps = crate::host::cpu::xstate_components();
