@@ -685,7 +685,11 @@ impl EntryPath for SplitEntry {
             let c = match child {
                 Some(ref c) => c,
                 None => match Child::spawn() {
-                    Ok(c) => &*child.insert(c),
+                    Ok(c) => {
+                        // Its CPU time is the guest's (getrusage, times, wait4).
+                        crate::host::sys::set_guest_process(c.tid);
+                        &*child.insert(c)
+                    }
                     Err(e) => {
                         failures += 1;
                         match child_lost(kernel, &format!("cannot start a guest process: {e}")) {

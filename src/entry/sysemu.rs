@@ -385,7 +385,10 @@ impl Tracee {
 
 /// A new tracee for this thread; nomu cannot go on without one.
 fn spawn_or_die() -> Tracee {
-    Tracee::spawn().unwrap_or_else(|e| fatal(&format!("starting a traced process: {e}")))
+    let t = Tracee::spawn().unwrap_or_else(|e| fatal(&format!("starting a traced process: {e}")));
+    // Its CPU time is the guest's (getrusage, times, a parent's wait4).
+    crate::host::sys::set_guest_process(t.pid);
+    t
 }
 
 impl Drop for Tracee {

@@ -127,13 +127,45 @@ pub fn fs_base() -> u64 {
     v
 }
 
+thread_local! {
+    /// The host process that runs this host thread's guest code, when that
+    /// is not this thread itself (sysemu's tracee, split's child): its CPU
+    /// time is the guest's user time.
+    static GUEST_PROCESS: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// Notes the host process running this host thread's guest code.
+pub fn set_guest_process(pid: i32) {
+    GUEST_PROCESS.with(|g| g.set(pid));
+}
+
+/// The CPU time a host process has used (0 if it cannot be read).
+fn process_cpu_time(pid: i32) -> std::time::Duration {
+    let mut clock: libc::clockid_t = 0;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid output pointers; the clock id comes from the host.
+    let ok = unsafe { libc::clock_getcpuclockid(pid, &mut clock) == 0 && libc::clock_gettime(clock, &mut ts) == 0 };
+    if ok {
+        std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    } else {
+        std::time::Duration::ZERO
+    }
+}
+
 /// Resource usage of the calling host thread (a guest thread's whole life
-/// runs on one), for wait4's rusage.
+/// runs on one), with the CPU time of the host process that runs its guest
+/// code (if another) counted as user time.
 pub fn thread_rusage() -> libc::rusage {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid output pointer.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
+    let guest = GUEST_PROCESS.with(std::cell::Cell::get);
+    if guest > 0 {
+        let t = std::time::Duration::new(r.ru_utime.tv_sec as u64, r.ru_utime.tv_usec as u32 * 1000)
+            + process_cpu_time(guest);
+        r.ru_utime = libc::timeval { tv_sec: t.as_secs() as i64, tv_usec: t.subsec_micros() as i64 };
+    }
     r
 }
 
