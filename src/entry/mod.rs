@@ -181,6 +181,9 @@ pub trait EntryPath: Send + Sync {
     /// as if it had trapped before (zpoline rewrites it; the others have
     /// nothing to do). A guess that is no `syscall` is left alone.
     fn prepare_syscall_site(&self, _addr: u64) {}
+    /// Physical pages [addr, addr+len) were freed or wiped: whatever the
+    /// path noted about code in them (zpoline's rewritten sites) is void.
+    fn memory_freed(&self, _addr: usize, _len: usize) {}
 }
 
 /// The entry paths nomu knows, fastest first.

@@ -63,7 +63,7 @@ use crate::host::physmem::{PhysMem, PAGE_SIZE};
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
 use std::mem::offset_of;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// Syscall numbers with a fast path through the sled.
@@ -88,6 +88,9 @@ const SYSCALL: [u8; 2] = [0x0f, 0x05];
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// One bit per byte of guest memory: set where a `syscall` was rewritten.
 static SITES: AtomicUsize = AtomicUsize::new(0);
+/// One bit per page of guest memory: some site in it is marked in SITES
+/// (so freeing memory clears only the pages that need it).
+static SITE_PAGES: AtomicUsize = AtomicUsize::new(0);
 /// Size of the xsave image (XCR0's features, standard format).
 static XSTATE_SIZE: AtomicUsize = AtomicUsize::new(0);
 #[no_mangle]
@@ -427,22 +430,26 @@ impl ZpolineEntry {
     /// path's install (its handlers and filter catch first uses).
     pub fn install(physmem: &PhysMem) -> Result<ZpolineEntry, String> {
         available()?;
-        let bitmap_len = physmem.size().div_ceil(8);
-        // SAFETY: a fresh anonymous mapping, pages allocated on first touch.
-        let bitmap = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bitmap_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
+        let map_bitmap = |bits: usize| {
+            // SAFETY: a fresh anonymous mapping, pages allocated on first touch.
+            let m = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bits.div_ceil(64) * 8,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if m == libc::MAP_FAILED {
+                Err(format!("zpoline site map: {}", last_errno()))
+            } else {
+                Ok(m as usize)
+            }
         };
-        if bitmap == libc::MAP_FAILED {
-            return Err(format!("zpoline site map: {}", last_errno()));
-        }
-        SITES.store(bitmap as usize, Ordering::Relaxed);
+        SITES.store(map_bitmap(physmem.size())?, Ordering::Relaxed);
+        SITE_PAGES.store(map_bitmap(physmem.size() / PAGE_SIZE)?, Ordering::Relaxed);
         XSTATE_SIZE.store(crate::host::cpu::xsave_size(), Ordering::Relaxed);
         install_trampoline()?;
         ACTIVE.store(true, Ordering::Release);
@@ -468,6 +475,53 @@ fn site_bit(site: u64) -> Option<(&'static AtomicU8, u8)> {
     Some((unsafe { &*(byte as *const AtomicU8) }, 1 << (off % 8)))
 }
 
+/// The word and bit of SITE_PAGES for the page holding `addr` (inside
+/// physical memory).
+fn site_page_bit(addr: usize) -> (&'static AtomicU64, u64) {
+    let page = (addr - PhysMem::get().base()) / PAGE_SIZE;
+    let word = SITE_PAGES.load(Ordering::Relaxed) + page / 64 * 8;
+    // SAFETY: the page bitmap covers every page of physical memory and lives
+    // for the rest of the process; AtomicU64 has u64's layout and the
+    // mapping is page-aligned, so every word is 8-aligned.
+    (unsafe { &*(word as *const AtomicU64) }, 1 << (page % 64))
+}
+
+/// Pages of physical memory were freed: the sites marked in them are gone
+/// with the code (a new program there may have `call *%rax` where a
+/// rewritten `syscall` was, and must not be taken for one).
+pub fn forget_sites(addr: usize, len: usize) {
+    let pm = PhysMem::get();
+    if !active() || !pm.contains(addr, len) {
+        return;
+    }
+    // 64 pages per word of SITE_PAGES: a freed stack of megabytes costs a
+    // few dozen loads.
+    let (first_page, end_page) = ((addr - pm.base()) / PAGE_SIZE, (addr + len - pm.base()).div_ceil(PAGE_SIZE));
+    let mut page = first_page;
+    while page < end_page {
+        let (word, _) = site_page_bit(pm.base() + page * PAGE_SIZE);
+        let in_word = (64 - page % 64).min(end_page - page);
+        let mask = if in_word == 64 { u64::MAX } else { ((1u64 << in_word) - 1) << (page % 64) };
+        if word.load(Ordering::Relaxed) & mask != 0 {
+            let mut had = word.fetch_and(!mask, Ordering::AcqRel) & mask;
+            while had != 0 {
+                let p = page - page % 64 + had.trailing_zeros() as usize;
+                had &= had - 1;
+                // The page's 4096 bits of SITES: 64 words, 8-aligned (the
+                // bitmap is page-aligned, each page's bits start at a
+                // multiple of 512 bytes).
+                let first = SITES.load(Ordering::Relaxed) + p * PAGE_SIZE / 8;
+                for w in (first..first + PAGE_SIZE / 8).step_by(8) {
+                    // SAFETY: inside the site bitmap (one bit per byte of
+                    // physical memory, mapped for the rest of the process).
+                    unsafe { &*(w as *const AtomicU64) }.store(0, Ordering::Release);
+                }
+            }
+        }
+        page += in_word;
+    }
+}
+
 /// Whether `site` is a `syscall` instruction this path rewrote.
 fn is_site(site: u64) -> bool {
     site_bit(site).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0)
@@ -484,6 +538,8 @@ pub fn rewrite(site: u64) -> bool {
     }
     // Marked first: once another thread can execute the call, its stub
     // must recognise the site.
+    let (page_word, page_bit) = site_page_bit(site as usize);
+    page_word.fetch_or(page_bit, Ordering::Release);
     byte.fetch_or(bit, Ordering::Release);
     if code == SYSCALL {
         PhysMem::get().patch_u16(site as usize, SYSCALL, REWRITTEN);
@@ -693,6 +749,10 @@ impl EntryPath for ZpolineEntry {
 
     fn prepare_syscall_site(&self, addr: u64) {
         rewrite(addr);
+    }
+
+    fn memory_freed(&self, addr: usize, len: usize) {
+        forget_sites(addr, len);
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {

@@ -102,6 +102,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     }
     KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;
     let kernel = KERNEL.get().unwrap();
+    kernel.phys.set_free_hook(Box::new(move |addr, len| kernel.entry.memory_freed(addr, len)));
     std::thread::Builder::new()
         .name("nomu-signals".into())
         .spawn(move || kernel.forward_host_signals())

@@ -26,6 +26,9 @@ pub const RW: Prot = libc::PROT_READ | libc::PROT_WRITE;
 pub struct PhysicalMemory {
     mem: &'static PhysMem,
     buddy: Mutex<Pages>,
+    /// Told of every range freed or wiped (the entry path forgets what it
+    /// knew of code there).
+    on_free: std::sync::OnceLock<Box<dyn Fn(usize, usize) + Send + Sync>>,
 }
 
 /// The allocator and the per-page bookkeeping, under one lock.
@@ -110,7 +113,18 @@ impl PhysicalMemory {
             dirty_free: 0,
             prot: vec![RW as u8; npages],
         };
-        PhysicalMemory { mem, buddy: Mutex::new(pages) }
+        PhysicalMemory { mem, buddy: Mutex::new(pages), on_free: std::sync::OnceLock::new() }
+    }
+
+    /// Sets the function told of every range freed or wiped (once).
+    pub fn set_free_hook(&self, hook: Box<dyn Fn(usize, usize) + Send + Sync>) {
+        let _ = self.on_free.set(hook);
+    }
+
+    fn freed(&self, addr: usize, len: usize) {
+        if let Some(hook) = self.on_free.get() {
+            hook(addr, len);
+        }
     }
 
     /// Zeroes the dirty pages of a range just allocated. Only pages the
@@ -235,6 +249,7 @@ impl PhysicalMemory {
         if len == 0 {
             return;
         }
+        self.freed(addr, len);
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
         pages.dirty_free += pages.mark_dirty(pfn, n);
@@ -246,6 +261,7 @@ impl PhysicalMemory {
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
     pub fn scrub(&self, addr: usize, len: usize) {
+        self.freed(addr, len);
         // Making our own direct map read-write cannot fail.
         let _ = self.set_prot(addr, len, RW);
         self.mem.discard(addr, len);

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "nomu_test.h"
 #include <setjmp.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <signal.h>
 #include <stdint.h>
@@ -119,5 +120,27 @@ int main(void)
 		CHECK_EQ(fault_code, SEGV_MAPERR);
 	}
 	printf("a call through NULL: SIGSEGV at address 0\n");
+
+	/* New code where freed code was: a `call *%rax` at the address of a
+	 * syscall instruction that ran there before is a call, not a syscall
+	 * (regression: zpoline kept its notes of rewritten sites in memory
+	 * freed and reused). */
+	const int prot = PROT_READ | PROT_WRITE | PROT_EXEC, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+	unsigned char *code = mmap(NULL, 4096, prot, flags, -1, 0);
+	CHECK(code != MAP_FAILED);
+	static const unsigned char syscall_fn[] = { 0x48, 0x89, 0xf8, 0x0f, 0x05, 0xc3 }; /* mov %rdi,%rax; syscall; ret */
+	static const unsigned char call_fn[] = { 0x48, 0x89, 0xf8, 0xff, 0xd0, 0xc3 };    /* mov %rdi,%rax; call *%rax; ret */
+	memcpy(code + 64, syscall_fn, sizeof syscall_fn);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(((long (*)(long))(code + 64))(39 /* getpid */), getpid());
+	CHECK_OK(munmap(code, 4096));
+	CHECK(mmap(code, 4096, prot, flags | MAP_FIXED, -1, 0) == code);
+	memcpy(code + 64, call_fn, sizeof call_fn);
+	if (!sigsetjmp(jump, 1)) {
+		((long (*)(long))(code + 64))(0x10);
+		NOMU_FAIL("%s", "a call to 0x10 returned");
+	}
+	CHECK_EQ(fault_code, SEGV_MAPERR);
+	printf("a call where a syscall was in freed memory: SIGSEGV\n");
 	return checks_done();
 }
