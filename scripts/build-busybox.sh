@@ -22,17 +22,9 @@
 #   root/                   the guest root: bin/busybox, applet links, etc/, ...
 set -euo pipefail
 
-log() { echo "build-busybox: $*" >&2; }
-die() {
-	echo "build-busybox: error: $*" >&2
-	exit 1
-}
-
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-		die "need root to run: $*"
-	fi
-}
+SCRIPT=build-busybox
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -53,14 +45,6 @@ mkdir -p "$BUILD"
 # --------------------------------------------------------------------------
 # 1. Dependencies
 # --------------------------------------------------------------------------
-apt_updated=0
-apt_update() {
-	if [ $apt_updated -eq 0 ]; then
-		as_root apt-get update -qq
-		apt_updated=1
-	fi
-}
-
 missing=()
 command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
 command -v gcc >/dev/null || missing+=(gcc)
@@ -79,8 +63,7 @@ command -v perl >/dev/null || missing+=(perl)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	log "installing ${missing[*]}"
-	apt_update
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	apt_install "${missing[@]}"
 fi
 
 # --------------------------------------------------------------------------
@@ -156,8 +139,7 @@ enable_deb_src() {
 	log "adding deb-src entries in $out"
 	as_root install -m 0644 "$tmp" "$out"
 	rm -f "$tmp"
-	apt_updated=0
-	apt_update
+	apt_refresh
 }
 
 find_src_tree() {

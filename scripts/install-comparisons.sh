@@ -6,12 +6,9 @@
 # whatever is missing as skipped. Idempotent: only installs what is missing.
 set -euo pipefail
 
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-		echo "install-comparisons: need root to run: $*" >&2
-		exit 1
-	fi
-}
+SCRIPT=install-comparisons
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 missing=()
 [ -x /usr/bin/linux ] || missing+=(user-mode-linux)
@@ -19,7 +16,6 @@ command -v runsc >/dev/null || missing+=(runsc)
 command -v rsvg-convert >/dev/null || missing+=(librsvg2-bin)
 
 if [ ${#missing[@]} -gt 0 ]; then
-	echo "install-comparisons: installing ${missing[*]}" >&2
-	as_root apt-get update -qq
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	log "installing ${missing[*]}"
+	apt_install --no-install-recommends "${missing[@]}"
 fi

@@ -4,12 +4,9 @@
 # installs what is missing.
 set -euo pipefail
 
-as_root() {
-	if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-		echo "setup: need root to run: $*" >&2
-		exit 1
-	fi
-}
+SCRIPT=setup
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 missing=()
 command -v gcc >/dev/null || missing+=(gcc)
@@ -20,14 +17,12 @@ export PATH="$HOME/.cargo/bin:$PATH"
 command -v cargo >/dev/null || missing+=(cargo)
 
 if [ ${#missing[@]} -gt 0 ]; then
-	echo "setup: installing ${missing[*]}" >&2
-	as_root apt-get update -qq
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	log "installing ${missing[*]}"
+	apt_install "${missing[@]}"
 fi
 
 # nomu uses Rust 1.87 features; Debian 12's own rustc is older.
 ver=$(rustc --version | awk '{print $2}')
 if [ "$(printf '%s\n' 1.87.0 "$ver" | sort -V | head -n1)" != 1.87.0 ]; then
-	echo "setup: rustc $ver is too old (nomu needs 1.87 or newer; rustup provides it)" >&2
-	exit 1
+	die "rustc $ver is too old (nomu needs 1.87 or newer; rustup provides it)"
 fi
