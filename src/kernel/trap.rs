@@ -253,31 +253,26 @@ impl ThreadCtx {
                 }
             }
         };
-        // Nothing queued since the last look: no lock needed.
-        if !self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) {
-            restart(frame, None);
-            if let Some(m) = self.saved_mask.take() {
-                self.thread.state.lock().unwrap().sigmask = m;
-            }
-            return;
-        }
         loop {
-            let (info, blocked) = {
+            // Nothing queued since the last look: no lock needed.
+            let next = if self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) {
                 let mut st = self.thread.state.lock().unwrap();
                 let blocked = st.sigmask;
-                match st.pending.take(blocked) {
-                    Some(i) => (i, blocked),
-                    None => {
-                        // Blocked signals stay pending and keep the hint.
-                        self.thread.signal_hint.store(st.pending.set != 0, std::sync::atomic::Ordering::Release);
-                        drop(st);
-                        restart(frame, None);
-                        if let Some(m) = self.saved_mask.take() {
-                            self.thread.state.lock().unwrap().sigmask = m;
-                        }
-                        return;
-                    }
+                let next = st.pending.take(blocked).map(|info| (info, blocked));
+                if next.is_none() {
+                    // Blocked signals stay pending and keep the hint.
+                    self.thread.signal_hint.store(st.pending.set != 0, std::sync::atomic::Ordering::Release);
                 }
+                next
+            } else {
+                None
+            };
+            let Some((info, blocked)) = next else {
+                restart(frame, None);
+                if let Some(m) = self.saved_mask.take() {
+                    self.thread.state.lock().unwrap().sigmask = m;
+                }
+                return;
             };
             let sig = info.signo();
             let act = self.thread.process.signals.lock().unwrap().get(sig);

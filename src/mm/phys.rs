@@ -180,12 +180,15 @@ impl PhysicalMemory {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
-        self.clean(&mut pages, pfn, len / PAGE_SIZE);
-        if let Err(e) = self.set_prot_locked(&mut pages, pfn, len / PAGE_SIZE, RW) {
-            pages.buddy.free(pfn, len / PAGE_SIZE);
-            return Err(e);
-        }
+        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE)?;
         Ok(self.addr(pfn))
+    }
+
+    /// Pages just taken from the buddy allocator made as `alloc` promises:
+    /// zeroed and read-write (given back if that fails).
+    fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize) -> Result<(), Errno> {
+        self.clean(pages, pfn, count);
+        self.set_prot_locked(pages, pfn, count, RW).inspect_err(|_| pages.buddy.free(pfn, count))
     }
 
     /// Like `alloc`, but the pages keep whatever they held and their
@@ -231,12 +234,7 @@ impl PhysicalMemory {
         if !pages.buddy.alloc_at(pfn, len / PAGE_SIZE) {
             return Err(Errno::ENOMEM);
         }
-        self.clean(&mut pages, pfn, len / PAGE_SIZE);
-        if let Err(e) = self.set_prot_locked(&mut pages, pfn, len / PAGE_SIZE, RW) {
-            pages.buddy.free(pfn, len / PAGE_SIZE);
-            return Err(e);
-        }
-        Ok(())
+        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE)
     }
 
     pub fn is_free(&self, addr: usize, len: usize) -> bool {

@@ -49,13 +49,8 @@ pub fn wait_ready(ctx: &Ctx, f: &OpenFile, events: i16) -> Result<(), Errno> {
     }
     // Non-blocking descriptors, and ones not open for this direction (the
     // host call then fails at once with EBADF), do not wait.
-    let fl = hostfs::getfl(f.fd())?;
-    let wrong_way = match fl & libc::O_ACCMODE {
-        libc::O_RDONLY => events == libc::POLLOUT,
-        libc::O_WRONLY => events == libc::POLLIN,
-        _ => false,
-    };
-    if fl & libc::O_NONBLOCK != 0 || wrong_way {
+    let wrong_way = if events == libc::POLLOUT { !f.writable() } else { !f.readable() };
+    if wrong_way || hostfs::getfl(f.fd())? & libc::O_NONBLOCK != 0 {
         return Ok(());
     }
     ctx.t
