@@ -50,7 +50,7 @@ pub struct Tcb {
     pub z_guest_fs: u64,
     pub z_self: u64,
     /// 1 when the xsave area holds the guest's whole extended state (the
-    /// stub restores it with xrstor), 0 when only xmm0-15/MXCSR were saved.
+    /// stub restores it with xrstor), 0 when only xmm0-15 were saved.
     pub z_full: u64,
 }
 

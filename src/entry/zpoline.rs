@@ -43,19 +43,23 @@
 //! the rewritten instruction) in the 8 bytes at rsp-8. Those 8 bytes are
 //! lost, as on every zpoline; the stub itself never touches the guest's
 //! stack otherwise (it runs on the thread's kernel stack), so rsp-128 up to
-//! rsp-9 survive a syscall. tests/guest/redzone.c checks exactly that.
+//! rsp-9 survive a syscall. tests/guest/fpu.c checks exactly that.
 //!
 //! Per-thread state lives in the Tcb, which the stub reaches through %gs
 //! (as lazypoline does): the gs base of a thread running zpoline guest code
 //! is its Tcb, so guests cannot set their own (ARCH_SET_GS fails with
-//! EINVAL). The stub saves the guest's general registers on the kernel
-//! stack, its extended state with xsaveopt into the Tcb's xsave area (in
-//! the layout of a Linux signal frame, so signal delivery works as on the
-//! seccomp path), swaps fs base with rdfsbase/wrfsbase, and calls the
-//! kernel. Host signals (faults, the kick) still arrive through the seccomp
-//! path's handler; kicks that land while the thread is in the stub or the
-//! kernel are remembered in the Tcb and turned into an interrupt on the way
-//! back to guest code.
+//! EINVAL). The stub saves the guest's general registers and flags on the
+//! kernel stack and xmm0-15 in the Tcb's xsave area (the rest of the
+//! extended state, MXCSR included, is nothing nomu's code touches; a full
+//! image in the layout of a Linux signal frame is made only when the
+//! kernel needs one, so signal delivery works as on the seccomp path),
+//! swaps fs base with rdfsbase/wrfsbase, and calls the kernel. On the way
+//! back the guest's flags come back with sahf, or popfq when DF, AC, NT or
+//! ID must. Host signals (faults, the kick) still arrive through the
+//! seccomp path's handler; kicks that land while the thread is in the stub
+//! or the kernel are remembered in the Tcb and turned into an interrupt on
+//! the way back to guest code, and one in the stub's last instructions
+//! finishes them from the saved registers.
 
 use super::kstack::{Tcb, ThreadKernelStack, XSAVE_RESERVED};
 use super::{seccomp, EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
@@ -93,9 +97,7 @@ static SITES: AtomicUsize = AtomicUsize::new(0);
 static SITE_PAGES: AtomicUsize = AtomicUsize::new(0);
 /// Size of the xsave image (XCR0's features, standard format).
 static XSTATE_SIZE: AtomicUsize = AtomicUsize::new(0);
-#[no_mangle]
-static NOMU_MXCSR_DEFAULT: u32 = 0x1f80;
-/// Where in the xsave area the stub keeps xmm0-15 and MXCSR (after the
+/// Where in the xsave area the stub keeps xmm0-15 (after the
 /// largest xsave image, 64-byte aligned).
 const SSE_SAVE_OFFSET: usize = XSAVE_RESERVED - 512;
 
@@ -109,7 +111,6 @@ global_asm!(
     "    pop qword ptr gs:[{z_rip}]",
     "    mov qword ptr gs:[{z_rsp}], rsp",
     "    mov qword ptr gs:[{z_reason}], 0",
-    "nomu_zpoline_reenter:",
     "    mov rsp, qword ptr gs:[{z_stack_top}]",
     // A GuestRegs on the kernel stack, last field first.
     "    pushfq",
@@ -130,18 +131,24 @@ global_asm!(
     "    push r10",
     "    push r9",
     "    push r8",
-    // Neither the guest's DF nor its AC (alignment checks) may reach nomu.
-    // popfq is slow, so only a guest that set AC pays for clearing it.
+    // A kick on the way out comes back here with the GuestRegs in place.
+    "nomu_zpoline_saved:",
+    // Neither the guest's DF, AC (alignment checks), NT nor ID may reach
+    // nomu, so that the way back can restore the guest's flags with sahf
+    // unless one of them is set. popfq is slow: only a guest with AC, NT
+    // or ID set pays for clearing them here.
     "    cld",
-    "    test dword ptr [rsp + 136], 0x40000", // GuestRegs.rflags & AC
+    "    test dword ptr [rsp + 136], {entry_clear}", // GuestRegs.rflags
     "    jz 7f",
     "    pushfq",
-    "    and qword ptr [rsp], -262145",
+    "    and qword ptr [rsp], ~{entry_clear}",
     "    popfq",
     "7:",
-    // The vector state nomu's own code can touch: xmm0-15 and MXCSR (nomu
-    // is built without AVX, and glibc's string functions are kept off AVX,
-    // see `keep_glibc_off_avx`). The full xsave image is made only when the
+    // The vector state nomu's own code can touch: xmm0-15 (nomu is built
+    // without AVX, and glibc's string functions are kept off AVX, see
+    // `keep_glibc_off_avx`). MXCSR stays the guest's: nomu does no
+    // floating-point arithmetic on guest threads (`make lint` checks), and
+    // integer SSE ignores it. The full xsave image is made only when the
     // kernel asks for it (signal delivery, sigreturn, execve).
     "    mov rbx, qword ptr gs:[{z_xsave}]",
     "    add rbx, {sse_save}",
@@ -161,11 +168,6 @@ global_asm!(
     "    movaps [rbx + 208], xmm13",
     "    movaps [rbx + 224], xmm14",
     "    movaps [rbx + 240], xmm15",
-    "    stmxcsr dword ptr [rbx + 256]",
-    "    cmp dword ptr [rbx + 256], 0x1f80",
-    "    je 4f",
-    "    ldmxcsr dword ptr [rip + NOMU_MXCSR_DEFAULT]",
-    "4:",
     "    rdfsbase rax",
     "    mov qword ptr gs:[{z_guest_fs}], rax",
     "    mov rax, qword ptr gs:[{host_fs}]",
@@ -196,9 +198,6 @@ global_asm!(
     "    movaps xmm13, [rbx + 208]",
     "    movaps xmm14, [rbx + 224]",
     "    movaps xmm15, [rbx + 240]",
-    "    cmp dword ptr [rbx + 256], 0x1f80",
-    "    je 6f",
-    "    ldmxcsr dword ptr [rbx + 256]",
     "    jmp 6f",
     "5:  mov qword ptr gs:[{z_full}], 0",
     "    mov rbx, qword ptr gs:[{z_xsave}]",
@@ -210,40 +209,51 @@ global_asm!(
     "    mov qword ptr gs:[{z_rsp}], rax",
     "    mov rax, [rsp + 128]", // GuestRegs.rip
     "    mov qword ptr gs:[{z_rip}], rax",
-    "    pop r8",
-    "    pop r9",
-    "    pop r10",
-    "    pop r11",
-    "    pop r12",
-    "    pop r13",
-    "    pop r14",
-    "    pop r15",
-    "    pop rdi",
-    "    pop rsi",
-    "    pop rbp",
-    "    pop rbx",
-    "    pop rdx",
-    "    pop rax",
-    "    pop rcx",
-    "    add rsp, 16",
     // A kick that came while this thread was in the stub or the kernel.
+    // The tail starts once the note was read: from there on a kick is
+    // handled by taking the guest's state from the GuestRegs, which stay in
+    // place until rsp leaves them (see `finish_exit_tail`).
     "    cmp qword ptr gs:[{z_kick}], 0",
+    ".globl nomu_zpoline_tail",
+    "nomu_zpoline_tail:",
     "    jne 2f",
-    // From here on a kick is handled by finishing these three instructions
-    // in the signal handler (see `finish_exit_tail`).
-    ".globl nomu_zpoline_tail0",
-    "nomu_zpoline_tail0:",
-    "    popfq",
-    ".globl nomu_zpoline_tail1",
-    "nomu_zpoline_tail1:",
+    "    mov r8, [rsp + 0]",
+    "    mov r9, [rsp + 8]",
+    "    mov r10, [rsp + 16]",
+    "    mov r11, [rsp + 24]",
+    "    mov r12, [rsp + 32]",
+    "    mov r13, [rsp + 40]",
+    "    mov r14, [rsp + 48]",
+    "    mov r15, [rsp + 56]",
+    "    mov rdi, [rsp + 64]",
+    "    mov rsi, [rsp + 72]",
+    "    mov rbp, [rsp + 80]",
+    "    mov rbx, [rsp + 88]",
+    "    mov rdx, [rsp + 96]",
+    // Flags: the status flags with sahf and an add for OF, unless the
+    // guest's DF, AC, NT or ID (or TF) must come back, which takes popfq.
+    "    test dword ptr [rsp + 136], {exit_slow}",
+    "    jnz 8f",
+    "    movzx ecx, byte ptr [rsp + 137]",
+    "    and ecx, 8", // OF, bit 11
+    "    shl ecx, 4", // 0x80 or 0
+    "    add cl, cl", // 0x80 + 0x80 overflows: OF as the guest had it
+    "    mov ah, byte ptr [rsp + 136]",
+    "    sahf", // SF ZF AF PF CF
+    "9:  mov rax, [rsp + 104]",
+    "    mov rcx, [rsp + 112]",
     "    mov rsp, qword ptr gs:[{z_rsp}]",
-    ".globl nomu_zpoline_tail2",
-    "nomu_zpoline_tail2:",
+    ".globl nomu_zpoline_tail_jmp",
+    "nomu_zpoline_tail_jmp:",
     "    jmp qword ptr gs:[{z_rip}]",
+    "8:  push qword ptr [rsp + 136]",
+    "    popfq",
+    "    jmp 9b",
+    ".globl nomu_zpoline_tail_end",
+    "nomu_zpoline_tail_end:",
     "2:  mov qword ptr gs:[{z_kick}], 0",
     "    mov qword ptr gs:[{z_reason}], 1",
-    "    popfq",
-    "    jmp nomu_zpoline_reenter",
+    "    jmp nomu_zpoline_saved",
     // Leave guest mode for good: back where nomu_enter_guest was called.
     "3:  mov rsp, qword ptr gs:[{host_rsp}]",
     "    jmp nomu_guest_exit_landing",
@@ -261,14 +271,16 @@ global_asm!(
     z_self = const offset_of!(Tcb, z_self),
     host_fs = const offset_of!(Tcb, host_fs),
     host_rsp = const offset_of!(Tcb, host_rsp),
+    entry_clear = const RFLAGS_AC | RFLAGS_NT | RFLAGS_ID,
+    exit_slow = const RFLAGS_TF | RFLAGS_DF | RFLAGS_AC | RFLAGS_NT | RFLAGS_ID,
     handler = sym nomu_zpoline_trap,
 );
 
 extern "C" {
     static nomu_zpoline_entry: u8;
-    static nomu_zpoline_tail0: u8;
-    static nomu_zpoline_tail1: u8;
-    static nomu_zpoline_tail2: u8;
+    static nomu_zpoline_tail: u8;
+    static nomu_zpoline_tail_jmp: u8;
+    static nomu_zpoline_tail_end: u8;
     static nomu_zpoline_end: u8;
 }
 
@@ -576,27 +588,26 @@ pub fn fault_was_syscall(regs: &mut GuestRegs, signo: i32, addr: u64) -> bool {
 }
 
 /// What the host signal handler does with a kick that did not interrupt
-/// guest code: inside the stub's last three instructions it finishes them
-/// (so the thread is in guest state, and the kick becomes an interrupt);
-/// anywhere else in the stub or the kernel it leaves a note the stub checks
-/// before it returns to the guest. Returns true when `regs` now hold guest
-/// state.
+/// guest code: inside the stub's tail it finishes the way back (so the
+/// thread is in guest state, and the kick becomes an interrupt); anywhere
+/// else in the stub or the kernel it leaves a note the stub checks before
+/// it returns to the guest. Returns true when `regs` now hold guest state.
 pub fn finish_exit_tail(regs: &mut GuestRegs, tcb: &mut Tcb) -> bool {
     // SAFETY: addresses of asm labels, never read.
-    let (tail0, tail1, tail2) =
-        unsafe { (addr_of(&nomu_zpoline_tail0), addr_of(&nomu_zpoline_tail1), addr_of(&nomu_zpoline_tail2)) };
+    let (tail, tail_jmp, tail_end) =
+        unsafe { (addr_of(&nomu_zpoline_tail), addr_of(&nomu_zpoline_tail_jmp), addr_of(&nomu_zpoline_tail_end)) };
     let rip = regs.rip;
-    if rip == tail0 {
-        let mut flags = [0u8; 8];
-        // SAFETY: rsp points at the rflags slot on this thread's kernel stack.
-        flags.copy_from_slice(unsafe { std::slice::from_raw_parts(regs.rsp as *const u8, 8) });
-        regs.rflags = u64::from_le_bytes(flags);
-    }
-    if rip == tail0 || rip == tail1 {
-        regs.rsp = tcb.z_rsp;
-    }
-    if rip == tail0 || rip == tail1 || rip == tail2 {
+    if rip == tail_jmp {
+        // Only the jump is left; the rest is the guest's already.
         regs.rip = tcb.z_rip;
+        return true;
+    }
+    if (tail..tail_end).contains(&rip) {
+        // rsp is still at the GuestRegs the stub restores from (this
+        // handler's frame lies below it), and they are the whole answer.
+        // SAFETY: the stub built them at the top of this thread's kernel
+        // stack, and the kernel's edits are in them.
+        *regs = unsafe { *((tcb.z_stack_top as usize - std::mem::size_of::<GuestRegs>()) as *const GuestRegs) };
         return true;
     }
     // In the stub or nomu's own code: the kernel may have checked for
@@ -629,7 +640,7 @@ pub fn in_stub(rip: u64) -> bool {
 
 /// The guest's extended state on this path, made on first use: x87 and
 /// the AVX/AVX-512 registers are still the guest's (nomu never touches
-/// them), xmm0-15 and MXCSR are in the stub's save area.
+/// them, nor MXCSR), xmm0-15 are in the stub's save area.
 struct LazyImage<'a> {
     tcb: &'a mut Tcb,
 }
@@ -654,12 +665,10 @@ fn materialize(tcb: &mut Tcb) {
         std::arch::asm!("xsave64 [{0}]", in(reg) base, in("eax") -1i32, in("edx") -1i32, options(nostack));
     }
     // SAFETY: the save area lies in the same kernel stack mapping, past the image.
-    let saved = unsafe { std::slice::from_raw_parts((tcb.z_xsave as usize + SSE_SAVE_OFFSET) as *const u8, 260) };
+    let saved = unsafe { std::slice::from_raw_parts((tcb.z_xsave as usize + SSE_SAVE_OFFSET) as *const u8, 256) };
     const XMM: usize = 160;
-    const MXCSR: usize = 24;
     const XSTATE_BV: usize = 512;
-    image[XMM..XMM + 256].copy_from_slice(&saved[..256]);
-    image[MXCSR..MXCSR + 4].copy_from_slice(&saved[256..260]);
+    image[XMM..XMM + 256].copy_from_slice(saved);
     image[XSTATE_BV] |= 2; // SSE: restore the xmm registers from the image
     super::write_frame_sw_bytes(image, crate::host::cpu::xcr0());
     tcb.z_full = 1;
@@ -684,6 +693,10 @@ fn reset_xstate(image: &mut [u8]) {
 }
 
 const RFLAGS_TF: u64 = 1 << 8;
+const RFLAGS_DF: u64 = 1 << 10;
+const RFLAGS_NT: u64 = 1 << 14;
+const RFLAGS_AC: u64 = 1 << 18;
+const RFLAGS_ID: u64 = 1 << 21;
 
 /// Called by the stub on the kernel stack, with nomu's fs base installed.
 /// Returns 0 to resume the guest with `regs`, 1 to leave guest mode.
@@ -760,9 +773,10 @@ impl EntryPath for ZpolineEntry {
         let tcb = kstack.tcb();
         // SAFETY: the Tcb and its xsave area live in our kernel stack, which
         // outlives this call.
+        // The guest starts with a clean FPU (see run_in_process) and the
+        // xsave area holds nothing of it until the kernel asks for an image.
         unsafe {
-            reset_xstate(xstate_image(&*tcb));
-            (*tcb).z_full = 1;
+            (*tcb).z_full = 0;
             (*tcb).z_kick = 0;
             (*tcb).z_guest_fs = start.fs_base;
         }

@@ -129,8 +129,11 @@ fn top_file(kernel: &Kernel, name: &str) -> Option<Vec<u8>> {
             )
         }
         "uptime" => {
-            let up = kernel.boot_time.elapsed().as_secs_f64();
-            format!("{up:.2} {up:.2}\n")
+            // Integer arithmetic, as Linux prints it (and nomu does no
+            // floating point on guest threads).
+            let up = kernel.boot_time.elapsed();
+            let (s, cs) = (up.as_secs(), up.subsec_nanos() / 10_000_000);
+            format!("{s}.{cs:02} {s}.{cs:02}\n")
         }
         "loadavg" => {
             let n = kernel.tasks.all_live().len();

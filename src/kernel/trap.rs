@@ -121,6 +121,7 @@ impl ThreadCtx {
 
     /// Remembers a syscall instruction used for the first time, if it lies
     /// in code loaded from a file, for the next exec of that file.
+    #[cold]
     fn note_new_syscall_site(&self, site: u64) {
         let space = self.mm.lock().unwrap();
         if let Some((start, vma)) = space.find(site as usize) {
@@ -133,6 +134,7 @@ impl ThreadCtx {
     /// A stopped process's threads wait here until SIGCONT (sent, not
     /// delivered, resumes them) or until they must die (SIGKILL pending,
     /// exit_group).
+    #[cold]
     fn park_while_stopped(&mut self) {
         while self.thread.process.stopped.load(std::sync::atomic::Ordering::Acquire) != 0 {
             let killed = self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
@@ -197,6 +199,7 @@ impl ThreadCtx {
 
     /// A synchronous fault: it cannot be blocked or ignored, so if it is,
     /// the default action comes back (Linux's force_sig).
+    #[cold]
     fn force_fault(&mut self, f: &Fault) {
         let sig = f.signo;
         {
@@ -229,6 +232,15 @@ impl ThreadCtx {
     /// frame is pushed (its handler runs first; the rest wait for the next
     /// return to the kernel).
     fn deliver_signals(&mut self, frame: &mut TrapFrame) {
+        // The common case, with no lock and no closure: nothing queued, no
+        // mask to put back, no call to restart.
+        if !self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire)
+            && self.saved_mask.is_none()
+            && !(self.syscall_nr.is_some() && Errno(-(frame.regs.rax as i64) as i32).is_restart())
+        {
+            self.syscall_nr = None;
+            return;
+        }
         // A syscall interrupted by a signal either restarts (re-executes
         // its `syscall` instruction) or fails with EINTR, as Linux decides
         // from its result code and the handler's SA_RESTART.
@@ -340,7 +352,9 @@ impl GuestKernel for ThreadCtx {
         }
         if self.exit.is_none() {
             // Another thread stopped the process: park until it continues.
-            self.park_while_stopped();
+            if self.thread.process.stopped.load(std::sync::atomic::Ordering::Acquire) != 0 {
+                self.park_while_stopped();
+            }
             self.deliver_signals(frame);
         }
         // An exit_group or execve elsewhere after the check above kicks this
