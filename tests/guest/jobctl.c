@@ -17,9 +17,17 @@ static pid_t spawn(char *self, char *mode)
 {
 	pid_t p;
 	char *args[] = { self, mode, NULL };
-	if (posix_spawn(&p, self, NULL, NULL, args, environ))
-		return -1;
-	return p;
+	/* In a process group of its own, whose parent (this test) is in
+	 * another group of the same session: never an orphaned group, where
+	 * Linux discards SIGTSTP (regression: run from a harness whose own
+	 * group was orphaned, the SIGTSTP case failed natively). */
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&attr, 0);
+	int err = posix_spawn(&p, self, NULL, &attr, args, environ);
+	posix_spawnattr_destroy(&attr);
+	return err ? -1 : p;
 }
 
 int main(int argc, char **argv)
