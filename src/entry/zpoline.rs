@@ -771,10 +771,10 @@ impl EntryPath for ZpolineEntry {
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
         let kstack = ThreadKernelStack::enter();
         let tcb = kstack.tcb();
-        // SAFETY: the Tcb and its xsave area live in our kernel stack, which
-        // outlives this call.
         // The guest starts with a clean FPU (see run_in_process) and the
         // xsave area holds nothing of it until the kernel asks for an image.
+        // SAFETY: the Tcb and its xsave area live in our kernel stack, which
+        // outlives this call.
         unsafe {
             (*tcb).z_full = 0;
             (*tcb).z_kick = 0;

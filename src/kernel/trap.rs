@@ -232,15 +232,6 @@ impl ThreadCtx {
     /// frame is pushed (its handler runs first; the rest wait for the next
     /// return to the kernel).
     fn deliver_signals(&mut self, frame: &mut TrapFrame) {
-        // The common case, with no lock and no closure: nothing queued, no
-        // mask to put back, no call to restart.
-        if !self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire)
-            && self.saved_mask.is_none()
-            && !(self.syscall_nr.is_some() && Errno(-(frame.regs.rax as i64) as i32).is_restart())
-        {
-            self.syscall_nr = None;
-            return;
-        }
         // A syscall interrupted by a signal either restarts (re-executes
         // its `syscall` instruction) or fails with EINTR, as Linux decides
         // from its result code and the handler's SA_RESTART.
