@@ -27,8 +27,6 @@ pub struct Tcb {
     pub host_fs: u64,
     /// Host stack pointer saved when the thread entered guest mode (offset 8).
     pub host_rsp: u64,
-    /// fs base to install just before entering the guest (offset 16).
-    pub entry_fs: u64,
     /// The host signal mask of the thread before it entered guest mode,
     /// restored when it leaves.
     pub host_mask: u64,
@@ -36,15 +34,18 @@ pub struct Tcb {
     pub kernel: Option<*mut (dyn GuestKernel + 'static)>,
     /// The guest's gs base (the seccomp path keeps it in the host thread's).
     pub guest_gs: u64,
+    /// Set when a kick arrived while this thread ran nomu's code in guest
+    /// mode (the kernel, a stub): the way back to guest code checks it and
+    /// handles the kick first, so a signal queued after the kernel looked
+    /// is not left waiting until the guest's next syscall.
+    pub kick_note: u64,
     /// The zpoline path's scratch: the guest's rip and rsp across its stub,
-    /// why the stub was entered (0 syscall, 1 kick), whether a kick arrived
-    /// while the thread was not in guest code, where the stub's stack starts,
-    /// the xsave area, the guest's fs base while in the kernel, and the Tcb's
-    /// own address (the stub reaches all of them through %gs).
+    /// why the stub was entered (0 syscall, 1 kick), where the stub's stack
+    /// starts, the xsave area, the guest's fs base while in the kernel, and
+    /// the Tcb's own address (the stub reaches all of them through %gs).
     pub z_rip: u64,
     pub z_rsp: u64,
     pub z_reason: u64,
-    pub z_kick: u64,
     pub z_stack_top: u64,
     pub z_xsave: u64,
     pub z_guest_fs: u64,
@@ -108,14 +109,13 @@ impl KernelStack {
             tcb.write(Tcb {
                 host_fs: 0,
                 host_rsp: 0,
-                entry_fs: 0,
                 host_mask: 0,
                 kernel: None,
                 guest_gs: 0,
+                kick_note: 0,
                 z_rip: 0,
                 z_rsp: 0,
                 z_reason: 0,
-                z_kick: 0,
                 z_stack_top: (base + XSAVE_OFFSET) as u64,
                 z_xsave: (base + XSAVE_OFFSET) as u64,
                 z_guest_fs: 0,
@@ -180,10 +180,6 @@ impl ThreadKernelStack {
 
     pub fn tcb(&self) -> *mut Tcb {
         self.stack.as_ref().unwrap().tcb_ptr()
-    }
-
-    pub fn stack_range(&self) -> (usize, usize) {
-        self.stack.as_ref().unwrap().stack_range()
     }
 }
 

@@ -2,18 +2,28 @@
 //! a seccomp filter turns every syscall whose instruction pointer lies in
 //! guest memory into SIGSYS, handled in the same host process.
 //!
-//! Control reaches guest code only through `rt_sigreturn` of a frame nomu
-//! controls: the host saved the guest's registers, RFLAGS and full extended
-//! state in the SIGSYS frame, the kernel edits the general registers there,
-//! and sigreturn restores everything at once. The first entry builds such a
-//! frame by hand; leaving guest mode for good edits the frame to "return"
-//! into [`nomu_enter_guest`]'s caller.
+//! The host saves the guest's registers, RFLAGS and full extended state in
+//! the SIGSYS frame; the kernel edits them there. The way back is not
+//! `rt_sigreturn` (a quarter of a trapped syscall's cost on the test VM) but
+//! [`nomu_resume_guest`]: xrstor of the frame's xsave image, the guest's fs
+//! base, its registers, and `iretq`, which restores rip, rsp and RFLAGS at
+//! once without touching the guest's stack. That needs the signal mask to
+//! be the same in the handler as in guest code: the handlers are SA_NODEFER
+//! with an empty sa_mask, so nomu's kernel code on a guest thread runs with
+//! the kick unblocked, as on the zpoline path. A kick that lands in nomu's
+//! code leaves a note in the Tcb, which the way back checks before its
+//! tail; one that lands in the tail itself is finished from the registers
+//! the tail restores from (see [`finish_exit_tail`]). Entering guest code
+//! for the first time goes through the same path.
 
 use super::kstack::{Tcb, ThreadKernelStack, KSTACK_SIZE, TCB_OFFSET};
-use super::{zpoline, EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
+use super::{
+    zpoline, EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame, GUEST_XSTATE_COMPONENTS,
+};
 use crate::host::physmem::PhysMem;
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
+use std::mem::offset_of;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// Read by the asm stubs: 1 when rdfsbase/wrfsbase may be used, else they
@@ -24,8 +34,43 @@ static NOMU_HAVE_FSGSBASE: AtomicU8 = AtomicU8::new(0);
 /// The host signal mask while guest code runs.
 pub(super) static GUEST_HOST_MASK: AtomicU64 = AtomicU64::new(0);
 
+/// An xsave image of the initial FPU state (every component's XSTATE_BV bit
+/// clear, MXCSR at its default), for guests that resume with a clean FPU
+/// and for nomu's own code after it leaves guest mode.
+#[repr(C, align(64))]
+struct XsaveImage([u8; 576]);
+
+#[no_mangle]
+static NOMU_INIT_XSTATE: XsaveImage = {
+    let mut image = [0u8; 576];
+    image[0] = 0x7f; // FCW 0x037f
+    image[1] = 0x03;
+    image[24] = 0x80; // MXCSR 0x1f80
+    image[25] = 0x1f;
+    XsaveImage(image)
+};
+
+/// How the handler continues, as the asm stub reads it.
+const BACK_TO_NOMU: u64 = 0;
+const RESUME_GUEST: u64 = 1;
+const LEAVE_GUEST: u64 = 2;
+
+const RFLAGS_NT: u64 = 1 << 14;
+const RFLAGS_AC: u64 = 1 << 18;
+
+/// What a guest thread starts from: its registers, its xsave image (0: the
+/// initial state) and fs base, laid out as [`nomu_resume_guest`] reads them.
+#[repr(C)]
+struct GuestEntry {
+    regs: GuestRegs,
+    fpstate: u64,
+    fs_base: u64,
+}
+
 global_asm!(
     ".text",
+    ".globl nomu_seccomp_start",
+    "nomu_seccomp_start:",
     // nomu_rdfs: rax = current fs base. Clobbers rcx, r11 only.
     ".type nomu_rdfs,@function",
     "nomu_rdfs:",
@@ -65,37 +110,142 @@ global_asm!(
     "    pop rsi",
     "    pop rdi",
     "    ret",
-    // Host signal handler for SIGSYS and guest faults, on the kernel stack.
-    // Until fs holds nomu's own base again, no code may touch TLS.
+    // Host signal handler for SIGSYS, guest faults and kicks, on the kernel
+    // stack. Until fs holds nomu's own base again, no code may touch TLS.
     ".globl nomu_trap_entry",
     ".type nomu_trap_entry,@function",
     "nomu_trap_entry:",
-    // The guest's DF and AC flags must not reach nomu's code: with AC set
-    // (alignment checking, settable by any program) a misaligned access in
-    // nomu would raise SIGBUS. The kernel clears DF on signal entry, not AC.
+    // The guest's DF, AC and NT flags must not reach nomu's code: with AC
+    // set (alignment checking, settable by any program) a misaligned access
+    // in nomu would raise SIGBUS, and iretq faults with NT set. The host
+    // clears DF and TF on signal entry, not AC or NT.
     "    cld",
     "    pushfq",
-    "    and qword ptr [rsp], -262145", // ~(1 << 18): EFLAGS.AC
+    "    and qword ptr [rsp], {entry_clear}",
     "    popfq",
     "    push rbx",
+    "    push r12",
+    "    push r13",
     "    mov rbx, rsp",
     "    and rbx, {kstack_mask}",
     "    add rbx, {tcb_offset}", // rbx = this thread's Tcb
+    "    mov r12, rdx",          // r12 = the ucontext
     "    call nomu_rdfs",
-    "    push rax",              // [rsp+8] = interrupted fs base (the fs slot)
-    "    sub rsp, 8",
+    "    sub rsp, 16",
+    "    mov [rsp], rax",        // the fs slot: the interrupted fs base
     "    mov rax, [rbx]",        // Tcb.host_fs
     "    call nomu_wrfs",
     "    mov rcx, rbx",
-    "    lea r8, [rsp + 8]",
+    "    mov r8, rsp",
     "    call {handler}",
-    "    mov rax, [rsp + 8]",
+    "    cmp eax, {resume_guest}",
+    "    je 3f",
+    "    ja 4f",
+    // Back into nomu's own code (a fault fixed up, a kick noted): the
+    // ordinary return through sigreturn.
+    "    mov rax, [rsp]",
     "    call nomu_wrfs",
     "    add rsp, 16",
+    "    pop r13",
+    "    pop r12",
     "    pop rbx",
     "    ret",
-    // nomu_enter_guest(frame: rdi, tcb: rsi): saves nomu's callee-saved
-    // registers, installs the guest fs base and rt_sigreturns into the frame.
+    // Back into guest code, from the frame the host saved.
+    "3:  lea rdi, [r12 + {uc_regs}]",
+    "    lea rsi, [r12 + {uc_fpstate}]",
+    "    mov rdx, rsp",
+    "    mov rcx, rbx",
+    "    jmp nomu_resume_guest",
+    "4:  mov rcx, rbx",
+    "    jmp nomu_leave_guest",
+    // nomu_resume_guest(regs: rdi, &fpstate: rsi, &fs_base: rdx, tcb: rcx)
+    // enters guest code with those registers, that xsave image (0: the
+    // initial state) and fs base. Never returns.
+    ".globl nomu_resume_guest",
+    "nomu_resume_guest:",
+    "    mov rbx, rdi",
+    "    mov r12, rsi",
+    "    mov r13, rdx",
+    "    mov r14, rcx",
+    "    and rsp, -16",
+    "5:  mov rdi, [r12]",
+    "    test rdi, rdi",
+    "    jnz 6f",
+    "    lea rdi, [rip + {init_xstate}]",
+    "6:  mov eax, {guest_components}",
+    "    xor edx, edx",
+    "    xrstor64 [rdi]",
+    "    mov rax, [r13]",
+    "    call nomu_wrfs",
+    // A kick that came while this thread ran nomu's code. The tail starts
+    // once the note was read: from there on a kick is finished from the
+    // GuestRegs at rbx (see finish_exit_tail).
+    "    cmp qword ptr [r14 + {kick_note}], 0",
+    ".globl nomu_seccomp_tail",
+    "nomu_seccomp_tail:",
+    "    jne 7f",
+    // An iretq frame: rip, cs, rflags, rsp, ss.
+    "    sub rsp, 40",
+    "    mov rax, [rbx + 128]",
+    "    mov [rsp], rax",
+    "    mov qword ptr [rsp + 8], 0",
+    "    mov word ptr [rsp + 8], cs",
+    "    mov rax, [rbx + 136]",
+    "    mov [rsp + 16], rax",
+    "    mov rax, [rbx + 120]",
+    "    mov [rsp + 24], rax",
+    "    mov qword ptr [rsp + 32], 0",
+    "    mov word ptr [rsp + 32], ss",
+    "    mov r8, [rbx + 0]",
+    "    mov r9, [rbx + 8]",
+    "    mov r10, [rbx + 16]",
+    "    mov r11, [rbx + 24]",
+    "    mov r12, [rbx + 32]",
+    "    mov r13, [rbx + 40]",
+    "    mov r14, [rbx + 48]",
+    "    mov r15, [rbx + 56]",
+    "    mov rdi, [rbx + 64]",
+    "    mov rsi, [rbx + 72]",
+    "    mov rbp, [rbx + 80]",
+    "    mov rdx, [rbx + 96]",
+    "    mov rax, [rbx + 104]",
+    "    mov rcx, [rbx + 112]",
+    "    mov rbx, [rbx + 88]",
+    ".globl nomu_seccomp_tail_iret",
+    "nomu_seccomp_tail_iret:",
+    "    iretq",
+    ".globl nomu_seccomp_tail_end",
+    "nomu_seccomp_tail_end:",
+    // Handle the noted kick as an interrupt, then start the way back again.
+    "7:  mov qword ptr [r14 + {kick_note}], 0",
+    "    mov rax, [r14]", // Tcb.host_fs
+    "    call nomu_wrfs",
+    "    mov rdi, rbx",
+    "    mov rsi, r12",
+    "    mov rdx, r13",
+    "    mov rcx, r14",
+    "    call {interrupt}",
+    "    cmp eax, {resume_guest}",
+    "    je 5b",
+    "    mov rcx, r14",
+    // nomu_leave_guest(tcb: rcx), with nomu's fs base installed: back where
+    // nomu_enter_guest was called, with a clean FPU.
+    ".globl nomu_leave_guest",
+    "nomu_leave_guest:",
+    "    mov rsp, [rcx + {host_rsp}]",
+    "    lea rdi, [rip + {init_xstate}]",
+    "    mov eax, {guest_components}",
+    "    xor edx, edx",
+    "    xrstor64 [rdi]",
+    "    pop r15",
+    "    pop r14",
+    "    pop r13",
+    "    pop r12",
+    "    pop rbx",
+    "    pop rbp",
+    "    ret",
+    // nomu_enter_guest(entry: rdi, tcb: rsi): saves nomu's callee-saved
+    // registers for nomu_leave_guest and enters guest code.
     ".globl nomu_enter_guest",
     ".type nomu_enter_guest,@function",
     "nomu_enter_guest:",
@@ -105,33 +255,42 @@ global_asm!(
     "    push r13",
     "    push r14",
     "    push r15",
-    "    mov [rsi + 8], rsp",    // Tcb.host_rsp
-    "    mov rax, [rsi + 16]",   // Tcb.entry_fs
-    "    call nomu_wrfs",
-    "    lea rsp, [rdi + 8]",    // as if a handler had returned through pretcode
-    "    mov eax, 15",           // rt_sigreturn
-    "    syscall",
-    "    ud2",
-    // Where a thread leaving guest mode resumes, with rsp = Tcb.host_rsp.
-    ".globl nomu_guest_exit_landing",
-    "nomu_guest_exit_landing:",
-    "    pop r15",
-    "    pop r14",
-    "    pop r13",
-    "    pop r12",
-    "    pop rbx",
-    "    pop rbp",
-    "    ret",
+    "    mov [rsi + {host_rsp}], rsp",
+    "    lea rdx, [rdi + {entry_fs}]",
+    "    mov rcx, rsi",
+    "    lea rsi, [rdi + {entry_fpstate}]",
+    "    jmp nomu_resume_guest",
+    ".globl nomu_seccomp_end",
+    "nomu_seccomp_end:",
     fsgs = sym NOMU_HAVE_FSGSBASE,
+    entry_clear = const !(RFLAGS_AC | RFLAGS_NT) as i64 as i32,
     kstack_mask = const !(KSTACK_SIZE - 1),
     tcb_offset = const TCB_OFFSET,
     handler = sym nomu_handle_trap,
+    interrupt = sym nomu_handle_kick_note,
+    resume_guest = const RESUME_GUEST,
+    uc_regs = const offset_of!(Ucontext, mcontext) + offset_of!(Sigcontext, regs),
+    uc_fpstate = const offset_of!(Ucontext, mcontext) + offset_of!(Sigcontext, fpstate),
+    init_xstate = sym NOMU_INIT_XSTATE,
+    guest_components = const GUEST_XSTATE_COMPONENTS,
+    kick_note = const offset_of!(Tcb, kick_note),
+    host_rsp = const offset_of!(Tcb, host_rsp),
+    entry_fs = const offset_of!(GuestEntry, fs_base),
+    entry_fpstate = const offset_of!(GuestEntry, fpstate),
 );
 
 extern "C" {
     fn nomu_trap_entry(signo: i32, info: *mut libc::siginfo_t, uc: *mut libc::c_void);
-    fn nomu_enter_guest(frame: *mut RtSigframe, tcb: *mut libc::c_void);
-    static nomu_guest_exit_landing: u8;
+    fn nomu_enter_guest(entry: *mut GuestEntry, tcb: *mut libc::c_void);
+    static nomu_seccomp_start: u8;
+    static nomu_seccomp_tail: u8;
+    static nomu_seccomp_tail_iret: u8;
+    static nomu_seccomp_tail_end: u8;
+    static nomu_seccomp_end: u8;
+}
+
+fn addr_of(sym: &u8) -> u64 {
+    sym as *const u8 as u64
 }
 
 /// The Linux x86-64 `struct sigcontext`.
@@ -160,19 +319,7 @@ pub(super) struct Ucontext {
     pub(super) sigmask: u64,
 }
 
-/// The frame `rt_sigreturn` reads: the return address slot, then ucontext.
-#[repr(C)]
-struct RtSigframe {
-    pretcode: u64,
-    uc: Ucontext,
-    info: [u64; 16],
-}
-
-const USER_CS: u64 = 0x33;
-const USER_DS: u64 = 0x2b;
 pub(super) const RFLAGS_IF: u64 = 0x200;
-const UC_SIGCONTEXT_SS: u64 = 0x2;
-const UC_STRICT_RESTORE_SS: u64 = 0x4;
 
 pub(super) const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
@@ -198,6 +345,9 @@ pub fn available() -> Result<(), String> {
         .map_err(|e| format!("no seccomp filters in this kernel ({e})"))?;
     if !actions.split_whitespace().any(|a| a == "trap") {
         return Err("the kernel's seccomp has no SECCOMP_RET_TRAP".into());
+    }
+    if !crate::host::cpu::has_xsave() {
+        return Err("it returns to guest code with xrstor, and this CPU or kernel has no XSAVE".into());
     }
     Ok(())
 }
@@ -228,16 +378,13 @@ fn install_handler(sig: i32) -> Result<(), String> {
     // SAFETY: an all-zero sigaction is valid; we fill in the fields we use.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = nomu_trap_entry as *const () as usize;
-    // SA_RESTART: on the zpoline path kernel code runs with the kick
-    // unblocked, and a kick must not fail nomu's own host syscalls.
-    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+    // The mask stays what it was (SA_NODEFER, empty sa_mask): guest code
+    // is resumed without a sigreturn to put a mask back. So kernel code
+    // runs with the kick unblocked, and SA_RESTART keeps a kick from failing
+    // nomu's own host syscalls.
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART | libc::SA_NODEFER;
     // SAFETY: building a signal set in our own sigaction struct.
-    unsafe {
-        libc::sigfillset(&mut sa.sa_mask);
-        for s in FAULT_SIGNALS {
-            libc::sigdelset(&mut sa.sa_mask, s);
-        }
-    }
+    unsafe { libc::sigemptyset(&mut sa.sa_mask) };
     // SAFETY: installing a handler whose entry is the asm stub above, which
     // follows the SA_SIGINFO calling convention.
     if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } < 0 {
@@ -359,56 +506,37 @@ pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kern
     if kstack.fresh {
         unregister_rseq(crate::host::sys::fs_base() as usize);
     }
-    let (ss_sp, ss_size) = kstack.stack_range();
     let tcb = kstack.tcb();
     // SAFETY: the Tcb lives in our kernel stack mapping, which outlives
     // this call; the kernel pointer is only used by traps that happen
     // while we are executing (inside nomu_enter_guest).
     unsafe {
-        (*tcb).entry_fs = start.fs_base;
         (*tcb).guest_gs = start.gs_base;
+        (*tcb).kick_note = 0;
         let kernel: *mut (dyn GuestKernel + '_) = kernel;
         (*tcb).kernel =
             Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
     }
     let host_mask = current_sigmask();
-    let mut frame = RtSigframe {
-        pretcode: 0,
-        uc: Ucontext {
-            flags: UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS,
-            link: 0,
-            ss_sp: ss_sp as u64,
-            ss_flags: 0,
-            ss_pad: 0,
-            ss_size: ss_size as u64,
-            mcontext: Sigcontext {
-                regs: GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs },
-                cs_gs_fs_ss: USER_CS | (USER_DS << 48),
-                err: 0,
-                trapno: 0,
-                oldmask: 0,
-                cr2: 0,
-                fpstate: 0, // no saved state: the guest starts with a clean FPU
-                reserved: [0; 8],
-            },
-            sigmask: GUEST_HOST_MASK.load(Ordering::Relaxed),
-        },
-        info: [0; 16],
+    let mut entry = GuestEntry {
+        regs: GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs },
+        fpstate: 0, // the guest starts with a clean FPU
+        fs_base: start.fs_base,
     };
+    // Guest code and the kernel run with the guest's mask (the kick let
+    // through); a kick from here on is noted and handled before the guest
+    // runs its first instruction.
+    set_sigmask(GUEST_HOST_MASK.load(Ordering::Relaxed));
     // SAFETY: we stay in this call until a trap answers Resume::Exit,
-    // which returns here through nomu_guest_exit_landing with nomu's
-    // callee-saved registers and fs base restored.
+    // which returns here through nomu_leave_guest with nomu's callee-saved
+    // registers and fs base restored.
     unsafe {
-        (*tcb).host_mask = host_mask;
-        nomu_enter_guest(&mut frame, tcb.cast());
+        nomu_enter_guest(&mut entry, tcb.cast());
         (*tcb).kernel = None;
     }
-    if zpoline::active() {
-        // The zpoline stub leaves guest mode without a sigreturn: put back
-        // nomu's own mask (kick blocked) while the kernel stack is still in
-        // place for a kick that slips in first.
-        set_sigmask(host_mask);
-    }
+    // nomu's own mask (kick blocked) again, while the kernel stack is still
+    // in place for a kick that slips in first.
+    set_sigmask(host_mask);
 }
 
 fn set_sigmask(mask: u64) {
@@ -416,8 +544,51 @@ fn set_sigmask(mask: u64) {
     unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &mask as *const u64, 0usize, 8) };
 }
 
+/// Whether `rip` lies in this path's asm (where a thread is in nomu's code
+/// whatever its fs base says).
+fn in_stub(rip: u64) -> bool {
+    // SAFETY: addresses of asm labels, never read.
+    let (start, end) = unsafe { (addr_of(&nomu_seccomp_start), addr_of(&nomu_seccomp_end)) };
+    (start..end).contains(&rip)
+}
+
+/// A kick that interrupted [`nomu_resume_guest`]'s tail: makes `regs` the
+/// guest state the tail was installing and returns true (the kick is then
+/// an interrupt of guest code: the xsave image and fs base are the guest's
+/// already). False when `regs.rip` is not in the tail.
+fn finish_exit_tail(regs: &mut GuestRegs) -> bool {
+    // SAFETY: addresses of asm labels, never read.
+    let (tail, iret, end) =
+        unsafe { (addr_of(&nomu_seccomp_tail), addr_of(&nomu_seccomp_tail_iret), addr_of(&nomu_seccomp_tail_end)) };
+    if (tail..iret).contains(&regs.rip) {
+        // rbx still points at the GuestRegs the tail loads from (in a frame
+        // above this handler's on the kernel stack, or in run_in_process).
+        // SAFETY: the tail only reads them, and they outlive the way back.
+        *regs = unsafe { *(regs.rbx as *const GuestRegs) };
+        true
+    } else if (iret..end).contains(&regs.rip) {
+        // Only the iretq is left: the registers are the guest's, rip,
+        // RFLAGS and rsp are in the iretq frame at rsp.
+        // SAFETY: the tail built that frame at rsp on the kernel stack.
+        let f = unsafe { *(regs.rsp as *const [u64; 5]) };
+        (regs.rip, regs.rflags, regs.rsp) = (f[0], f[2], f[3]);
+        true
+    } else {
+        false
+    }
+}
+
+/// What a native bad return to user mode raises (Linux turns a faulting
+/// IRET into the user's own #GP): a guest whose sigreturn frame held a
+/// non-canonical rip takes it at the way back's last instruction (iretq
+/// here, zpoline's jump), as if at that rip.
+const BAD_RETURN_FAULT: Fault =
+    Fault { signo: libc::SIGSEGV, code: 0x80 /* SI_KERNEL */, addr: 0, trapno: 13, err: 0 };
+
 /// Called by `nomu_trap_entry` with nomu's fs base installed. `fs_slot`
-/// holds the interrupted fs base, which the stub restores on return.
+/// holds the interrupted fs base. Returns how the stub goes on:
+/// BACK_TO_NOMU (the signal interrupted nomu's own code; sigreturn),
+/// RESUME_GUEST (from the frame, through nomu_resume_guest) or LEAVE_GUEST.
 ///
 /// # Safety
 /// Only the asm stub calls it, with the host's siginfo and ucontext of the
@@ -428,12 +599,12 @@ unsafe extern "C" fn nomu_handle_trap(
     uc: *mut Ucontext,
     tcb: *mut Tcb,
     fs_slot: *mut u64,
-) {
+) -> u64 {
     // SAFETY: the host passed valid siginfo and ucontext pointers for this
     // signal; tcb and fs_slot were computed by the stub on our kernel stack.
     let (uc, tcb, fs_slot) = unsafe { (&mut *uc, &mut *tcb, &mut *fs_slot) };
-    let from_guest = *fs_slot != tcb.host_fs;
     let rip = uc.mcontext.regs.rip;
+    let in_nomu = *fs_slot == tcb.host_fs || in_stub(rip) || zpoline::in_stub(rip);
     let zpoline = zpoline::active();
     let mut new_site = None;
     let trap = if signo == libc::SIGSYS {
@@ -447,32 +618,38 @@ unsafe extern "C" fn nomu_handle_trap(
         }
         Trap::Syscall
     } else if signo == KICK_SIGNAL {
-        if zpoline && (!from_guest || zpoline::in_stub(rip)) {
-            // Not in guest code; unless the stub was about to jump back into
-            // it, it checks a note before it does.
-            if !zpoline::finish_exit_tail(&mut uc.mcontext.regs, tcb) {
-                return;
+        if in_nomu {
+            let regs = &mut uc.mcontext.regs;
+            // In a way back's last instructions the thread is as good as in
+            // guest code; anywhere else in nomu the way back checks a note.
+            if !(finish_exit_tail(regs) || zpoline && zpoline::finish_exit_tail(regs, tcb)) {
+                tcb.kick_note = 1;
+                return BACK_TO_NOMU;
             }
-        } else if !from_guest {
-            // Kernel code was interrupted: the kernel checks for signals
-            // before it returns to the guest anyway.
-            return;
         }
         Trap::Interrupt
     } else {
         if let Some(resume_at) = safecopy::fault_fixup(rip as usize) {
             uc.mcontext.regs.rip = resume_at as u64;
-            return;
+            return BACK_TO_NOMU;
         }
         // SAFETY: si_addr is valid for the fault signals we registered.
         let addr = unsafe { (*info).si_addr() } as u64;
         // SAFETY: si_code is always valid.
         let code = unsafe { (*info).si_code };
-        if !from_guest || tcb.kernel.is_none() {
+        // SAFETY: as above, addresses of asm labels.
+        let at_iret = rip == unsafe { addr_of(&nomu_seccomp_tail_iret) };
+        if (at_iret || zpoline::at_tail_jump(rip)) && tcb.kernel.is_some() {
+            // The way back's last instruction faulted on the guest's rip.
+            let regs = &mut uc.mcontext.regs;
+            if !finish_exit_tail(regs) {
+                zpoline::finish_exit_tail(regs, tcb);
+            }
+            Trap::Fault(BAD_RETURN_FAULT)
+        } else if in_nomu || tcb.kernel.is_none() {
             internal_fault(signo, rip, addr);
-            return;
-        }
-        if zpoline && zpoline::fault_was_syscall(&mut uc.mcontext.regs, signo, addr) {
+            return BACK_TO_NOMU;
+        } else if zpoline && zpoline::fault_was_syscall(&mut uc.mcontext.regs, signo, addr) {
             Trap::Syscall
         } else if zpoline && zpoline::in_trampoline(rip) {
             // The guest jumped into the trampoline (to NULL, say) and faulted
@@ -484,14 +661,50 @@ unsafe extern "C" fn nomu_handle_trap(
             Trap::Fault(Fault { signo, code, addr, trapno: uc.mcontext.trapno, err: uc.mcontext.err })
         }
     };
+    let mcontext = &mut uc.mcontext;
+    // SAFETY: the caller's contract, passed on.
+    unsafe { run_kernel(trap, &mut mcontext.regs, &mut mcontext.fpstate, fs_slot, tcb, new_site) }
+}
+
+/// Called by `nomu_resume_guest` when it finds a kick noted: the kick
+/// interrupts the guest state it was about to resume. RESUME_GUEST or
+/// LEAVE_GUEST.
+///
+/// # Safety
+/// Only the asm stub calls it, with the pointers it was resuming from and
+/// this thread's Tcb.
+unsafe extern "C" fn nomu_handle_kick_note(
+    regs: *mut GuestRegs,
+    fpstate: *mut u64,
+    fs_base: *mut u64,
+    tcb: *mut Tcb,
+) -> u64 {
+    // SAFETY: all four point at live state of this thread (see above).
+    unsafe { run_kernel(Trap::Interrupt, &mut *regs, &mut *fpstate, &mut *fs_base, &mut *tcb, None) }
+}
+
+/// Hands a trap to the kernel. `fpstate` is the guest's xsave image (0:
+/// initial state), `fs_base` its fs base; both are updated for the resume.
+///
+/// # Safety
+/// `fpstate`, when not 0, points at an xsave image in the layout of a
+/// Linux signal frame that stays valid until the guest resumes.
+unsafe fn run_kernel(
+    trap: Trap,
+    regs: &mut GuestRegs,
+    fpstate: &mut u64,
+    fs_base: &mut u64,
+    tcb: &mut Tcb,
+    new_site: Option<u64>,
+) -> u64 {
     let Some(kernel) = tcb.kernel else {
-        internal_fault(signo, rip, 0);
-        return;
+        crate::host::sys::write_all(2, b"nomu: internal error: a guest trap without a guest thread\n");
+        std::process::abort();
     };
-    let mut xstate = xstate_of(uc.mcontext.fpstate);
+    let mut xstate = xstate_of(*fpstate);
     let mut frame = TrapFrame {
-        regs: &mut uc.mcontext.regs,
-        fs_base: *fs_slot,
+        regs,
+        fs_base: *fs_base,
         gs_base: tcb.guest_gs,
         reset_xstate: false,
         xstate: &mut xstate,
@@ -500,32 +713,20 @@ unsafe extern "C" fn nomu_handle_trap(
     // SAFETY: the pointer was set by `run`, which is still executing below us
     // on this thread, and nothing else uses it meanwhile.
     let resume = unsafe { (*kernel).on_trap(trap, &mut frame) };
-    let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
-    if gs_base != tcb.guest_gs && !zpoline {
+    let (new_fs, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
+    if gs_base != tcb.guest_gs && !zpoline::active() {
         tcb.guest_gs = gs_base;
         let _ = crate::host::sys::set_gs_base(gs_base);
     }
     match resume {
         Resume::Guest => {
-            *fs_slot = fs_base;
+            *fs_base = new_fs;
             if reset {
-                // No saved state: sigreturn gives the initial FPU state.
-                uc.mcontext.fpstate = 0;
+                *fpstate = 0; // resumed from the initial-state image
             }
+            RESUME_GUEST
         }
-        Resume::Exit => {
-            // "Return" from nomu_enter_guest: nomu's stack, its fs base, its
-            // signal mask and a clean FPU state (fpstate 0 means init state).
-            let regs = &mut uc.mcontext.regs;
-            regs.rip = std::ptr::addr_of!(nomu_guest_exit_landing) as u64;
-            regs.rsp = tcb.host_rsp;
-            regs.rax = 0;
-            // Not the guest's flags (a trap flag would single-step nomu).
-            regs.rflags = RFLAGS_IF;
-            uc.mcontext.fpstate = 0;
-            uc.sigmask = tcb.host_mask;
-            *fs_slot = tcb.host_fs;
-        }
+        Resume::Exit => LEAVE_GUEST,
     }
 }
 

@@ -213,7 +213,7 @@ global_asm!(
     // The tail starts once the note was read: from there on a kick is
     // handled by taking the guest's state from the GuestRegs, which stay in
     // place until rsp leaves them (see `finish_exit_tail`).
-    "    cmp qword ptr gs:[{z_kick}], 0",
+    "    cmp qword ptr gs:[{kick_note}], 0",
     ".globl nomu_zpoline_tail",
     "nomu_zpoline_tail:",
     "    jne 2f",
@@ -251,18 +251,18 @@ global_asm!(
     "    jmp 9b",
     ".globl nomu_zpoline_tail_end",
     "nomu_zpoline_tail_end:",
-    "2:  mov qword ptr gs:[{z_kick}], 0",
+    "2:  mov qword ptr gs:[{kick_note}], 0",
     "    mov qword ptr gs:[{z_reason}], 1",
     "    jmp nomu_zpoline_saved",
     // Leave guest mode for good: back where nomu_enter_guest was called.
-    "3:  mov rsp, qword ptr gs:[{host_rsp}]",
-    "    jmp nomu_guest_exit_landing",
+    "3:  mov rcx, qword ptr gs:[{z_self}]",
+    "    jmp nomu_leave_guest",
     ".globl nomu_zpoline_end",
     "nomu_zpoline_end:",
     z_rip = const offset_of!(Tcb, z_rip),
     z_rsp = const offset_of!(Tcb, z_rsp),
     z_reason = const offset_of!(Tcb, z_reason),
-    z_kick = const offset_of!(Tcb, z_kick),
+    kick_note = const offset_of!(Tcb, kick_note),
     z_stack_top = const offset_of!(Tcb, z_stack_top),
     z_xsave = const offset_of!(Tcb, z_xsave),
     z_guest_fs = const offset_of!(Tcb, z_guest_fs),
@@ -270,7 +270,6 @@ global_asm!(
     sse_save = const SSE_SAVE_OFFSET,
     z_self = const offset_of!(Tcb, z_self),
     host_fs = const offset_of!(Tcb, host_fs),
-    host_rsp = const offset_of!(Tcb, host_rsp),
     entry_clear = const RFLAGS_AC | RFLAGS_NT | RFLAGS_ID,
     exit_slow = const RFLAGS_TF | RFLAGS_DF | RFLAGS_AC | RFLAGS_NT | RFLAGS_ID,
     handler = sym nomu_zpoline_trap,
@@ -587,12 +586,11 @@ pub fn fault_was_syscall(regs: &mut GuestRegs, signo: i32, addr: u64) -> bool {
     true
 }
 
-/// What the host signal handler does with a kick that did not interrupt
-/// guest code: inside the stub's tail it finishes the way back (so the
-/// thread is in guest state, and the kick becomes an interrupt); anywhere
-/// else in the stub or the kernel it leaves a note the stub checks before
-/// it returns to the guest. Returns true when `regs` now hold guest state.
-pub fn finish_exit_tail(regs: &mut GuestRegs, tcb: &mut Tcb) -> bool {
+/// A kick that interrupted the stub's tail: makes `regs` the guest state
+/// the tail was installing and returns true (the kick is then an interrupt
+/// of guest code). False anywhere else (the caller leaves a note that the
+/// stub checks before its tail).
+pub fn finish_exit_tail(regs: &mut GuestRegs, tcb: &Tcb) -> bool {
     // SAFETY: addresses of asm labels, never read.
     let (tail, tail_jmp, tail_end) =
         unsafe { (addr_of(&nomu_zpoline_tail), addr_of(&nomu_zpoline_tail_jmp), addr_of(&nomu_zpoline_tail_end)) };
@@ -610,10 +608,13 @@ pub fn finish_exit_tail(regs: &mut GuestRegs, tcb: &mut Tcb) -> bool {
         *regs = unsafe { *((tcb.z_stack_top as usize - std::mem::size_of::<GuestRegs>()) as *const GuestRegs) };
         return true;
     }
-    // In the stub or nomu's own code: the kernel may have checked for
-    // signals already, so the stub checks this note before it returns.
-    tcb.z_kick = 1;
     false
+}
+
+/// Whether `rip` is the stub's last instruction, the jump to the guest.
+pub fn at_tail_jump(rip: u64) -> bool {
+    // SAFETY: the address of an asm label, never read.
+    active() && rip == unsafe { addr_of(&nomu_zpoline_tail_jmp) }
 }
 
 /// Whether `rip` lies in the trampoline's pages.
@@ -777,7 +778,6 @@ impl EntryPath for ZpolineEntry {
         // outlives this call.
         unsafe {
             (*tcb).z_full = 0;
-            (*tcb).z_kick = 0;
             (*tcb).z_guest_fs = start.fs_base;
         }
         // The stub finds the Tcb through %gs.

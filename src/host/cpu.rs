@@ -45,10 +45,15 @@ pub fn xstate_components() -> &'static [(usize, usize); 64] {
     })
 }
 
+/// Whether the OS enabled XSAVE (so signal frames hold xsave images and
+/// xsave/xrstor may be used).
+pub fn has_xsave() -> bool {
+    __cpuid(1).ecx & (1 << 27) != 0
+}
+
 /// Whether the CPU has XSAVEOPT (and the OS enabled XSAVE).
 pub fn has_xsaveopt() -> bool {
-    let osxsave = __cpuid(1).ecx & (1 << 27) != 0;
-    osxsave && std::arch::x86_64::__cpuid_count(0xd, 1).eax & 1 != 0
+    has_xsave() && std::arch::x86_64::__cpuid_count(0xd, 1).eax & 1 != 0
 }
 
 /// Bytes of an xsave image (standard format) for the features the OS

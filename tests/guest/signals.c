@@ -51,6 +51,27 @@ static void on_fault_jump(int sig, siginfo_t *si, void *ucv)
 	siglongjmp(jump, 1);
 }
 
+/* A handler that "returns" to a non-canonical address: the return itself
+ * faults, and Linux reports it as the program's own #GP there. */
+#define BAD_RIP 0x8000000000001000ull
+static volatile uint64_t bad_rip_seen, bad_trapno;
+static void on_usr1_edit_rip(int sig, siginfo_t *si, void *ucv)
+{
+	(void)sig;
+	(void)si;
+	((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP] = BAD_RIP;
+}
+static void on_bad_return(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	last_sig = sig;
+	last_code = si->si_code;
+	last_addr = (uintptr_t)si->si_addr;
+	bad_rip_seen = uc->uc_mcontext.gregs[REG_RIP];
+	bad_trapno = uc->uc_mcontext.gregs[REG_TRAPNO];
+	siglongjmp(jump, 1);
+}
+
 static void clobber_fpu(int sig)
 {
 	(void)sig;
@@ -145,6 +166,21 @@ int main(int argc, char **argv)
 	CHECK_EQ(reached, 0);
 	CHECK_EQ(last_sig, SIGFPE);
 	CHECK_EQ(last_code, FPE_INTDIV);
+
+	printf("== a handler returning to a non-canonical rip\n");
+	struct sigaction bad = { .sa_sigaction = on_usr1_edit_rip, .sa_flags = SA_SIGINFO };
+	CHECK_OK(sigaction(SIGUSR1, &bad, NULL));
+	bad.sa_sigaction = on_bad_return;
+	CHECK_OK(sigaction(SIGSEGV, &bad, NULL));
+	last_sig = 0;
+	if (!sigsetjmp(jump, 1))
+		raise(SIGUSR1);
+	CHECK_EQ(last_sig, SIGSEGV);
+	CHECK_EQ(last_code, SI_KERNEL);
+	CHECK_EQ(last_addr, 0);
+	CHECK_EQ(bad_rip_seen, BAD_RIP);
+	CHECK_EQ(bad_trapno, 13); /* #GP */
+	signal(SIGUSR1, SIG_DFL);
 
 	printf("== stack overflow caught on the alternate stack\n");
 	static char alt[64 * 1024];
