@@ -9,6 +9,7 @@
 
 use crate::entry::GuestKernel;
 use crate::host::physmem::PAGE_SIZE;
+use std::sync::atomic::AtomicU64;
 
 pub const KSTACK_SIZE: usize = 1 << 20;
 /// Bytes reserved at the top of every kernel stack for the Tcb.
@@ -173,8 +174,15 @@ impl ThreadKernelStack {
         if unsafe { libc::sigaltstack(&new, std::ptr::null_mut()) } < 0 {
             panic!("sigaltstack: {}", crate::host::last_errno());
         }
-        // SAFETY: the Tcb lives at the top of our mapping.
-        unsafe { (*stack.tcb_ptr()).host_fs = crate::host::sys::fs_base() };
+        // SAFETY: the Tcb lives at the top of our mapping, which stays
+        // mapped as long as this thread lives (see Drop below); the kick
+        // note is a u64 that only this thread and its signal handlers use,
+        // and AtomicU64 has its layout.
+        unsafe {
+            let tcb = stack.tcb_ptr();
+            (*tcb).host_fs = crate::host::sys::fs_base();
+            crate::host::blocking::set_kick_note(&*(std::ptr::addr_of!((*tcb).kick_note) as *const AtomicU64));
+        }
         ThreadKernelStack { stack: Some(stack), fresh }
     }
 

@@ -172,6 +172,11 @@ pub trait EntryPath: Send + Sync {
     /// Makes the guest thread on host thread `host_tid` trap with
     /// [`Trap::Interrupt`] as soon as it runs guest code.
     fn interrupt(&self, host_tid: i32);
+    /// Ends the host call (see host::blocking) that host thread `host_tid`
+    /// waits in for its guest thread. On the in-process paths `interrupt`
+    /// does that too: the guest thread and its kernel side are one host
+    /// thread.
+    fn interrupt_kernel_side(&self, _host_tid: i32) {}
     /// Whether guests may set their own %gs base (zpoline keeps its
     /// per-thread block there).
     fn supports_guest_gs(&self) -> bool {

@@ -337,6 +337,26 @@ pub fn kick(host_tid: i32) {
     }
 }
 
+/// While it lives, the calling thread lets kicks through: for the split and
+/// sysemu paths, whose kernel side runs on a host thread of its own that
+/// waits in host calls for its guest thread (see host::blocking). Its
+/// handler, on the thread's kernel stack, only notes the kick (and ends
+/// such a call).
+pub struct KicksLetThrough(());
+
+impl KicksLetThrough {
+    pub fn new() -> KicksLetThrough {
+        crate::host::sys::unblock_signals(&[KICK_SIGNAL]);
+        KicksLetThrough(())
+    }
+}
+
+impl Drop for KicksLetThrough {
+    fn drop(&mut self) {
+        crate::host::sys::block_signals(&[KICK_SIGNAL]);
+    }
+}
+
 pub struct SeccompEntry;
 
 /// Whether this host lets a process install a seccomp filter that traps.
@@ -624,6 +644,10 @@ unsafe extern "C" fn nomu_handle_trap(
             // guest code; anywhere else in nomu the way back checks a note.
             if !(finish_exit_tail(regs) || zpoline && zpoline::finish_exit_tail(regs, tcb)) {
                 tcb.kick_note = 1;
+                // A host call made to be ended by a kick ends now.
+                if let Some(cancel) = crate::host::blocking::cancel_point(rip) {
+                    regs.rip = cancel;
+                }
                 return BACK_TO_NOMU;
             }
         }

@@ -663,6 +663,10 @@ impl EntryPath for SplitEntry {
         "split"
     }
 
+    fn interrupt_kernel_side(&self, host_tid: i32) {
+        super::seccomp::kick(host_tid);
+    }
+
     fn interrupt(&self, host_tid: i32) {
         let table = children();
         if let Some(&(_, child)) = table.iter().find(|&&(t, _)| t == host_tid) {
@@ -674,6 +678,8 @@ impl EntryPath for SplitEntry {
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
         let _kstack = ThreadKernelStack::enter();
+        // Kicks end host calls the kernel waits in for this guest thread.
+        let _kicks = super::seccomp::KicksLetThrough::new();
         let mut child = CHILD.with(|c| c.borrow_mut().take());
         let mut next = Some(start);
         let mut failures = 0;

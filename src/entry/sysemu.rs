@@ -641,6 +641,10 @@ impl EntryPath for SysemuEntry {
         "sysemu"
     }
 
+    fn interrupt_kernel_side(&self, host_tid: i32) {
+        super::seccomp::kick(host_tid);
+    }
+
     fn interrupt(&self, host_tid: i32) {
         if host_tid <= 0 {
             return;
@@ -659,6 +663,8 @@ impl EntryPath for SysemuEntry {
         // nomu's fault-safe copies find this thread's Tcb on its kernel
         // stack (see kstack.rs), so the kernel runs with it entered.
         let kstack = ThreadKernelStack::enter();
+        // Kicks end host calls the kernel waits in for this guest thread.
+        let kicks = super::seccomp::KicksLetThrough::new();
         let mut tracee = TRACEE.with(|t| t.borrow_mut().take()).filter(|t| t.pid > 0).unwrap_or_else(spawn_or_die);
         let mut hregs = loop {
             match tracee.start(&start.regs, start.fs_base, start.gs_base) {
@@ -739,6 +745,7 @@ impl EntryPath for SysemuEntry {
             }
         }
         TRACEE.with(|t| *t.borrow_mut() = Some(tracee));
+        drop(kicks);
         drop(kstack);
     }
 }

@@ -210,6 +210,31 @@ pub fn writev(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
     check_retry(|| unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32) } as libc::c_long)
 }
 
+/// read(v) that may block as long as it needs to, yet ends with EINTR once
+/// this guest thread is kicked (see host::blocking).
+pub fn readv_interruptible(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
+    rw_interruptible(libc::SYS_read, libc::SYS_readv, fd, bufs)
+}
+
+/// write(v) that may block, ended the same way; a kick after some bytes
+/// went gives their count, as the host's own write does.
+pub fn writev_interruptible(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
+    rw_interruptible(libc::SYS_write, libc::SYS_writev, fd, bufs)
+}
+
+fn rw_interruptible(one: libc::c_long, many: libc::c_long, fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
+    let fd = fd.as_raw_fd() as u64;
+    let ret = if let [b] = bufs {
+        // SAFETY: a checked range inside physical memory.
+        unsafe { super::blocking::syscall(one, [fd, b.ptr() as u64, b.len() as u64, 0, 0, 0]) }
+    } else {
+        let iov = iovecs(bufs);
+        // SAFETY: every iovec is a checked range inside physical memory.
+        unsafe { super::blocking::syscall(many, [fd, iov.as_ptr() as u64, iov.len() as u64, 0, 0, 0]) }
+    };
+    check(ret)
+}
+
 /// pread into a nomu buffer (the loader reads headers this way).
 pub fn pread_local(fd: BorrowedFd, buf: &mut [u8], off: u64) -> R<usize> {
     // SAFETY: buf is a valid nomu buffer of buf.len() bytes.
@@ -348,21 +373,4 @@ pub fn memfd_with(content: &[u8]) -> R<OwnedFd> {
     }
     lseek(fd.as_fd(), 0, libc::SEEK_SET)?;
     Ok(fd)
-}
-
-const RWF_NOWAIT: i32 = 8;
-
-/// readv at the current position that never blocks (RWF_NOWAIT): EAGAIN
-/// when nothing can be read right now.
-pub fn readv_nowait(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
-    let iov = iovecs(bufs);
-    // SAFETY: every iovec is a checked range inside physical memory.
-    check(unsafe { libc::preadv2(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32, -1, RWF_NOWAIT) } as libc::c_long)
-}
-
-/// writev at the current position that never blocks (RWF_NOWAIT).
-pub fn writev_nowait(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
-    let iov = iovecs(bufs);
-    // SAFETY: as above; the host only reads the buffers.
-    check(unsafe { libc::pwritev2(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32, -1, RWF_NOWAIT) } as libc::c_long)
 }

@@ -6,6 +6,7 @@
 //! which is checked to lie inside nomu's physical memory, so a guest pointer
 //! can never make the host write into nomu's own memory.
 
+pub mod blocking;
 pub mod cpu;
 pub mod fs;
 pub mod physmem;

@@ -235,10 +235,6 @@ impl GuestRange {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub(super) fn ptr(&self) -> *mut libc::c_void {
         let pm = PhysMem::get();
         let addr = if self.through_alias { pm.alias_of(self.addr) } else { self.addr };

@@ -216,6 +216,13 @@ pub fn block_signals(sigs: &[i32]) {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
+/// Unblocks host signals in the calling thread.
+pub fn unblock_signals(sigs: &[i32]) {
+    let set = sigset(sigs);
+    // SAFETY: valid signal set; only the calling thread's mask changes.
+    unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+}
+
 /// Waits for one of `sigs` (which must be blocked) and returns it.
 pub fn sigwait(sigs: &[i32]) -> i32 {
     let set = sigset(sigs);

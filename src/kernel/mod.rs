@@ -321,10 +321,7 @@ impl Kernel {
         self.tasks.stop_event(process.pid, task::StopEvent::Stopped(sig));
         self.notify_parent_stop(process, 5, sig); // CLD_STOPPED
         for t in process.threads.lock().unwrap().iter() {
-            let host_tid = t.host_tid.load(std::sync::atomic::Ordering::Relaxed);
-            if host_tid != crate::host::sys::gettid() {
-                self.entry.interrupt(host_tid);
-            }
+            self.interrupt(t);
         }
     }
 
@@ -342,9 +339,22 @@ impl Kernel {
         }
         thread.queue_signal(&mut st, info);
         drop(st);
-        let host_tid = thread.host_tid.load(std::sync::atomic::Ordering::Relaxed);
-        if host_tid != crate::host::sys::gettid() {
-            self.entry.interrupt(host_tid);
+        self.interrupt(thread);
+    }
+
+    /// Makes `thread` look at what was just queued or decided for it: it
+    /// leaves guest code, or the host call it waits in, at once.
+    pub fn interrupt(&self, thread: &Thread) {
+        use std::sync::atomic::Ordering;
+        let host_tid = thread.host_tid.load(Ordering::Relaxed);
+        if host_tid == crate::host::sys::gettid() {
+            return; // the caller itself, which looks before it goes back
+        }
+        self.entry.interrupt(host_tid);
+        // SeqCst, against block_in_host's store and look: either it sees
+        // what was queued, or this sees it waiting.
+        if thread.blocked_in_host.load(Ordering::SeqCst) {
+            self.entry.interrupt_kernel_side(host_tid);
         }
     }
 

@@ -40,12 +40,13 @@ pub struct GroupExit(AtomicU64);
 
 impl GroupExit {
     pub fn get(&self) -> Option<ExitStatus> {
-        ExitStatus::decode(self.0.load(Ordering::Acquire))
+        // SeqCst, as set_first (see Kernel::interrupt); a plain load on x86.
+        ExitStatus::decode(self.0.load(Ordering::SeqCst))
     }
 
     /// Sets the status unless one is set already; returns the one in force.
     pub fn set_first(&self, status: ExitStatus) -> ExitStatus {
-        match self.0.compare_exchange(0, status.encode(), Ordering::AcqRel, Ordering::Acquire) {
+        match self.0.compare_exchange(0, status.encode(), Ordering::SeqCst, Ordering::SeqCst) {
             Ok(_) => status,
             Err(old) => ExitStatus::decode(old).unwrap_or(status),
         }
@@ -232,6 +233,10 @@ pub struct Thread {
     /// delivery, under the state lock, when nothing is left pending. Lets
     /// the syscall return path skip the lock when no signal is waiting.
     pub signal_hint: AtomicBool,
+    /// The thread waits in a host call that a kick ends (see
+    /// ThreadCtx::block_in_host): on an entry path whose kernel side runs
+    /// on a host thread of its own, that thread must be kicked too.
+    pub blocked_in_host: AtomicBool,
 }
 
 impl Thread {
@@ -258,6 +263,7 @@ impl Thread {
             host_tid: AtomicI32::new(0),
             kill_requested: AtomicBool::new(false),
             signal_hint: AtomicBool::new(false),
+            blocked_in_host: AtomicBool::new(false),
         }
     }
 

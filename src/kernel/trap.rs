@@ -87,7 +87,7 @@ impl ThreadCtx {
         process.group_exit.set_first(status);
         for t in process.threads.lock().unwrap().iter() {
             if !Arc::ptr_eq(t, &self.thread) {
-                self.kernel.entry.interrupt(t.host_tid.load(std::sync::atomic::Ordering::Relaxed));
+                self.kernel.interrupt(t);
             }
         }
         self.exit = Some(status);
@@ -95,7 +95,9 @@ impl ThreadCtx {
 
     /// Whether this thread must leave (exit_group elsewhere, execve elsewhere).
     fn must_leave(&self) -> Option<ExitStatus> {
-        if self.thread.kill_requested.load(std::sync::atomic::Ordering::Relaxed) {
+        // SeqCst (a plain load on x86) against Kernel::interrupt's look at
+        // blocked_in_host.
+        if self.thread.kill_requested.load(std::sync::atomic::Ordering::SeqCst) {
             return Some(ExitStatus::Code(0));
         }
         self.thread.process.group_exit.get()
@@ -188,6 +190,29 @@ impl ThreadCtx {
                 return Err(Errno::ERESTARTSYS);
             }
         }
+    }
+
+    /// Runs `call`, a host call that may block for as long as it needs
+    /// (made through host::blocking), until it completes, or until a signal
+    /// this thread must stop for is pending (ERESTARTSYS, as `block`), or it
+    /// must leave. A kick ends the call with EINTR; one that announced
+    /// nothing this thread acts on (a signal it blocks) just calls again.
+    pub fn block_in_host<T>(&self, mut call: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+        use std::sync::atomic::Ordering;
+        self.thread.blocked_in_host.store(true, Ordering::SeqCst);
+        let result = loop {
+            // Kicks from before this look are accounted for by it.
+            crate::host::blocking::forget_kicks();
+            if self.signal_pending() {
+                break Err(Errno::ERESTARTSYS);
+            }
+            match call() {
+                Err(Errno::EINTR) => continue,
+                r => break r,
+            }
+        };
+        self.thread.blocked_in_host.store(false, Ordering::Relaxed);
+        result
     }
 
     /// A signal the kernel raises against this thread itself (SIGPIPE on

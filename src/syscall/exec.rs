@@ -192,8 +192,8 @@ fn kill_other_threads(ctx: &Ctx) {
     let others: Vec<Arc<Thread>> =
         ctx.process().threads.lock().unwrap().iter().filter(|t| !Arc::ptr_eq(t, me)).cloned().collect();
     for t in &others {
-        t.kill_requested.store(true, std::sync::atomic::Ordering::Relaxed);
-        ctx.kernel().entry.interrupt(t.host_tid.load(std::sync::atomic::Ordering::Relaxed));
+        t.kill_requested.store(true, std::sync::atomic::Ordering::SeqCst);
+        ctx.kernel().interrupt(t);
     }
     while ctx.process().threads.lock().unwrap().len() > 1 {
         std::thread::sleep(std::time::Duration::from_millis(1));

@@ -120,11 +120,8 @@ pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
             return Err(Errno::EFAULT);
         }
     }
-    if matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
-        return pipe_io(ctx, &f, false, &[buf]);
-    }
-    if !buf.is_empty() {
-        wait_ready(ctx, &f, libc::POLLIN)?;
+    if may_block(&f) {
+        return blocking_io(ctx, &f, false, &[buf]);
     }
     hostfs::read(f.fd(), buf).map(|n| n as u64)
 }
@@ -140,11 +137,8 @@ pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 /// Writes guest buffers (to a pipe without ever blocking in the host).
 fn write_ranges(ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
-    if matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
-        return pipe_io(ctx, f, true, ranges);
-    }
-    if ranges.iter().any(|r| !r.is_empty()) {
-        wait_ready(ctx, f, libc::POLLOUT)?;
+    if may_block(f) {
+        return blocking_io(ctx, f, true, ranges);
     }
     hostfs::writev(f.fd(), ranges).map(|n| n as u64)
 }
@@ -163,46 +157,42 @@ fn ranges_after(ranges: &[GuestRange], mut skip: usize) -> Vec<GuestRange> {
     out
 }
 
-/// Pipe I/O that never blocks inside the host, where neither a signal nor
-/// exit_group could end it: every attempt is RWF_NOWAIT, and when nothing
-/// can move the thread waits (sliced, interruptible) for the pipe and tries
-/// again. A write goes on until all is written (writes up to PIPE_BUF stay
-/// atomic: RWF_NOWAIT writes them whole or not at all); a signal after
-/// some bytes moved gives the partial count, as on Linux.
-fn pipe_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> SysResult {
+/// Whether I/O on `f` can wait for a peer (pipes, sockets, terminals and
+/// other character devices); regular files and directories never do.
+fn may_block(f: &OpenFile) -> bool {
+    matches!(f.kind(), FileKind::Fifo | FileKind::Socket | FileKind::CharDevice)
+}
+
+/// I/O that may wait: one host call that blocks as long as the guest's
+/// would, ended by a kick (see host::blocking), so a signal, exit_group or
+/// execve never waits for it. A write goes on until all is written (writes
+/// up to PIPE_BUF stay atomic: the host writes them whole); one cut short
+/// by a signal gives the partial count, as on Linux.
+fn blocking_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> SysResult {
     let total: usize = ranges.iter().map(|r| r.len()).sum();
-    let events = if write { libc::POLLOUT } else { libc::POLLIN };
     let mut done = 0usize;
-    let partial = |done: usize, e: Errno| if done > 0 { Ok(done as u64) } else { Err(e) };
     loop {
-        let rest = ranges_after(ranges, done);
-        let r = if write { hostfs::writev_nowait(f.fd(), &rest) } else { hostfs::readv_nowait(f.fd(), &rest) };
-        match r {
+        let rest = if done == 0 { None } else { Some(ranges_after(ranges, done)) };
+        let rest = rest.as_deref().unwrap_or(ranges);
+        let moved = ctx.t.block_in_host(|| {
+            if write {
+                hostfs::writev_interruptible(f.fd(), rest)
+            } else {
+                hostfs::readv_interruptible(f.fd(), rest)
+            }
+        });
+        match moved {
             Ok(n) => {
                 done += n;
-                if !write || n == 0 || done >= total {
+                // A write the host cut short (a kick, a non-blocking pipe
+                // with some room) goes on unless a signal is what cut it.
+                if !write || n == 0 || done >= total || ctx.t.signal_pending() {
                     return Ok(done as u64);
                 }
             }
-            Err(Errno::EAGAIN) if hostfs::getfl(f.fd())? & libc::O_NONBLOCK != 0 => {
-                return partial(done, Errno::EAGAIN)
-            }
-            Err(Errno::EAGAIN) => {}
-            Err(Errno::EOPNOTSUPP) => {
-                // A host without RWF_NOWAIT here: wait, then a plain call.
-                wait_ready(ctx, f, events)?;
-                let n = if write { hostfs::writev(f.fd(), &rest) } else { hostfs::readv(f.fd(), &rest) };
-                return n.map(|n| (done + n) as u64);
-            }
-            Err(e) => return partial(done, e),
-        }
-        let mut pfd = [libc::pollfd { fd: f.fd().as_raw_fd(), events, revents: 0 }];
-        let waited = ctx.t.block(None, |slice| {
-            pfd[0].revents = 0;
-            Ok((hostsys::poll(&mut pfd, slice)? > 0).then_some(()))
-        });
-        if let Err(e) = waited {
-            return partial(done, e);
+            // EAGAIN after some bytes went, or a signal: their count.
+            Err(_) if done > 0 => return Ok(done as u64),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -257,10 +247,9 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<Vec<GuestRan
 pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     let ranges = iov_ranges(ctx, a[1], a[2], true)?;
-    if matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
-        return pipe_io(ctx, &f, false, &ranges);
+    if may_block(&f) {
+        return blocking_io(ctx, &f, false, &ranges);
     }
-    wait_ready(ctx, &f, libc::POLLIN)?;
     hostfs::readv(f.fd(), &ranges).map(|n| n as u64)
 }
 
