@@ -128,14 +128,19 @@ impl KernelStack {
     }
 
     pub fn tcb_ptr(&self) -> *mut Tcb {
-        (self.base + TCB_OFFSET) as *mut Tcb
+        tcb_at(self.base)
     }
+}
 
-    /// The usable stack (above the guard page, below the xsave area and the
-    /// Tcb), for sigaltstack.
-    pub fn stack_range(&self) -> (usize, usize) {
-        (self.base + PAGE_SIZE, XSAVE_OFFSET - PAGE_SIZE)
-    }
+/// The Tcb of the kernel stack at `base`.
+fn tcb_at(base: usize) -> *mut Tcb {
+    (base + TCB_OFFSET) as *mut Tcb
+}
+
+/// The usable part of the kernel stack at `base` (above the guard page,
+/// below the xsave area and the Tcb), as sigaltstack takes it.
+fn signal_stack_at(base: usize) -> libc::stack_t {
+    libc::stack_t { ss_sp: (base + PAGE_SIZE) as *mut libc::c_void, ss_flags: 0, ss_size: XSAVE_OFFSET - PAGE_SIZE }
 }
 
 impl Drop for KernelStack {
@@ -147,15 +152,43 @@ impl Drop for KernelStack {
 }
 
 thread_local! {
-    /// This host thread's kernel stack, kept between the guest threads it runs.
-    static CACHED: std::cell::RefCell<Option<KernelStack>> = const { std::cell::RefCell::new(None) };
+    /// Kernel stacks this host thread has and is not using, kept between
+    /// the guest threads it runs.
+    static SPARE: std::cell::RefCell<Vec<KernelStack>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The kernel stacks in use, outermost first (more than one while a
+    /// guest thread runs inside another's trap: a vfork child on its
+    /// parent's host thread).
+    static IN_USE: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Whether this host thread ever had a kernel stack.
+    static HAD_ONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// This host thread's kernel stack, installed as its signal stack with the
-/// Tcb's host fs base set (and left installed after the guard goes). Every
-/// entry path needs it while it runs a guest thread: host signals (a trap,
-/// a fault in one of nomu's fault-safe copies, a kick) arrive on it and
-/// find the Tcb.
+std::arch::global_asm!(
+    ".text",
+    // nomu_sigaltstack_from(ss: rdi, scratch_top: rsi) -> rax: sigaltstack
+    // (ss, NULL) issued with rsp at scratch_top.
+    ".globl nomu_sigaltstack_from",
+    "nomu_sigaltstack_from:",
+    "    mov r8, rsp",
+    "    mov rsp, rsi",
+    "    xor esi, esi",
+    "    mov eax, 131", // sigaltstack
+    "    syscall",
+    "    mov rsp, r8",
+    "    ret",
+);
+
+extern "C" {
+    fn nomu_sigaltstack_from(ss: *const libc::stack_t, scratch_top: usize) -> i64;
+}
+
+/// This host thread's kernel stack while it runs a guest thread, installed
+/// as its signal stack, with the Tcb's host fs base and the kick note for
+/// host::blocking set. Every entry path needs it while it runs a guest
+/// thread: host signals (a trap, a fault in one of nomu's fault-safe
+/// copies, a kick) arrive on it and find the Tcb. Nested use (a guest
+/// thread run from inside another's trap, on that trap's kernel stack)
+/// takes another kernel stack and gives the outer one back when it ends.
 pub struct ThreadKernelStack {
     stack: Option<KernelStack>,
     /// True the first time this host thread got a kernel stack.
@@ -164,41 +197,109 @@ pub struct ThreadKernelStack {
 
 impl ThreadKernelStack {
     pub fn enter() -> ThreadKernelStack {
-        let cached = CACHED.with(|k| k.borrow_mut().take());
-        let fresh = cached.is_none();
-        let stack = cached.unwrap_or_else(|| KernelStack::new().unwrap_or_else(|e| panic!("{e}")));
-        let (ss_sp, ss_size) = stack.stack_range();
-        let new = libc::stack_t { ss_sp: ss_sp as *mut libc::c_void, ss_flags: 0, ss_size };
-        // SAFETY: installing our own kernel stack mapping as this thread's
-        // signal stack; it stays installed as long as the thread lives.
-        if unsafe { libc::sigaltstack(&new, std::ptr::null_mut()) } < 0 {
-            panic!("sigaltstack: {}", crate::host::last_errno());
+        let fresh = !HAD_ONE.with(|h| h.replace(true));
+        let spare = SPARE.with(|s| s.borrow_mut().pop());
+        let stack = spare.unwrap_or_else(|| KernelStack::new().unwrap_or_else(|e| panic!("{e}")));
+        let nested = IN_USE.with(|u| !u.borrow().is_empty());
+        if nested {
+            install_from_outer(stack.base);
+        } else {
+            install(stack.base);
         }
-        // SAFETY: the Tcb lives at the top of our mapping, which stays
-        // mapped as long as this thread lives (see Drop below); the kick
-        // note is a u64 that only this thread and its signal handlers use,
-        // and AtomicU64 has its layout.
-        unsafe {
-            let tcb = stack.tcb_ptr();
-            (*tcb).host_fs = crate::host::sys::fs_base();
-            crate::host::blocking::set_kick_note(&*(std::ptr::addr_of!((*tcb).kick_note) as *const AtomicU64));
-        }
+        IN_USE.with(|u| u.borrow_mut().push(stack.base));
         ThreadKernelStack { stack: Some(stack), fresh }
     }
 
     pub fn tcb(&self) -> *mut Tcb {
         self.stack.as_ref().unwrap().tcb_ptr()
     }
+
+    /// Whether this guest thread runs inside another's trap.
+    pub fn nested(&self) -> bool {
+        self.outer_tcb().is_some()
+    }
+
+    /// The Tcb of the guest thread whose trap this one runs inside.
+    pub fn outer_tcb(&self) -> Option<*mut Tcb> {
+        IN_USE.with(|u| {
+            let u = u.borrow();
+            (u.len() > 1).then(|| tcb_at(u[u.len() - 2]))
+        })
+    }
+}
+
+/// Makes the kernel stack at `base` the signal stack, from code not
+/// running on the current one.
+fn install(base: usize) {
+    let ss = signal_stack_at(base);
+    // SAFETY: installing our own kernel stack mapping as this thread's
+    // signal stack; it stays mapped as long as the thread lives.
+    if unsafe { libc::sigaltstack(&ss, std::ptr::null_mut()) } < 0 {
+        panic!("sigaltstack: {}", crate::host::last_errno());
+    }
+    note_tcb(base);
+}
+
+/// Makes the kernel stack at `base` the signal stack while this thread runs
+/// on the current one (inside a trap), which the host refuses to change
+/// from there: the call is issued with rsp on the new stack. Until it is in force, a signal
+/// would be delivered at the top of the current signal stack, over the
+/// live frames of the trap being handled: none may come meanwhile.
+fn install_from_outer(base: usize) {
+    let ss = signal_stack_at(base);
+    let old = crate::host::sys::swap_sigmask(!FAULT_SIGNAL_BITS);
+    // SAFETY: the scratch top lies in the new stack's mapping, which no
+    // one uses yet; the asm switches rsp there only around the syscall.
+    let r = unsafe { nomu_sigaltstack_from(&ss, (ss.ss_sp as usize + ss.ss_size) & !15) };
+    crate::host::sys::swap_sigmask(old);
+    if r < 0 {
+        panic!("sigaltstack: {}", crate::kernel::errno::Errno(-r as i32).description());
+    }
+    note_tcb(base);
+}
+
+/// Signals that only nomu's own faults raise (never blocked: a fault with
+/// its signal blocked kills the process).
+const FAULT_SIGNAL_BITS: u64 = {
+    let mut bits = 0u64;
+    let mut i = 0;
+    while i < super::seccomp::FAULT_SIGNALS.len() {
+        bits |= 1 << (super::seccomp::FAULT_SIGNALS[i] - 1);
+        i += 1;
+    }
+    bits
+};
+
+fn note_tcb(base: usize) {
+    // SAFETY: the Tcb lives at the top of the stack's mapping, which stays
+    // mapped as long as this thread lives (spare stacks are unmapped only
+    // with the thread); the kick note is a u64 that only this thread and
+    // its signal handlers use, and AtomicU64 has its layout.
+    unsafe {
+        let tcb = tcb_at(base);
+        (*tcb).host_fs = crate::host::sys::fs_base();
+        crate::host::blocking::set_kick_note(&*(std::ptr::addr_of!((*tcb).kick_note) as *const AtomicU64));
+    }
 }
 
 impl Drop for ThreadKernelStack {
     fn drop(&mut self) {
-        // The kernel stack stays this thread's signal stack (the one it had
-        // before, Rust's small overflow stack, is not put back): nomu code on
-        // this thread between guest threads can still take a fault in a
-        // fault-safe copy, and its handler must find a Tcb. The stack is
-        // unmapped only with the thread.
-        let stack = self.stack.take();
-        CACHED.with(|k| *k.borrow_mut() = stack);
+        let stack = self.stack.take().unwrap();
+        let outer = IN_USE.with(|u| {
+            let mut u = u.borrow_mut();
+            u.pop();
+            u.last().copied()
+        });
+        // The outermost kernel stack stays this thread's signal stack (the
+        // one it had before, Rust's small overflow stack, is not put back):
+        // nomu code on this thread between guest threads can still take a
+        // fault in a fault-safe copy, and its handler must find a Tcb. A
+        // nested one gives way to the outer stack again; this thread runs
+        // on that one, not on the signal stack it replaces, so the host
+        // lets it.
+        if let Some(base) = outer {
+            install(base);
+        }
+        SPARE.with(|s| s.borrow_mut().push(stack));
     }
 }

@@ -189,6 +189,13 @@ pub trait EntryPath: Send + Sync {
     /// Physical pages [addr, addr+len) were freed or wiped: whatever the
     /// path noted about code in them (zpoline's rewritten sites) is void.
     fn memory_freed(&self, _addr: usize, _len: usize) {}
+    /// Whether `run` may be called from inside another guest thread's trap
+    /// on the same host thread (it then returns to that trap when done):
+    /// the in-process paths, where a vfork child runs on its parent's host
+    /// thread while the parent waits.
+    fn runs_nested(&self) -> bool {
+        false
+    }
 }
 
 /// The entry paths nomu knows, fastest first.

@@ -496,13 +496,6 @@ fn unregister_rseq(thread_pointer: usize) {
     unsafe { libc::syscall(libc::SYS_rseq, area, size.max(32), RSEQ_FLAG_UNREGISTER, RSEQ_SIG) };
 }
 
-fn current_sigmask() -> u64 {
-    let mut old = 0u64;
-    // SAFETY: rt_sigprocmask with a NULL new set only reads the mask.
-    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_BLOCK, 0usize, &mut old as *mut u64, 8) };
-    old
-}
-
 impl EntryPath for SeccompEntry {
     fn name(&self) -> &'static str {
         "seccomp"
@@ -512,11 +505,19 @@ impl EntryPath for SeccompEntry {
         kick(host_tid);
     }
 
+    fn runs_nested(&self) -> bool {
+        true
+    }
+
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
         let kstack = ThreadKernelStack::enter();
         // The guest owns this host thread's gs base (nomu never uses %gs).
         let _ = crate::host::sys::set_gs_base(start.gs_base);
         run_in_process(&kstack, start, kernel);
+        if let Some(outer) = kstack.outer_tcb() {
+            // SAFETY: the outer guest thread's Tcb, in a kernel stack still in use.
+            let _ = crate::host::sys::set_gs_base(unsafe { (*outer).guest_gs });
+        }
     }
 }
 
@@ -532,12 +533,14 @@ pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kern
     // while we are executing (inside nomu_enter_guest).
     unsafe {
         (*tcb).guest_gs = start.gs_base;
-        (*tcb).kick_note = 0;
+        // The first way into guest code looks for signals first: one sent
+        // before this thread ran (its kick went nowhere) is not left
+        // waiting for the guest's first syscall.
+        (*tcb).kick_note = 1;
         let kernel: *mut (dyn GuestKernel + '_) = kernel;
         (*tcb).kernel =
             Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
     }
-    let host_mask = current_sigmask();
     let mut entry = GuestEntry {
         regs: GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs },
         fpstate: 0, // the guest starts with a clean FPU
@@ -545,8 +548,12 @@ pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kern
     };
     // Guest code and the kernel run with the guest's mask (the kick let
     // through); a kick from here on is noted and handled before the guest
-    // runs its first instruction.
-    set_sigmask(GUEST_HOST_MASK.load(Ordering::Relaxed));
+    // runs its first instruction. Inside another guest thread's trap that
+    // mask is in force already.
+    let nested = kstack.nested();
+    if !nested {
+        set_sigmask(GUEST_HOST_MASK.load(Ordering::Relaxed));
+    }
     // SAFETY: we stay in this call until a trap answers Resume::Exit,
     // which returns here through nomu_leave_guest with nomu's callee-saved
     // registers and fs base restored.
@@ -556,7 +563,9 @@ pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kern
     }
     // nomu's own mask (kick blocked) again, while the kernel stack is still
     // in place for a kick that slips in first.
-    set_sigmask(host_mask);
+    if !nested {
+        set_sigmask(GUEST_HOST_MASK.load(Ordering::Relaxed) | 1 << (KICK_SIGNAL - 1));
+    }
 }
 
 fn set_sigmask(mask: u64) {

@@ -761,6 +761,10 @@ impl EntryPath for ZpolineEntry {
         false
     }
 
+    fn runs_nested(&self) -> bool {
+        true
+    }
+
     fn prepare_syscall_site(&self, addr: u64) {
         rewrite(addr);
     }
@@ -780,10 +784,14 @@ impl EntryPath for ZpolineEntry {
             (*tcb).z_full = 0;
             (*tcb).z_guest_fs = start.fs_base;
         }
-        // The stub finds the Tcb through %gs.
+        // The stub finds the Tcb through %gs (an outer guest thread's Tcb
+        // comes back when this one is done).
         if let Err(e) = crate::host::sys::set_gs_base(tcb as u64) {
             panic!("zpoline: setting the gs base: {e}");
         }
         seccomp::run_in_process(&kstack, StartState { gs_base: 0, ..start }, kernel);
+        if let Some(outer) = kstack.outer_tcb() {
+            let _ = crate::host::sys::set_gs_base(outer as u64);
+        }
     }
 }

@@ -116,15 +116,30 @@ pub fn futex_raw(w1: GuestRange, cmd: i32, val: u32, val2: u64, w2: GuestRange, 
 }
 
 pub fn set_gs_base(v: u64) -> R<()> {
+    if super::cpu::has_fsgsbase() {
+        if v >= crate::mm::uaccess::TASK_SIZE_MAX {
+            return Err(Errno::EPERM); // what ARCH_SET_GS answers (wrgsbase would fault)
+        }
+        // SAFETY: the kernel allows wrgsbase here (FSGSBASE); it only
+        // changes this thread's gs base, which nomu never uses.
+        unsafe { std::arch::asm!("wrgsbase {0}", in(reg) v, options(nostack, preserves_flags)) };
+        return Ok(());
+    }
     // SAFETY: ARCH_SET_GS only changes this thread's gs base, which nomu never uses.
     check(unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1001, v) }).map(drop)
 }
 
+/// nomu's own fs base on this thread (its TLS block, fixed for its life).
 pub fn fs_base() -> u64 {
-    let mut v = 0u64;
-    // SAFETY: ARCH_GET_FS writes one u64.
-    unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1003, &mut v as *mut u64) };
-    v
+    thread_local! {
+        static FS_BASE: u64 = {
+            let mut v = 0u64;
+            // SAFETY: ARCH_GET_FS writes one u64.
+            unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1003, &mut v as *mut u64) };
+            v
+        };
+    }
+    FS_BASE.with(|v| *v)
 }
 
 thread_local! {
@@ -214,6 +229,15 @@ pub fn block_signals(sigs: &[i32]) {
     let set = sigset(sigs);
     // SAFETY: valid signal set; only the calling thread's mask changes.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Sets the calling thread's signal mask (as a bit set, signal n at bit
+/// n-1); returns the old one.
+pub fn swap_sigmask(mask: u64) -> u64 {
+    let mut old = 0u64;
+    // SAFETY: rt_sigprocmask with valid 8-byte sets; only this thread's mask.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &mask as *const u64, &mut old as *mut u64, 8) };
+    old
 }
 
 /// Unblocks host signals in the calling thread.

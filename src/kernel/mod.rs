@@ -166,6 +166,14 @@ impl Kernel {
     pub fn spawn_thread(&'static self, thread: Arc<Thread>, start: crate::entry::StartState) -> Result<(), Errno> {
         // Registered first, so a signal sent at once finds the thread.
         thread.process.threads.lock().unwrap().push(thread.clone());
+        self.continue_thread(thread.clone(), start).inspect_err(|_| {
+            thread.process.threads.lock().unwrap().retain(|x| !Arc::ptr_eq(x, &thread));
+        })
+    }
+
+    /// Runs a registered guest thread from `start` on a host thread of its
+    /// own: an idle one, or a new one.
+    pub fn continue_thread(&'static self, thread: Arc<Thread>, start: crate::entry::StartState) -> Result<(), Errno> {
         // A host thread that ran a guest thread before takes it, if one is
         // idle: creating host threads (stacks, TLS, kernel stack) dominates
         // the cost of vfork otherwise.
@@ -176,16 +184,12 @@ impl Kernel {
         }
         // Kernel work runs on the thread's kernel stack; the host thread's own
         // stack only holds the few frames around entering guest mode.
-        let t = thread.clone();
         std::thread::Builder::new()
             .name("nomu-guest".into())
             .stack_size(256 << 10)
-            .spawn(move || self.worker_loop(t, start))
+            .spawn(move || self.worker_loop(thread, start))
             .map(drop)
-            .map_err(|_| {
-                thread.process.threads.lock().unwrap().retain(|x| !Arc::ptr_eq(x, &thread));
-                Errno::EAGAIN
-            })
+            .map_err(|_| Errno::EAGAIN)
     }
 
     /// A host thread's life: run guest threads, one after another.
@@ -340,6 +344,18 @@ impl Kernel {
         thread.queue_signal(&mut st, info);
         drop(st);
         self.interrupt(thread);
+    }
+
+    /// Ends `thread`'s process with `status` (the first such status wins):
+    /// its other threads are kicked and leave at their next trap.
+    pub fn exit_group(&self, thread: &Arc<Thread>, status: ExitStatus) {
+        let process = &thread.process;
+        process.group_exit.set_first(status);
+        for t in process.threads.lock().unwrap().iter() {
+            if !Arc::ptr_eq(t, thread) {
+                self.interrupt(t);
+            }
+        }
     }
 
     /// Makes `thread` look at what was just queued or decided for it: it

@@ -201,7 +201,12 @@ pub struct ThreadState {
     pub comm: [u8; 16],
     /// The host thread's CPU times when this guest thread started on it
     /// (host threads are reused, so their own totals include others').
+    /// A vfork child run on the same host thread moves it on by its own.
     pub cpu_base: (libc::timeval, libc::timeval),
+    /// The host thread's CPU times when this thread stopped using it, if it
+    /// ended while another guest thread ran there (a vfork parent that died
+    /// under its child).
+    pub cpu_end: Option<(libc::timeval, libc::timeval)>,
     pub pdeathsig: i32,
 }
 
@@ -215,6 +220,7 @@ impl Default for ThreadState {
             altstack: AltStack::disabled(),
             comm: [0; 16],
             cpu_base: (libc::timeval { tv_sec: 0, tv_usec: 0 }, libc::timeval { tv_sec: 0, tv_usec: 0 }),
+            cpu_end: None,
             pdeathsig: 0,
         }
     }
@@ -237,6 +243,8 @@ pub struct Thread {
     /// ThreadCtx::block_in_host): on an entry path whose kernel side runs
     /// on a host thread of its own, that thread must be kicked too.
     pub blocked_in_host: AtomicBool,
+    /// The thread has left its thread group (see trap::finish_thread).
+    pub left: AtomicBool,
 }
 
 impl Thread {
@@ -244,14 +252,11 @@ impl Thread {
     /// times of earlier guest threads on the same host thread taken out.
     pub fn rusage(&self) -> libc::rusage {
         let mut r = crate::host::sys::thread_rusage();
-        let (u, s) = self.state.lock().unwrap().cpu_base;
-        let sub = |a: libc::timeval, b: libc::timeval| {
-            let us = (a.tv_sec - b.tv_sec) * 1_000_000 + (a.tv_usec - b.tv_usec);
-            let us = us.max(0);
-            libc::timeval { tv_sec: us / 1_000_000, tv_usec: us % 1_000_000 }
-        };
-        r.ru_utime = sub(r.ru_utime, u);
-        r.ru_stime = sub(r.ru_stime, s);
+        let st = self.state.lock().unwrap();
+        let (u, s) = st.cpu_base;
+        let (end_u, end_s) = st.cpu_end.unwrap_or((r.ru_utime, r.ru_stime));
+        r.ru_utime = timeval_sub(end_u, u);
+        r.ru_stime = timeval_sub(end_s, s);
         r
     }
 
@@ -264,6 +269,7 @@ impl Thread {
             kill_requested: AtomicBool::new(false),
             signal_hint: AtomicBool::new(false),
             blocked_in_host: AtomicBool::new(false),
+            left: AtomicBool::new(false),
         }
     }
 
@@ -273,6 +279,17 @@ impl Thread {
         st.pending.add(info);
         self.signal_hint.store(true, Ordering::Release);
     }
+}
+
+/// a - b, never below zero.
+pub fn timeval_sub(a: libc::timeval, b: libc::timeval) -> libc::timeval {
+    let us = ((a.tv_sec - b.tv_sec) * 1_000_000 + (a.tv_usec - b.tv_usec)).max(0);
+    libc::timeval { tv_sec: us / 1_000_000, tv_usec: us % 1_000_000 }
+}
+
+pub fn timeval_add(a: libc::timeval, b: libc::timeval) -> libc::timeval {
+    let us = (a.tv_sec + b.tv_sec) * 1_000_000 + a.tv_usec + b.tv_usec;
+    libc::timeval { tv_sec: us / 1_000_000, tv_usec: us % 1_000_000 }
 }
 
 pub struct PidAllocator(AtomicU32);

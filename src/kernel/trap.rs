@@ -2,7 +2,7 @@
 
 use super::abi::KernelSigaction;
 use super::errno::Errno;
-use super::process::{ExitStatus, Mm, Process, Thread};
+use super::process::{timeval_add, timeval_sub, ExitStatus, Mm, Process, Thread};
 use super::sigframe::{self, FaultRegs};
 use super::signal::{self, DefaultAction, SigInfo};
 use super::Kernel;
@@ -24,6 +24,24 @@ pub struct ThreadCtx {
     pub syscall_nr: Option<u64>,
     /// The mask to restore after a handler run by rt_sigsuspend.
     pub saved_mask: Option<u64>,
+    /// A vfork child running on its parent's host thread (see
+    /// run_vfork_child): the parent, which waits in its vfork until this
+    /// child execs or exits.
+    pub vfork_parent: Option<Arc<Thread>>,
+    /// Set by execve in such a child: it leaves its parent's host thread
+    /// and goes on from this state on one of its own.
+    pub hand_off: Option<StartState>,
+}
+
+/// How a guest thread's run on a host thread ended.
+pub enum Ended {
+    /// The thread left; its process goes on.
+    Thread,
+    /// The process ended with this thread (a vfork parent may still wait).
+    Process(Arc<Process>),
+    /// A vfork child that ran on its parent's host thread exec'd: it goes
+    /// on from this state, on a host thread of its own.
+    HandedOff(StartState),
 }
 
 /// How long a blocking call waits before it looks for signals again.
@@ -36,6 +54,39 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(20);
 /// same context and return it: its vfork parent, if any, is still waiting,
 /// for the caller to release.
 pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) -> Option<Arc<Process>> {
+    match run_guest(kernel, thread, start, None) {
+        Ended::Process(p) => Some(p),
+        _ => None,
+    }
+}
+
+/// Runs a vfork child on its parent's host thread, from inside the
+/// parent's vfork (the parent waits there anyway): no host thread to wake,
+/// no host context switch, until the child execs (it then goes on on a host
+/// thread of its own) or exits. If the parent must die meanwhile, it dies
+/// at once (see ThreadCtx::release_dying_parent).
+pub fn run_vfork_child(kernel: &'static Kernel, child: Arc<Thread>, start: StartState, parent: &Arc<Thread>) {
+    if let Ended::HandedOff(s) = run_guest(kernel, child.clone(), start, Some(parent.clone())) {
+        if kernel.continue_thread(child.clone(), s).is_err() {
+            // No host thread for it: it dies as if killed.
+            kernel.log(&format!("nomu: no host thread for process {} after its execve", child.process.pid));
+            finish_thread(kernel, &child, ExitStatus::Signal { signo: libc::SIGKILL, core: false });
+        }
+    }
+    // The child's CPU time on this host thread is not the parent's.
+    let child_start = child.state.lock().unwrap().cpu_base;
+    let now = crate::host::sys::thread_rusage();
+    let mut st = parent.state.lock().unwrap();
+    st.cpu_base.0 = timeval_add(st.cpu_base.0, timeval_sub(now.ru_utime, child_start.0));
+    st.cpu_base.1 = timeval_add(st.cpu_base.1, timeval_sub(now.ru_stime, child_start.1));
+}
+
+fn run_guest(
+    kernel: &'static Kernel,
+    thread: Arc<Thread>,
+    start: StartState,
+    vfork_parent: Option<Arc<Thread>>,
+) -> Ended {
     thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
     let host = crate::host::sys::thread_rusage();
     thread.state.lock().unwrap().cpu_base = (host.ru_utime, host.ru_stime);
@@ -47,25 +98,39 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         fault_regs: None,
         syscall_nr: None,
         saved_mask: None,
+        vfork_parent,
+        hand_off: None,
     };
     kernel.entry.run(start, &mut ctx);
+    if let Some(s) = ctx.hand_off.take() {
+        return Ended::HandedOff(s);
+    }
     let status = ctx.exit.unwrap_or(ExitStatus::Code(0));
+    drop(ctx);
+    finish_thread(kernel, &thread, status)
+}
+
+/// A thread's end, once: it leaves the thread group (clear_child_tid, the
+/// robust list), and if it was the last, its process ends, in this context.
+pub fn finish_thread(kernel: &'static Kernel, thread: &Arc<Thread>, status: ExitStatus) -> Ended {
+    if thread.left.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return Ended::Thread; // ended already, on its behalf (a dying vfork parent)
+    }
     let process = &thread.process;
     let last = {
         let mut threads = process.threads.lock().unwrap();
-        threads.retain(|t| !Arc::ptr_eq(t, &thread));
+        threads.retain(|t| !Arc::ptr_eq(t, thread));
         threads.is_empty()
     };
     if !last {
-        ctx.release_thread();
+        release_thread(thread, &process.mm());
         if kernel.trace {
             kernel.log(&format!("[{}] +++ thread exited +++", thread.tid));
         }
-        return None;
+        return Ended::Thread;
     }
     let status = process.group_exit.get().unwrap_or(status);
     let rusage = thread.rusage();
-    drop(ctx);
     if kernel.trace {
         let what = match status {
             ExitStatus::Code(c) => format!("exited with {c}"),
@@ -76,20 +141,32 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
         kernel.log(&format!("[{}] +++ {what} +++", thread.tid));
     }
     kernel.exit_process(process, status, rusage);
-    Some(process.clone())
+    Ended::Process(process.clone())
+}
+
+/// A thread that leaves while others go on: clear_child_tid and the
+/// robust futex list, as Linux's mm_release and exit_robust_list do.
+fn release_thread(thread: &Thread, mm: &Mm) {
+    let mem = UserMem::new(mm);
+    let (ctid, robust) = {
+        let st = thread.state.lock().unwrap();
+        (st.clear_child_tid, st.robust_list)
+    };
+    if robust != 0 {
+        crate::kernel::futex::exit_robust_list(&mem, robust, thread.tid);
+    }
+    if ctid != 0 && mem.write(ctid, &0u32).is_ok() {
+        if let Ok(w) = mem.full_range(ctid, 4, true) {
+            let _ = crate::host::sys::futex_wake(w, 1, u32::MAX);
+        }
+    }
 }
 
 impl ThreadCtx {
     /// Ends the whole process (exit_group, a fatal signal): the other
     /// threads are kicked and leave at their next trap.
     pub fn exit_group(&mut self, status: ExitStatus) {
-        let process = &self.thread.process;
-        process.group_exit.set_first(status);
-        for t in process.threads.lock().unwrap().iter() {
-            if !Arc::ptr_eq(t, &self.thread) {
-                self.kernel.interrupt(t);
-            }
-        }
+        self.kernel.exit_group(&self.thread, status);
         self.exit = Some(status);
     }
 
@@ -101,24 +178,6 @@ impl ThreadCtx {
             return Some(ExitStatus::Code(0));
         }
         self.thread.process.group_exit.get()
-    }
-
-    /// A thread that leaves while others go on: clear_child_tid and the
-    /// robust futex list, as Linux's mm_release and exit_robust_list do.
-    fn release_thread(&self) {
-        let mem = UserMem::new(&self.mm);
-        let (ctid, robust) = {
-            let st = self.thread.state.lock().unwrap();
-            (st.clear_child_tid, st.robust_list)
-        };
-        if robust != 0 {
-            crate::kernel::futex::exit_robust_list(&mem, robust, self.thread.tid);
-        }
-        if ctid != 0 && mem.write(ctid, &0u32).is_ok() {
-            if let Ok(w) = mem.full_range(ctid, 4, true) {
-                let _ = crate::host::sys::futex_wake(w, 1, u32::MAX);
-            }
-        }
     }
 
     /// Remembers a syscall instruction used for the first time, if it lies
@@ -143,6 +202,7 @@ impl ThreadCtx {
             if killed || self.must_leave().is_some() {
                 return;
             }
+            self.release_dying_parent();
             std::thread::sleep(WAIT_SLICE);
         }
     }
@@ -150,17 +210,55 @@ impl ThreadCtx {
     /// Whether the thread must die now: SIGKILL pending, or the process is
     /// going away.
     pub fn fatal_signal_pending(&self) -> bool {
-        self.must_leave().is_some() || self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0
+        death_of(&self.thread).is_some()
     }
 
     /// Whether a signal is waiting that a blocking call must stop for (or
-    /// the thread must exit).
+    /// the thread must exit, or its vfork parent must die).
     pub fn signal_pending(&self) -> bool {
         if self.exit.is_some() || self.must_leave().is_some() {
             return true;
         }
+        if self.vfork_parent_dying() {
+            return true; // the trap lets it die (and restarts the call)
+        }
         let st = self.thread.state.lock().unwrap();
         st.pending.set & !(st.sigmask & !signal::UNBLOCKABLE) != 0
+    }
+
+    /// A vfork child that runs on its parent's host thread: if the parent
+    /// must die meanwhile (SIGKILL, its process's exit_group, execve in
+    /// another of its threads), it dies now, as Linux's killable vfork wait
+    /// lets it, and this child goes on (orphaned, if the parent's process
+    /// ended). The parent's own frames wait under this child's until it
+    /// execs or exits, and then only leave.
+    #[cold]
+    pub fn release_dying_parent(&mut self) {
+        let Some(status) = self.vfork_parent.as_ref().and_then(|p| death_of(p)) else { return };
+        let parent = self.vfork_parent.take().unwrap();
+        if status != ExitStatus::Code(0) || parent.process.group_exit.get().is_some() {
+            self.kernel.exit_group(&parent, status);
+        }
+        // Its CPU time until this child started is its own.
+        let child_start = self.thread.state.lock().unwrap().cpu_base;
+        parent.state.lock().unwrap().cpu_end = Some(child_start);
+        if let Ended::Process(p) = finish_thread(self.kernel, &parent, status) {
+            p.release_vfork_parent();
+        }
+    }
+
+    /// Whether this is a vfork child on its parent's host thread whose
+    /// parent must die (see release_dying_parent).
+    pub fn vfork_parent_dying(&self) -> bool {
+        self.vfork_parent.as_ref().is_some_and(|p| death_of(p).is_some())
+    }
+
+    /// After a vfork child ran on this thread's host thread: whether this
+    /// thread died meanwhile (see release_dying_parent); it then leaves.
+    pub fn leave_if_gone(&mut self) {
+        if self.thread.left.load(std::sync::atomic::Ordering::Acquire) {
+            self.exit = Some(self.must_leave().unwrap_or(ExitStatus::Code(0)));
+        }
     }
 
     /// Waits, in slices, until `try_once` reports something (Some), the
@@ -352,12 +450,26 @@ impl ThreadCtx {
     }
 }
 
+/// Whether `thread` must die now, and with what status: SIGKILL pending,
+/// its process going away, or another thread's execve.
+fn death_of(thread: &Thread) -> Option<ExitStatus> {
+    if let Some(status) = thread.process.group_exit.get() {
+        return Some(status);
+    }
+    if thread.kill_requested.load(std::sync::atomic::Ordering::SeqCst) {
+        return Some(ExitStatus::Code(0));
+    }
+    let killed = thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
+    killed.then_some(ExitStatus::Signal { signo: libc::SIGKILL, core: false })
+}
+
 impl GuestKernel for ThreadCtx {
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume {
         if let Some(status) = self.must_leave() {
             self.exit = Some(status);
             return Resume::Exit;
         }
+
         if let Some(site) = frame.new_site {
             self.note_new_syscall_site(site);
         }
@@ -365,6 +477,15 @@ impl GuestKernel for ThreadCtx {
             Trap::Syscall => crate::syscall::handle(self, frame),
             Trap::Fault(f) => self.force_fault(&f),
             Trap::Interrupt => {}
+        }
+        if self.vfork_parent.is_some() {
+            // Killed meanwhile (or by this very syscall): it dies now.
+            self.release_dying_parent();
+        }
+        if self.hand_off.is_some() {
+            // execve in a vfork child on its parent's host thread: it goes
+            // on elsewhere (where signals are looked at before it runs).
+            return Resume::Exit;
         }
         if self.exit.is_none() {
             // Another thread stopped the process: park until it continues.

@@ -87,13 +87,31 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
     let _exit_signal = flags & CSIGNAL;
-    if let Err(e) = kernel.spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base }) {
+    let start = StartState { regs, fs_base, gs_base: ctx.frame.gs_base };
+    // The parent waits until the child execs or exits: on an entry path
+    // that can, the child runs on the parent's host thread meanwhile (not
+    // from a child that itself runs so: its parent needs this thread back).
+    if flags & CLONE_VFORK != 0 && kernel.entry.runs_nested() && ctx.t.vfork_parent.is_none() {
+        child.threads.lock().unwrap().push(thread.clone());
+        crate::kernel::trap::run_vfork_child(kernel, thread, start, &ctx.t.thread);
+        ctx.t.leave_if_gone();
+        return Ok(pid as u64);
+    }
+    if let Err(e) = kernel.spawn_thread(thread, start) {
         kernel.exit_process(&child, ExitStatus::Code(0), crate::host::pod::zeroed());
         let _ = kernel.tasks.wait_any(parent.pid, WaitFor::Pid(pid), true, true, false, false, &|| false);
         return Err(e);
     }
     if flags & CLONE_VFORK != 0 {
-        child.wait_vfork_release(&|| ctx.t.fatal_signal_pending());
+        loop {
+            child.wait_vfork_release(&|| ctx.t.fatal_signal_pending() || ctx.t.vfork_parent_dying());
+            if !ctx.t.vfork_parent_dying() {
+                break;
+            }
+            // This thread is a vfork child on its own parent's host thread,
+            // and that parent must die: it does, and this one waits on.
+            ctx.t.release_dying_parent();
+        }
     }
     Ok(pid as u64)
 }
@@ -183,6 +201,10 @@ pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
     ctx.frame.gs_base = start.gs_base;
     ctx.frame.reset_xstate = true;
     process.release_vfork_parent();
+    if ctx.t.vfork_parent.is_some() {
+        // It ran on its parent's host thread: it goes on on its own.
+        ctx.t.hand_off = Some(start);
+    }
     Ok(0)
 }
 

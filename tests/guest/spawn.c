@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -54,10 +55,92 @@ static int child_main(int argc, char **argv)
 	return 99;
 }
 
+static void report_orphaned(int fd, pid_t parent);
+
+/* A process whose vfork child tells `fd` it runs, then waits (up to 10 s)
+ * until its parent is gone and tells whether it saw that. */
+static int vforker_main(int fd)
+{
+	pid_t me = getpid();
+	if (vfork() == 0) {
+		write(fd, "running\n", 8);
+		report_orphaned(fd, me);
+		_exit(0);
+	}
+	return 1; /* only after the child, and the test kills us first */
+}
+
+/* Waits (up to 10 s) until the caller's parent is no longer `parent`, and
+ * tells `fd` whether it saw that. */
+static void report_orphaned(int fd, pid_t parent)
+{
+	for (int i = 0; i < 10000 && getppid() == parent; i++)
+		usleep(1000);
+	if (getppid() == parent)
+		write(fd, "still\n", 6);
+	else
+		write(fd, "orphaned\n", 9);
+}
+
+/* A process whose vfork child kills it, then reports being orphaned. */
+static int parricide_main(int fd)
+{
+	pid_t me = getpid();
+	if (vfork() == 0) {
+		kill(me, SIGKILL);
+		report_orphaned(fd, me);
+		_exit(0);
+	}
+	return 1;
+}
+
+/* A process whose vfork child vforks in turn: the grandchild says it runs
+ * and waits for a byte on `go`; the child, released when it exits, reports
+ * whether its own parent (killed meanwhile) is gone. */
+static int vfork_chain_main(int fd, int go)
+{
+	pid_t me = getpid();
+	if (vfork() == 0) {
+		if (vfork() == 0) {
+			char c;
+			write(fd, "running\n", 8);
+			read(go, &c, 1);
+			_exit(0);
+		}
+		report_orphaned(fd, me);
+		_exit(0);
+	}
+	return 1;
+}
+
+/* One line from fd, waiting at most 10 s. */
+static int read_line(int fd, char *buf, int size)
+{
+	int got = 0;
+	while (got < size - 1) {
+		struct timeval tv = { .tv_sec = 10 };
+		fd_set r;
+		FD_ZERO(&r);
+		FD_SET(fd, &r);
+		if (select(fd + 1, &r, NULL, NULL, &tv) != 1 || read(fd, buf + got, 1) != 1)
+			break;
+		if (buf[got++] == '\n')
+			break;
+	}
+	buf[got] = 0;
+	return got;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 2 && !strcmp(argv[1], "child"))
 		return child_main(argc, argv);
+	if (argc > 2 && !strcmp(argv[1], "vforker"))
+		return vforker_main(atoi(argv[2]));
+	if (argc > 2 && !strcmp(argv[1], "parricide"))
+		return parricide_main(atoi(argv[2]));
+	if (argc > 3 && !strcmp(argv[1], "vfork-chain"))
+		return vfork_chain_main(atoi(argv[2]), atoi(argv[3]));
 	self = argv[0];
 	int st;
 
@@ -150,6 +233,60 @@ int main(int argc, char **argv)
 	CHECK_EQ(wait4(p, &st, 0, &ru), p); /* WNOWAIT left it waitable */
 	CHECK_EQ(WEXITSTATUS(st), 7);
 	CHECK_ERR(waitpid(-1, &st, 12345678), EINVAL);
+
+	printf("== a vfork parent killed while its child runs\n");
+	/* Its wait for the child is killable (as on Linux): it dies at once,
+	 * and the child goes on, orphaned. */
+	int vp[2];
+	CHECK_OK(pipe(vp));
+	char vfd[16];
+	snprintf(vfd, sizeof(vfd), "%d", vp[1]);
+	char *vf[] = { (char *)self, "vforker", vfd, NULL };
+	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, vf, environ), 0);
+	close(vp[1]);
+	char line[32];
+	read_line(vp[0], line, sizeof(line));
+	CHECK(!strcmp(line, "running\n"));
+	CHECK_OK(kill(p, SIGKILL));
+	CHECK_EQ(waitpid(p, &st, 0), p);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	read_line(vp[0], line, sizeof(line));
+	CHECK(!strcmp(line, "orphaned\n"));
+	close(vp[0]);
+
+	printf("== a vfork child that kills its parent\n");
+	CHECK_OK(pipe(vp));
+	snprintf(vfd, sizeof(vfd), "%d", vp[1]);
+	char *pk[] = { (char *)self, "parricide", vfd, NULL };
+	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, pk, environ), 0);
+	close(vp[1]);
+	CHECK_EQ(waitpid(p, &st, 0), p);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	read_line(vp[0], line, sizeof(line));
+	CHECK(!strcmp(line, "orphaned\n"));
+	close(vp[0]);
+
+	printf("== a vfork parent killed while its child waits in a vfork of its own\n");
+	int go[2];
+	CHECK_OK(pipe(vp));
+	CHECK_OK(pipe(go));
+	snprintf(vfd, sizeof(vfd), "%d", vp[1]);
+	char gofd[16];
+	snprintf(gofd, sizeof(gofd), "%d", go[0]);
+	char *vc[] = { (char *)self, "vfork-chain", vfd, gofd, NULL };
+	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, vc, environ), 0);
+	close(vp[1]);
+	close(go[0]);
+	read_line(vp[0], line, sizeof(line));
+	CHECK(!strcmp(line, "running\n"));
+	CHECK_OK(kill(p, SIGKILL));
+	CHECK_EQ(waitpid(p, &st, 0), p); /* at once: the grandchild still waits */
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CHECK_EQ(write(go[1], "g", 1), 1);
+	read_line(vp[0], line, sizeof(line));
+	CHECK(!strcmp(line, "orphaned\n"));
+	close(vp[0]);
+	close(go[1]);
 
 	printf("== execve errors\n");
 	char dir[] = "/tmp/nomu-XXXXXX";
