@@ -112,6 +112,8 @@ global_asm!(
     "    ret",
     // Host signal handler for SIGSYS, guest faults and kicks, on the kernel
     // stack. Until fs holds nomu's own base again, no code may touch TLS.
+    // (Each hot stretch on a cache line of its own, as zpoline's stub.)
+    ".p2align 6",
     ".globl nomu_trap_entry",
     ".type nomu_trap_entry,@function",
     "nomu_trap_entry:",
@@ -161,6 +163,7 @@ global_asm!(
     // nomu_resume_guest(regs: rdi, &fpstate: rsi, &fs_base: rdx, tcb: rcx)
     // enters guest code with those registers, that xsave image (0: the
     // initial state) and fs base. Never returns.
+    ".p2align 6",
     ".globl nomu_resume_guest",
     "nomu_resume_guest:",
     "    mov rbx, rdi",
