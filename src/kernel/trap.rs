@@ -70,7 +70,7 @@ pub fn run_vfork_child(kernel: &'static Kernel, child: Arc<Thread>, start: Start
         if kernel.continue_thread(child.clone(), s).is_err() {
             // No host thread for it: it dies as if killed.
             kernel.log(&format!("nomu: no host thread for process {} after its execve", child.process.pid));
-            finish_thread(kernel, &child, ExitStatus::Signal { signo: libc::SIGKILL, core: false });
+            finish_thread(kernel, &child, SIGKILLED);
         }
     }
     // The child's CPU time on this host thread is not the parent's.
@@ -236,7 +236,8 @@ impl ThreadCtx {
     pub fn release_dying_parent(&mut self) {
         let Some(status) = self.vfork_parent.as_ref().and_then(|p| death_of(p)) else { return };
         let parent = self.vfork_parent.take().unwrap();
-        if status != ExitStatus::Code(0) || parent.process.group_exit.get().is_some() {
+        if status == SIGKILLED && parent.process.group_exit.get().is_none() {
+            // A pending SIGKILL ends its whole process, as its delivery would.
             self.kernel.exit_group(&parent, status);
         }
         // Its CPU time until this child started is its own.
@@ -450,8 +451,10 @@ impl ThreadCtx {
     }
 }
 
-/// Whether `thread` must die now, and with what status: SIGKILL pending,
-/// its process going away, or another thread's execve.
+const SIGKILLED: ExitStatus = ExitStatus::Signal { signo: libc::SIGKILL, core: false };
+
+/// Whether `thread` must die now, and with what status: its process going
+/// away, another thread's execve, or SIGKILL pending.
 fn death_of(thread: &Thread) -> Option<ExitStatus> {
     if let Some(status) = thread.process.group_exit.get() {
         return Some(status);
@@ -460,7 +463,7 @@ fn death_of(thread: &Thread) -> Option<ExitStatus> {
         return Some(ExitStatus::Code(0));
     }
     let killed = thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
-    killed.then_some(ExitStatus::Signal { signo: libc::SIGKILL, core: false })
+    killed.then_some(SIGKILLED)
 }
 
 impl GuestKernel for ThreadCtx {

@@ -113,6 +113,29 @@ static int vfork_chain_main(int fd, int go)
 	return 1;
 }
 
+/* Spawns this program in `mode` with a pipe it reports to (its read end
+ * in *out) and, when `go` is given, one it reads from (write end in *go). */
+static pid_t spawn_reporter(const char *mode, int *out, int *go)
+{
+	int rep[2], g[2] = { -1, -1 };
+	char rfd[16], gfd[16];
+	CHECK_OK(pipe(rep));
+	if (go)
+		CHECK_OK(pipe(g));
+	snprintf(rfd, sizeof(rfd), "%d", rep[1]);
+	snprintf(gfd, sizeof(gfd), "%d", g[0]);
+	char *args[] = { (char *)self, (char *)mode, rfd, go ? gfd : NULL, NULL };
+	pid_t p = -1;
+	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, args, environ), 0);
+	close(rep[1]);
+	*out = rep[0];
+	if (go) {
+		close(g[0]);
+		*go = g[1];
+	}
+	return p;
+}
+
 /* One line from fd, waiting at most 10 s. */
 static int read_line(int fd, char *buf, int size)
 {
@@ -237,56 +260,38 @@ int main(int argc, char **argv)
 	printf("== a vfork parent killed while its child runs\n");
 	/* Its wait for the child is killable (as on Linux): it dies at once,
 	 * and the child goes on, orphaned. */
-	int vp[2];
-	CHECK_OK(pipe(vp));
-	char vfd[16];
-	snprintf(vfd, sizeof(vfd), "%d", vp[1]);
-	char *vf[] = { (char *)self, "vforker", vfd, NULL };
-	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, vf, environ), 0);
-	close(vp[1]);
+	int out, go;
 	char line[32];
-	read_line(vp[0], line, sizeof(line));
+	p = spawn_reporter("vforker", &out, NULL);
+	read_line(out, line, sizeof(line));
 	CHECK(!strcmp(line, "running\n"));
 	CHECK_OK(kill(p, SIGKILL));
 	CHECK_EQ(waitpid(p, &st, 0), p);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	read_line(vp[0], line, sizeof(line));
+	read_line(out, line, sizeof(line));
 	CHECK(!strcmp(line, "orphaned\n"));
-	close(vp[0]);
+	close(out);
 
 	printf("== a vfork child that kills its parent\n");
-	CHECK_OK(pipe(vp));
-	snprintf(vfd, sizeof(vfd), "%d", vp[1]);
-	char *pk[] = { (char *)self, "parricide", vfd, NULL };
-	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, pk, environ), 0);
-	close(vp[1]);
+	p = spawn_reporter("parricide", &out, NULL);
 	CHECK_EQ(waitpid(p, &st, 0), p);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	read_line(vp[0], line, sizeof(line));
+	read_line(out, line, sizeof(line));
 	CHECK(!strcmp(line, "orphaned\n"));
-	close(vp[0]);
+	close(out);
 
 	printf("== a vfork parent killed while its child waits in a vfork of its own\n");
-	int go[2];
-	CHECK_OK(pipe(vp));
-	CHECK_OK(pipe(go));
-	snprintf(vfd, sizeof(vfd), "%d", vp[1]);
-	char gofd[16];
-	snprintf(gofd, sizeof(gofd), "%d", go[0]);
-	char *vc[] = { (char *)self, "vfork-chain", vfd, gofd, NULL };
-	CHECK_EQ(posix_spawn(&p, self, NULL, NULL, vc, environ), 0);
-	close(vp[1]);
-	close(go[0]);
-	read_line(vp[0], line, sizeof(line));
+	p = spawn_reporter("vfork-chain", &out, &go);
+	read_line(out, line, sizeof(line));
 	CHECK(!strcmp(line, "running\n"));
 	CHECK_OK(kill(p, SIGKILL));
 	CHECK_EQ(waitpid(p, &st, 0), p); /* at once: the grandchild still waits */
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	CHECK_EQ(write(go[1], "g", 1), 1);
-	read_line(vp[0], line, sizeof(line));
+	CHECK_EQ(write(go, "g", 1), 1);
+	read_line(out, line, sizeof(line));
 	CHECK(!strcmp(line, "orphaned\n"));
-	close(vp[0]);
-	close(go[1]);
+	close(out);
+	close(go);
 
 	printf("== execve errors\n");
 	char dir[] = "/tmp/nomu-XXXXXX";
