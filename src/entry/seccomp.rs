@@ -123,9 +123,13 @@ global_asm!(
     // clears DF and TF on signal entry, not AC or NT.
     "    cld",
     "    pushfq",
+    "    test dword ptr [rsp], {entry_clear_bits}",
+    "    jz 8f",
     "    and qword ptr [rsp], {entry_clear}",
     "    popfq",
-    "    push rbx",
+    "    jmp 9f",
+    "8:  add rsp, 8", // popfq is slow: only a guest with AC or NT set pays it
+    "9:  push rbx",
     "    push r12",
     "    push r13",
     "    mov rbx, rsp",
@@ -173,10 +177,19 @@ global_asm!(
     "    and rsp, -16",
     "5:  mov rdi, [r12]",
     "    test rdi, rdi",
-    "    jnz 6f",
+    "    jnz 10f",
     "    lea rdi, [rip + {init_xstate}]",
-    "6:  mov eax, {guest_components}",
-    "    xor edx, edx",
+    // Only the components the image holds (and SSE, which nomu's code
+    // uses): the host put every other one in its initial state for the
+    // handler, and nomu's code touches no x87, AVX or AVX-512 state. The
+    // initial-state image is restored whole (the note path below may have
+    // loaded the guest's state before the kernel reset it).
+    "    mov eax, {guest_components}",
+    "    jmp 11f",
+    "10: mov eax, [rdi + 512]", // XSTATE_BV
+    "    or eax, 2",
+    "    and eax, {guest_components}",
+    "11: xor edx, edx",
     "    xrstor64 [rdi]",
     "    mov rax, [r13]",
     "    call nomu_wrfs",
@@ -285,6 +298,7 @@ global_asm!(
     "nomu_seccomp_end:",
     fsgs = sym NOMU_HAVE_FSGSBASE,
     entry_clear = const !(RFLAGS_AC | RFLAGS_NT) as i64 as i32,
+    entry_clear_bits = const RFLAGS_AC | RFLAGS_NT,
     kstack_mask = const !(KSTACK_SIZE - 1),
     tcb_offset = const TCB_OFFSET,
     handler = sym nomu_handle_trap,
