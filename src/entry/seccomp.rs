@@ -706,7 +706,7 @@ unsafe extern "C" fn nomu_handle_trap(
         let addr = unsafe { (*info).si_addr() } as u64;
         // SAFETY: si_code is always valid.
         let code = unsafe { (*info).si_code };
-        // SAFETY: as above, addresses of asm labels.
+        // SAFETY: the address of an asm label, never read.
         let at_iret = rip == unsafe { addr_of(&nomu_seccomp_tail_iret) };
         if (at_iret || zpoline::at_tail_jump(rip)) && tcb.kernel.is_some() {
             // The way back's last instruction faulted on the guest's rip.
