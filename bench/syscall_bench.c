@@ -9,6 +9,7 @@
  *   getpid      raw getpid syscall (inline asm, no libc in the way)
  *   read_null   read(fd, buf, 1) on an open /dev/null
  *   write_null  write(fd, buf, 1) on an open /dev/null
+ *   fstat_null  fstat on the open /dev/null
  *   fstat       fstat on an open regular file in DIR
  *   stat        stat(path) on that file
  *   open_close  open(path, O_RDONLY) + close on that file
@@ -271,13 +272,23 @@ static int loop_write_null(unsigned long iters)
     return 0;
 }
 
-static int loop_fstat(unsigned long iters)
+static int fstat_loop(int fd, unsigned long iters)
 {
     struct stat st;
     for (unsigned long i = 0; i < iters; i++)
-        if (fstat(file_fd, &st) < 0)
+        if (fstat(fd, &st) < 0)
             return errno;
     return 0;
+}
+
+static int loop_fstat_null(unsigned long iters)
+{
+    return fstat_loop(null_fd, iters);
+}
+
+static int loop_fstat(unsigned long iters)
+{
+    return fstat_loop(file_fd, iters);
 }
 
 static int loop_open_close(unsigned long iters)
@@ -667,6 +678,7 @@ static const struct op ops[] = {
     {"getpid", loop_getpid, 0, 0},
     {"read_null", loop_read_null, NEED_NULL, 0},
     {"write_null", loop_write_null, NEED_NULL, 0},
+    {"fstat_null", loop_fstat_null, NEED_NULL, 0},
     {"fstat", loop_fstat, NEED_FILE, 0},
     {"stat", loop_stat, NEED_FILE, 0},
     {"open_close", loop_open_close, NEED_FILE, 0},

@@ -159,7 +159,7 @@ impl Report {
             goals.push(Goal { text, verdict, detail });
         };
         ratio_goal("nomu-zpoline", "getpid", 0.5);
-        for op in ["read_null", "write_null", "fstat"] {
+        for op in ["read_null", "write_null", "fstat_null"] {
             ratio_goal("nomu-zpoline", op, 1.3);
         }
         // From the processes-and-signals issue: vfork + execve at most half

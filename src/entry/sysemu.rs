@@ -27,8 +27,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+const PTRACE_POKEUSER: i64 = 6;
 const PTRACE_GETREGS: i64 = 12;
 const PTRACE_SETREGS: i64 = 13;
+const PTRACE_SETFPREGS: i64 = 15;
 const PTRACE_SETOPTIONS: i64 = 0x4200;
 const PTRACE_GETSIGINFO: i64 = 0x4202;
 const PTRACE_GETREGSET: i64 = 0x4204;
@@ -54,6 +56,8 @@ const SW_RESERVED: usize = 464;
 const XSAVE_HEADER: usize = 512;
 const XFEATURE_FP_SSE: u64 = 0b11;
 const XFEATURE_PKRU: u64 = 1 << 9;
+/// Where rax sits in `struct user` (PTRACE_POKEUSER's offsets).
+const USER_RAX: u64 = std::mem::offset_of!(libc::user_regs_struct, rax) as u64;
 
 global_asm!(
     ".text",
@@ -189,6 +193,9 @@ struct Tracee {
     /// XCR0 as the first fetch of the tracee's state reported it (0: not
     /// fetched yet, so `xbuf` holds nothing of the tracee's).
     xcr0: u64,
+    /// The components in use (the header's xstate_bv) of the tracee's
+    /// state as fetched at this stop; None when not fetched at this stop.
+    live_components: Option<u64>,
 }
 
 impl Tracee {
@@ -221,7 +228,7 @@ impl Tracee {
         let owner = crate::host::sys::gettid();
         // Registered at once: Drop kills and reaps it whatever happens next.
         tracees().lock().unwrap().insert(owner, pid);
-        let mut t = Tracee { pid, owner, xbuf: Vec::new(), xsize: 0, xcr0: 0 };
+        let mut t = Tracee { pid, owner, xbuf: Vec::new(), xsize: 0, xcr0: 0, live_components: None };
         match t.wait() {
             Stop::Signal(libc::SIGSTOP, _) => {}
             Stop::Gone(status) => return Err(format!("the traced process ended at once (wait status {status:#x})")),
@@ -295,6 +302,13 @@ impl Tracee {
         let _ = ptrace(PTRACE_SETREGS, self.pid, 0, r as *const libc::user_regs_struct as u64);
     }
 
+    /// Sets rax alone: a syscall's result. PTRACE_SETREGS reads each of
+    /// the 27 registers with a get_user of its own and costs ~2.5x a
+    /// POKEUSER on the test VM (1.65 vs 0.65 us).
+    fn set_rax(&self, rax: u64) {
+        let _ = ptrace(PTRACE_POKEUSER, self.pid, USER_RAX, rax);
+    }
+
     /// Loads an xsave image (the regset part of it) into the tracee.
     /// Returns false when the host refuses it (a malformed image).
     fn set_xstate(&self, image: &[u8]) -> bool {
@@ -315,6 +329,18 @@ impl Tracee {
 
     fn reset_xstate(&self) {
         let clean = CLEAN_XSTATE.get().expect("clean xstate built with the first tracee");
+        // A tracee whose state (fetched at this stop) uses no component
+        // but x87 and SSE is reset by loading those two alone: the others
+        // are in their initial state already. PTRACE_SETFPREGS takes the
+        // 512-byte legacy area, a third of the cost of the whole regset
+        // (0.7 vs 2.45 us on the test VM), once per signal delivered.
+        if self.live_components.is_some_and(|bv| bv & !XFEATURE_FP_SSE == 0) {
+            let mut legacy = [0u8; XSAVE_HEADER];
+            legacy[..SW_RESERVED].copy_from_slice(&clean[..SW_RESERVED]);
+            if ptrace(PTRACE_SETFPREGS, self.pid, 0, legacy.as_ptr() as u64).is_ok() {
+                return;
+            }
+        }
         if !self.set_xstate(clean) && last_errno() != crate::kernel::errno::Errno::ESRCH {
             fatal(&format!("PTRACE_SETREGSET of the clean xstate: {}", last_errno()));
         }
@@ -322,7 +348,8 @@ impl Tracee {
 
     /// Sets up a new guest thread: its registers over what the tracee has
     /// (segment selectors), a clean FPU. None if the tracee is gone.
-    fn start(&self, regs: &GuestRegs, fs_base: u64, gs_base: u64) -> Option<libc::user_regs_struct> {
+    fn start(&mut self, regs: &GuestRegs, fs_base: u64, gs_base: u64) -> Option<libc::user_regs_struct> {
+        self.live_components = None;
         let mut r = self.get_regs()?;
         from_guest(&mut r, regs);
         r.fs_base = fs_base;
@@ -336,6 +363,7 @@ impl Tracee {
     /// what the kernel sees in rax. None when the tracee is gone (killed
     /// from outside), reaped by then.
     fn next_trap(&mut self) -> Option<(Trap, libc::user_regs_struct, u64)> {
+        self.live_components = None;
         if ptrace(PTRACE_SYSEMU, self.pid, 0, 0).is_err() {
             self.reap();
             return None;
@@ -453,6 +481,7 @@ impl ExtendedState for LazyXstate<'_> {
             let xcr0 = u64::from_le_bytes(t.xbuf[SW_RESERVED..SW_RESERVED + 8].try_into().unwrap());
             super::write_frame_sw_bytes(&mut t.xbuf[..n + 4], xcr0);
             t.xcr0 = xcr0;
+            t.live_components = Some(u64::from_le_bytes(t.xbuf[XSAVE_HEADER..XSAVE_HEADER + 8].try_into().unwrap()));
             self.fetched = true;
         }
         Some(&mut self.tracee.xbuf[..])
@@ -520,6 +549,14 @@ fn from_guest(r: &mut libc::user_regs_struct, g: &GuestRegs) {
     // Not a syscall any more: the host must not restart anything on the
     // way back to user mode, whatever rax holds.
     r.orig_rax = u64::MAX;
+}
+
+/// Whether the host, returning to a tracee stopped at a syscall with this
+/// in rax and a signal pending for it (a kick), would restart the syscall
+/// (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND, -ERESTART_RESTARTBLOCK)
+/// unless orig_rax says it is no syscall any more.
+fn host_would_restart(rax: u64) -> bool {
+    (-516..=-512).contains(&(rax as i64))
 }
 
 fn same_regs(a: &GuestRegs, b: &GuestRegs) -> bool {
@@ -726,11 +763,17 @@ impl EntryPath for SysemuEntry {
             }
             let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
             let fetched = xstate.fetched;
-            let changed = matches!(trap, Trap::Syscall)
-                || !same_regs(&before, &regs)
-                || fs_base != hregs.fs_base
-                || gs_base != hregs.gs_base;
-            if changed {
+            let bases_kept = fs_base == hregs.fs_base && gs_base == hregs.gs_base;
+            if matches!(trap, Trap::Syscall)
+                && bases_kept
+                && same_regs(&GuestRegs { rax: regs.rax, ..before }, &regs)
+                && !host_would_restart(regs.rax)
+            {
+                // Only the result changed: the host's orig_rax can stay the
+                // syscall's number, as its restart logic ignores this rax.
+                tracee.set_rax(regs.rax);
+                hregs.rax = regs.rax;
+            } else if matches!(trap, Trap::Syscall) || !same_regs(&before, &regs) || !bases_kept {
                 from_guest(&mut hregs, &regs);
                 hregs.fs_base = fs_base;
                 hregs.gs_base = gs_base;

@@ -48,6 +48,10 @@ pub struct Kernel {
     idle_workers: std::sync::Mutex<Vec<Arc<Worker>>>,
     /// Syscall instructions seen per executable file (see loader::sites).
     pub syscall_sites: crate::loader::sites::SyscallSites,
+    /// Guest calls made so far that may change some inode's attributes
+    /// (the table's `changes_inodes`): attributes nomu keeps (the null
+    /// device's) are good while this count stays where it was.
+    pub inode_changes: std::sync::atomic::AtomicU64,
 }
 
 /// An idle host thread waiting for a guest thread to run.
@@ -91,6 +95,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         timers: timer::Timers::default(),
         idle_workers: Default::default(),
         syscall_sites: Default::default(),
+        inode_changes: Default::default(),
     };
     if config.trace {
         kernel.log(&format!(

@@ -14,8 +14,10 @@ const AT_FDCWD: i32 = libc::AT_FDCWD;
 
 /// What a path names, resolved inside the root.
 enum Target {
-    /// The object itself, as a host O_PATH (or real) descriptor.
-    Object(Arc<OwnedFd>),
+    /// The object itself, as a host O_PATH descriptor opened for the call.
+    Object(OwnedFd),
+    /// An open file of the guest's (an empty path with AT_EMPTY_PATH).
+    File(Arc<OpenFile>),
     /// A directory entry that must not be followed: parent and name.
     Entry(OwnedFd, CString),
     /// A host path, when the root is the host's `/` (one host call instead
@@ -27,11 +29,21 @@ impl Target {
     /// The (directory, name, AT_ flags) triple a host *at call takes.
     fn at(&self) -> (std::os::fd::BorrowedFd<'_>, CString, i32) {
         match self {
-            Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd), 0),
+            Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd.as_fd()), 0),
+            Target::File(f) => (hostfs::cwd(), proc_fd_path(f.fd()), 0),
             Target::Entry(dir, name) => (dir.as_fd(), name.clone(), libc::AT_SYMLINK_NOFOLLOW),
             Target::HostPath(p, follow) => {
                 (hostfs::cwd(), p.clone(), if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW })
             }
+        }
+    }
+
+    /// The host descriptor of the object itself, if the target is one.
+    fn object_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self {
+            Target::Object(fd) => Some(fd.as_fd()),
+            Target::File(f) => Some(f.fd()),
+            _ => None,
         }
     }
 }
@@ -111,20 +123,17 @@ impl Ctx<'_, '_> {
     fn target(&self, dirfd: i32, ptr: u64, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
         let abs = self.abs_path(dirfd, ptr, empty_ok)?;
         if abs.is_empty() {
-            let fd = if dirfd == AT_FDCWD {
+            if dirfd == AT_FDCWD {
                 let cwd = self.process().cwd.lock().unwrap().clone();
-                Arc::new(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?)
-            } else {
-                let f = self.file(dirfd as u32 as u64)?;
-                Arc::new(hostfs::dup(f.fd())?)
-            };
-            return Ok(Target::Object(fd));
+                return Ok(Target::Object(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?));
+            }
+            return Ok(Target::File(self.file(dirfd as u32 as u64)?));
         }
         if path::special(&abs).is_none() && self.kernel().root.is_host_root() {
             return Ok(Target::HostPath(path::cstring(&abs)?, follow));
         }
         if follow || path::special(&abs).is_some() {
-            return Ok(Target::Object(Arc::new(self.open_abs(&abs, libc::O_PATH, 0)?)));
+            return Ok(Target::Object(self.open_abs(&abs, libc::O_PATH, 0)?));
         }
         let (dir, name) = self.kernel().root.parent_of(&abs)?;
         Ok(Target::Entry(dir, name))
@@ -137,7 +146,7 @@ impl Ctx<'_, '_> {
 
 /// `/proc/self/fd/N` of a host descriptor: lets calls that cannot take an
 /// O_PATH descriptor (chmod, access, link) act on a resolved object.
-fn proc_fd_path(fd: &OwnedFd) -> CString {
+fn proc_fd_path(fd: std::os::fd::BorrowedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
 }
 
@@ -171,7 +180,9 @@ fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
         return Err(Errno::EFAULT);
     };
     match t {
+        Target::File(f) if f.is_null_device() => return fstat_null_device(ctx, f, buf),
         Target::Object(fd) => hostfs::fstat_into(fd.as_fd(), out)?,
+        Target::File(f) => hostfs::fstat_into(f.fd(), out)?,
         t => {
             let (dir, name, flags) = t.at();
             hostfs::fstatat_into(dir, &name, flags, out)?
@@ -181,13 +192,21 @@ fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
 }
 
 fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
-    match t {
-        Target::Object(fd) => hostfs::fstat(fd.as_fd()),
-        t => {
+    match t.object_fd() {
+        Some(fd) => hostfs::fstat(fd),
+        None => {
             let (dir, name, flags) = t.at();
             hostfs::fstatat(dir, &name, flags)
         }
     }
+}
+
+/// fstat of an open null device: nomu keeps its attributes (see
+/// [`OpenFile::null_device_stat`]).
+fn fstat_null_device(ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
+    let changes = ctx.kernel().inode_changes.load(std::sync::atomic::Ordering::SeqCst);
+    ctx.mem().write(buf, &f.null_device_stat(changes)?)?;
+    Ok(0)
 }
 
 pub fn sys_stat(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -201,6 +220,9 @@ pub fn sys_lstat(ctx: &mut Ctx, a: &Args) -> SysResult {
 pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.file(a[0])?;
     let out = ctx.mem().full_range(a[1], std::mem::size_of::<libc::stat>(), true)?;
+    if f.is_null_device() {
+        return fstat_null_device(ctx, &f, a[1]);
+    }
     hostfs::fstat_into(f.fd(), out)?;
     Ok(0)
 }
@@ -227,9 +249,9 @@ pub fn sys_statx(ctx: &mut Ctx, a: &Args) -> SysResult {
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let t = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
     let sync = flags & libc::AT_STATX_SYNC_TYPE;
-    let buf = match &t {
-        Target::Object(fd) => hostfs::statx(fd.as_fd(), c"", libc::AT_EMPTY_PATH | sync, mask)?,
-        t => {
+    let buf = match t.object_fd() {
+        Some(fd) => hostfs::statx(fd, c"", libc::AT_EMPTY_PATH | sync, mask)?,
+        None => {
             let (dir, name, flags) = t.at();
             hostfs::statx(dir, &name, flags | sync, mask)?
         }
@@ -278,7 +300,7 @@ fn set_cwd_to(ctx: &Ctx, host: &OwnedFd) -> SysResult {
     if FileKind::from_mode(st.st_mode) != FileKind::Directory {
         return Err(Errno::ENOTDIR);
     }
-    hostfs::faccessat(hostfs::cwd(), &proc_fd_path(host), libc::X_OK, 0)?;
+    hostfs::faccessat(hostfs::cwd(), &proc_fd_path(host.as_fd()), libc::X_OK, 0)?;
     let path = ctx.kernel().root.guest_path_of(host.as_fd())?;
     *ctx.process().cwd.lock().unwrap() = path;
     Ok(0)

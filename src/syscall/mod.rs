@@ -69,6 +69,9 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
         Some(d) => (d.handler)(&mut ctx, &args),
         None => Err(Errno::ENOSYS),
     };
+    if def.is_some_and(|d| d.changes_inodes) {
+        ctx.kernel().inode_changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
     if result == Err(Errno::EPIPE) && def.is_some_and(|d| d.raises_sigpipe) {
         ctx.t.raise(crate::kernel::signal::SigInfo::kernel(libc::SIGPIPE));
     }

@@ -45,10 +45,24 @@ pub struct SyscallDef {
     pub support: Support,
     pub ret_hex: bool,
     pub raises_sigpipe: bool,
+    /// It may change an existing inode's attributes (mode, times, link
+    /// count, size): every such call must say so, or the null device's
+    /// fstat, which nomu answers itself, can go stale (see
+    /// `OpenFile::null_device_stat`).
+    pub changes_inodes: bool,
 }
 
 const fn def(nr: u64, name: &'static str, handler: Handler, args: &'static [Arg]) -> SyscallDef {
-    SyscallDef { nr, name, handler, args, support: Support::Full, ret_hex: false, raises_sigpipe: false }
+    SyscallDef {
+        nr,
+        name,
+        handler,
+        args,
+        support: Support::Full,
+        ret_hex: false,
+        raises_sigpipe: false,
+        changes_inodes: false,
+    }
 }
 
 impl SyscallDef {
@@ -62,6 +76,10 @@ impl SyscallDef {
     }
     const fn sigpipe(mut self) -> Self {
         self.raises_sigpipe = true;
+        self
+    }
+    const fn changes_inodes(mut self) -> Self {
+        self.changes_inodes = true;
         self
     }
 }
@@ -122,21 +140,21 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(72, "fcntl", io::sys_fcntl, &[Fd, Int, Hex]).partial("no record locks yet"),
     def(74, "fsync", io::sys_fsync, &[Fd]),
     def(75, "fdatasync", io::sys_fdatasync, &[Fd]),
-    def(76, "truncate", fs::sys_truncate, &[Path, Long]),
-    def(77, "ftruncate", io::sys_ftruncate, &[Fd, Long]),
+    def(76, "truncate", fs::sys_truncate, &[Path, Long]).changes_inodes(),
+    def(77, "ftruncate", io::sys_ftruncate, &[Fd, Long]).changes_inodes(),
     def(79, "getcwd", fs::sys_getcwd, &[Ptr, Uint]),
     def(80, "chdir", fs::sys_chdir, &[Path]),
     def(81, "fchdir", fs::sys_fchdir, &[Fd]),
-    def(82, "rename", fs::sys_rename, &[Path, Path]),
+    def(82, "rename", fs::sys_rename, &[Path, Path]).changes_inodes(),
     def(83, "mkdir", fs::sys_mkdir, &[Path, Mode]),
     def(84, "rmdir", fs::sys_rmdir, &[Path]),
     def(85, "creat", fs::sys_creat, &[Path, Mode]),
-    def(86, "link", fs::sys_link, &[Path, Path]),
-    def(87, "unlink", fs::sys_unlink, &[Path]),
+    def(86, "link", fs::sys_link, &[Path, Path]).changes_inodes(),
+    def(87, "unlink", fs::sys_unlink, &[Path]).changes_inodes(),
     def(88, "symlink", fs::sys_symlink, &[Path, Path]),
     def(89, "readlink", fs::sys_readlink, &[Path, OutBuf, Uint]),
-    def(90, "chmod", fs::sys_chmod, &[Path, Mode]),
-    def(91, "fchmod", fs::sys_fchmod, &[Fd, Mode]),
+    def(90, "chmod", fs::sys_chmod, &[Path, Mode]).changes_inodes(),
+    def(91, "fchmod", fs::sys_fchmod, &[Fd, Mode]).changes_inodes(),
     def(95, "umask", fs::sys_umask, &[Mode]),
     def(96, "gettimeofday", time::sys_gettimeofday, &[Ptr, Ptr]),
     def(97, "getrlimit", info::sys_getrlimit, &[Int, Ptr]),
@@ -177,23 +195,23 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(257, "openat", fs::sys_openat, &[DirFd, Path, OpenFlags, Mode]),
     def(258, "mkdirat", fs::sys_mkdirat, &[DirFd, Path, Mode]),
     def(262, "newfstatat", fs::sys_newfstatat, &[DirFd, Path, Ptr, AtFlags]),
-    def(263, "unlinkat", fs::sys_unlinkat, &[DirFd, Path, AtFlags]),
-    def(264, "renameat", fs::sys_renameat, &[DirFd, Path, DirFd, Path]),
-    def(265, "linkat", fs::sys_linkat, &[DirFd, Path, DirFd, Path, AtFlags]),
+    def(263, "unlinkat", fs::sys_unlinkat, &[DirFd, Path, AtFlags]).changes_inodes(),
+    def(264, "renameat", fs::sys_renameat, &[DirFd, Path, DirFd, Path]).changes_inodes(),
+    def(265, "linkat", fs::sys_linkat, &[DirFd, Path, DirFd, Path, AtFlags]).changes_inodes(),
     def(266, "symlinkat", fs::sys_symlinkat, &[Path, DirFd, Path]),
     def(267, "readlinkat", fs::sys_readlinkat, &[DirFd, Path, OutBuf, Uint]),
-    def(268, "fchmodat", fs::sys_fchmodat, &[DirFd, Path, Mode]),
+    def(268, "fchmodat", fs::sys_fchmodat, &[DirFd, Path, Mode]).changes_inodes(),
     def(269, "faccessat", fs::sys_faccessat, &[DirFd, Path, Int]),
     def(270, "pselect6", wait::sys_pselect6, &[Int, Ptr, Ptr, Ptr, Ptr, Ptr]),
     def(271, "ppoll", wait::sys_ppoll, &[Ptr, Uint, Ptr, Ptr, Uint]),
     def(273, "set_robust_list", process::sys_set_robust_list, &[Ptr, Uint]),
     def(274, "get_robust_list", process::sys_get_robust_list, &[Int, Ptr, Ptr]),
-    def(280, "utimensat", fs::sys_utimensat, &[DirFd, Path, Ptr, AtFlags]),
+    def(280, "utimensat", fs::sys_utimensat, &[DirFd, Path, Ptr, AtFlags]).changes_inodes(),
     def(292, "dup3", io::sys_dup3, &[Fd, Fd, OpenFlags]),
     def(293, "pipe2", io::sys_pipe2, &[Ptr, OpenFlags]),
     def(302, "prlimit64", info::sys_prlimit64, &[Int, Int, Ptr, Ptr])
         .partial("limits are recorded; NOFILE is enforced"),
-    def(316, "renameat2", fs::sys_renameat2, &[DirFd, Path, DirFd, Path, Hex]),
+    def(316, "renameat2", fs::sys_renameat2, &[DirFd, Path, DirFd, Path, Hex]).changes_inodes(),
     def(318, "getrandom", info::sys_getrandom, &[Ptr, Uint, Hex]),
     def(332, "statx", fs::sys_statx, &[DirFd, Path, AtFlags, Hex, Ptr]),
     def(439, "faccessat2", fs::sys_faccessat2, &[DirFd, Path, Int, AtFlags]),

@@ -10,10 +10,60 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <termios.h>
 #include <unistd.h>
 
 static char top[] = "/tmp/nomu-XXXXXX";
+
+static int ts_later(struct timespec a, struct timespec b)
+{
+	return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
+}
+
+/* The attributes no other process changes while this runs (the same test
+ * on other entry paths may chmod /dev/null meanwhile: not the ctime). */
+static int same_attributes(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
+	       a->st_nlink == b->st_nlink && a->st_uid == b->st_uid && a->st_gid == b->st_gid &&
+	       a->st_rdev == b->st_rdev && a->st_size == b->st_size && a->st_blksize == b->st_blksize &&
+	       a->st_blocks == b->st_blocks && a->st_atim.tv_sec == b->st_atim.tv_sec &&
+	       a->st_atim.tv_nsec == b->st_atim.tv_nsec && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* fstat of an open /dev/null (which nomu answers without the host) agrees
+ * with stat of its path, also through fstatat with an empty path (glibc's
+ * fstat) and with a bad buffer; a change of its attributes shows at once:
+ * chmod to the mode it has gives it a new ctime. */
+static void null_attributes(void)
+{
+	struct stat by_fd, by_path, empty, after;
+	int fd = open("/dev/null", O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_OK(fstat(fd, &by_fd));
+	CHECK(S_ISCHR(by_fd.st_mode) && by_fd.st_rdev == makedev(1, 3));
+	CHECK_OK(stat("/dev/null", &by_path));
+	CHECK(same_attributes(&by_fd, &by_path));
+	CHECK_OK(syscall(SYS_newfstatat, fd, "", &empty, AT_EMPTY_PATH));
+	CHECK(same_attributes(&by_fd, &empty));
+	CHECK_ERR(syscall(SYS_fstat, fd, (void *)1), EFAULT);
+	CHECK_ERR(syscall(SYS_newfstatat, fd, "", (void *)1, AT_EMPTY_PATH), EFAULT);
+	/* A clock tick later, so the new ctime differs from the old. Only
+	 * root (or /dev/null's owner) may chmod it. */
+	usleep(20000);
+	if (chmod("/dev/null", by_fd.st_mode & 07777) == 0) {
+		CHECK_OK(fstat(fd, &after));
+		CHECK(ts_later(after.st_ctim, by_fd.st_ctim));
+		CHECK(same_attributes(&by_fd, &after));
+		CHECK_OK(syscall(SYS_newfstatat, fd, "", &empty, AT_EMPTY_PATH));
+		CHECK(!ts_later(after.st_ctim, empty.st_ctim));
+	} else {
+		CHECK_EQ(errno, EPERM);
+	}
+	CHECK_OK(close(fd));
+}
 
 int main(void)
 {
@@ -56,6 +106,7 @@ int main(void)
 	CHECK_EQ(syscall(SYS_write, fd, (void *)0x7fffffffe000ul, 0x1000), 0x1000);
 	CHECK_ERR(syscall(SYS_write, fd, (void *)0x7fffffffe000ul, 0x1001), EFAULT);
 	CHECK_OK(close(fd));
+	null_attributes();
 
 	printf("== /dev/zero\n");
 	fd = open("/dev/zero", O_RDONLY);

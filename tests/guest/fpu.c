@@ -522,6 +522,49 @@ __attribute__((target("avx512f"))) static void read_zmm17_k1(int sig)
  * back from it, with the registers below loaded. */
 #define RAISE_USR1 "mov %[nr], %%eax\n\tmov %[pid], %%edi\n\tmov %[sig], %%esi\n\tsyscall\n\t"
 
+/* With x87 and SSE alone in use (no AVX state yet in this process), the
+ * handler still starts with MXCSR and the x87 control word at their
+ * defaults and xmm1 zero (on sysemu nomu resets the legacy area alone
+ * then). */
+static volatile uint32_t handler_mxcsr;
+static volatile uint16_t handler_fcw;
+
+static void read_legacy_state(int sig)
+{
+	(void)sig;
+	__asm__ volatile("stmxcsr %0\n\t"
+			 "fnstcw %1\n\t"
+			 "movdqu %%xmm1, %2"
+			 : "=m"(handler_mxcsr), "=m"(handler_fcw), "=m"(*(uint64_t(*)[2])in_handler));
+}
+
+static int handler_starts_clean_sse(void)
+{
+	uint64_t ones[2] = { ~0ull, ~0ull }, after[2];
+	uint32_t mx_new = 0xff80, mx_old, mx_after; /* round toward zero, flush to zero */
+	uint16_t cw_new = 0x0e7f, cw_old, cw_after; /* round toward zero, 53-bit precision */
+	signal(SIGUSR1, read_legacy_state);
+	memset((void *)in_handler, 0x5a, sizeof(in_handler));
+	__asm__ volatile("stmxcsr %[mxold]\n\t"
+			 "fnstcw %[cwold]\n\t"
+			 "ldmxcsr %[mxnew]\n\t"
+			 "fldcw %[cwnew]\n\t"
+			 "movdqu %[in], %%xmm1\n\t" RAISE_USR1
+			 "movdqu %%xmm1, %[out]\n\t"
+			 "stmxcsr %[mxafter]\n\t"
+			 "fnstcw %[cwafter]\n\t"
+			 "ldmxcsr %[mxold]\n\t"
+			 "fldcw %[cwold]"
+			 : [out] "=m"(after), [mxold] "=m"(mx_old), [cwold] "=m"(cw_old), [mxafter] "=m"(mx_after),
+			   [cwafter] "=m"(cw_after)
+			 : [in] "m"(ones), [mxnew] "m"(mx_new), [cwnew] "m"(cw_new), [nr] "i"(SYS_kill),
+			   [pid] "r"(getpid()), [sig] "i"(SIGUSR1)
+			 : "rax", "rdi", "rsi", "rcx", "r11", "xmm1", "memory");
+	signal(SIGUSR1, SIG_DFL);
+	return handler_mxcsr == 0x1f80 && handler_fcw == 0x037f && in_handler[0] == 0 && in_handler[1] == 0 &&
+	       !memcmp(after, ones, sizeof(ones)) && mx_after == mx_new && cw_after == cw_new;
+}
+
 __attribute__((target("avx"))) static int handler_starts_clean_avx(void)
 {
 	uint64_t ones[4] = { ~0ull, ~0ull, ~0ull, ~0ull }, after[4];
@@ -565,6 +608,11 @@ int main(void)
 	 * vector state). */
 	test_xmm();
 	test_gpr();
+	/* Before any AVX use, so that x87 and SSE are all the state in use. */
+	int legacy_clean = handler_starts_clean_sse();
+	CHECK(legacy_clean);
+	printf("signal handlers start with the default MXCSR, x87 control word and zero xmm: %s\n",
+	       legacy_clean ? "yes" : "NO");
 	int avx = have_avx(), avx512 = have_avx512f();
 	fprintf(stderr, "fpu: AVX %s, AVX-512F %s\n", avx ? "present" : "absent",
 		avx512 ? "present" : "absent");
