@@ -219,10 +219,10 @@ pub fn sys_lstat(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.file(a[0])?;
-    let out = ctx.mem().full_range(a[1], std::mem::size_of::<libc::stat>(), true)?;
     if f.is_null_device() {
         return fstat_null_device(ctx, &f, a[1]);
     }
+    let out = ctx.mem().full_range(a[1], std::mem::size_of::<libc::stat>(), true)?;
     hostfs::fstat_into(f.fd(), out)?;
     Ok(0)
 }
