@@ -6,9 +6,10 @@
 //! the SIGSYS frame; the kernel edits them there. The way back is not
 //! `rt_sigreturn` (it cost ~800 ns per trap on the test VM) but
 //! `nomu_resume_guest`: xrstor of the components the frame's xsave image
-//! holds (fxrstor when those are exactly x87 and SSE), the guest's fs base, a refill of the return-stack predictor, the
-//! registers, and `iretq`, which restores rip, rsp and RFLAGS at once
-//! without touching the guest's stack. That needs the signal mask to be
+//! holds (fxrstor when those are exactly x87 and SSE), the guest's fs
+//! base, a refill of the return-stack predictor, the registers, and
+//! `iretq`, which restores rip, rsp and RFLAGS at once without touching
+//! the guest's stack. That needs the signal mask to be
 //! the same in the handler as in guest code: the handlers are SA_NODEFER
 //! with an empty sa_mask, so nomu's kernel code on a guest thread runs with
 //! the kick unblocked, as on the zpoline path. A kick that lands in nomu's
