@@ -14,7 +14,7 @@ mod report;
 mod svg;
 mod systems;
 
-use ops::{keep_best, OPS, SIGSYS_RAW};
+use ops::{floor_op, keep_best, OPS, SIGSYS_RAW};
 use report::{Machine, Report, State, SystemReport};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -205,6 +205,9 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
         reports.push(SystemReport { id: s.id.clone(), how: s.how(&ctx), version: s.version(), state });
     }
 
+    // Natively also the SIGSYS floors of the selected ops that have one.
+    let floor_names: Vec<String> = op_names.iter().filter_map(|o| floor_op(o)).collect();
+
     // Alternate the systems round by round and keep each op's best time:
     // on a small, noisy VM that is what stays comparable.
     for round in 1..=opts.rounds {
@@ -213,6 +216,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
             let mut ops = op_names.clone();
             if s.id == "native" {
                 ops.push(SIGSYS_RAW);
+                ops.extend(floor_names.iter().map(String::as_str));
             }
             let head = format!("nomu bench: round {round}/{}: {}", opts.rounds, s.id);
             progress.line(&format!("{head}: starting"));

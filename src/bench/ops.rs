@@ -33,6 +33,17 @@ pub const OPS: &[Op] = &[
 /// seccomp-trapped syscall.
 pub const SIGSYS_RAW: &str = "sigsys_raw";
 
+/// Ops with a SIGSYS emulator floor, measured natively only (as
+/// `sigsys_floor_OP`): the op's syscalls trapped by seccomp and answered by
+/// a handler that makes only the op's own host calls and returns as nomu's
+/// seccomp path does. What any SIGSYS-based emulator pays on the host.
+pub const FLOOR_OPS: &[&str] = &["getpid", "fstat", "stat", "open_close"];
+
+/// The benchmark's name for `op`'s floor, if it has one.
+pub fn floor_op(op: &str) -> Option<String> {
+    FLOOR_OPS.contains(&op).then(|| format!("sigsys_floor_{op}"))
+}
+
 pub fn find(name: &str) -> Option<&'static Op> {
     OPS.iter().find(|o| o.name == name)
 }

@@ -1,7 +1,7 @@
 //! What a benchmark run found: the machine, every system's results, the
 //! issue's goals checked against them; printed as tables and written as JSON.
 
-use super::ops::{Op, Outcome, SIGSYS_RAW};
+use super::ops::{floor_op, Op, Outcome, FLOOR_OPS, SIGSYS_RAW};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -121,6 +121,17 @@ impl Report {
         self.ns("native", SIGSYS_RAW)
     }
 
+    /// The SIGSYS emulator floor of `op` (native, this run), if measured.
+    pub fn floor(&self, op: &str) -> Option<f64> {
+        self.ns("native", &floor_op(op)?)
+    }
+
+    /// The systems nomu's fast paths are held against: UML and every
+    /// gVisor platform, those that ran.
+    fn comparison_systems(&self) -> Vec<&str> {
+        self.ran().map(|s| s.id.as_str()).filter(|id| *id == "uml" || id.starts_with("gvisor-")).collect()
+    }
+
     /// Systems that ran, in order.
     pub fn ran(&self) -> impl Iterator<Item = &SystemReport> {
         self.systems.iter().filter(|s| s.ran())
@@ -225,7 +236,12 @@ impl Report {
                 worst = Some((speedup, op.name));
             }
             if speedup < factor {
-                misses.push(format!("{} {speedup:.1}x", op.name));
+                // On the seccomp path, what the host allows at best.
+                let floor = match self.floor(op.name) {
+                    Some(f) if a == "nomu-seccomp" => format!(" (SIGSYS floor {:.1}x)", y / f),
+                    _ => String::new(),
+                };
+                misses.push(format!("{} {speedup:.1}x{floor}", op.name));
             }
         }
         match worst {
@@ -286,6 +302,43 @@ impl Report {
                     _ => "not measured".into(),
                 };
                 let _ = writeln!(out, "\nraw SIGSYS round trip: {why}");
+            }
+        }
+        let floors: Vec<&str> = FLOOR_OPS.iter().copied().filter(|op| self.ops.iter().any(|o| o.name == *op)).collect();
+        if floors.iter().any(|op| self.floor(op).is_some()) {
+            let others = self.comparison_systems();
+            let vs_w = others.iter().map(|o| o.len() + 5).max().unwrap_or(0);
+            let _ = write!(
+                out,
+                "\nSIGSYS emulator floor (native, same run): the op's syscalls trapped by seccomp, a\n\
+                 handler making only their host calls, nomu's way back. nomu-seccomp's time over it is\n\
+                 nomu's own; the floor's speedup over another system bounds any SIGSYS emulator's.\n\
+                 {:<label_w$}{:>10}{:>22}",
+                "", "floor", "nomu-seccomp"
+            );
+            for o in &others {
+                let _ = write!(out, "{:>vs_w$}", format!("vs {o}"));
+            }
+            out.push('\n');
+            for op in floors {
+                let label = super::ops::find(op).map_or(op, |o| o.label);
+                let _ = write!(out, "{label:<label_w$}");
+                let Some(f) = self.floor(op) else {
+                    let why = match self.outcome("native", &floor_op(op).unwrap_or_default()) {
+                        Some(Err(e)) => e.clone(),
+                        _ => "not measured".into(),
+                    };
+                    let _ = writeln!(out, "  {why}");
+                    continue;
+                };
+                let nomu =
+                    self.ns("nomu-seccomp", op).map_or("-".into(), |n| format!("{} (+{})", fmt_ns(n), fmt_ns(n - f)));
+                let _ = write!(out, "{:>10}{nomu:>22}", fmt_ns(f));
+                for o in &others {
+                    let cell = self.ns(o, op).map_or("-".into(), |n| format!("{:.1}x", n / f));
+                    let _ = write!(out, "{cell:>vs_w$}");
+                }
+                out.push('\n');
             }
         }
         // Errors, per system and op.
@@ -350,6 +403,9 @@ impl Report {
             self.bench_args.iter().map(|a| json_str(a)).collect::<Vec<_>>().join(", ")
         );
         let _ = writeln!(out, "  \"raw_sigsys_ns\": {},", json_num(self.raw_sigsys()));
+        let floors: Vec<String> =
+            FLOOR_OPS.iter().map(|op| format!("{}: {}", json_str(op), json_num(self.floor(op)))).collect();
+        let _ = writeln!(out, "  \"sigsys_floor_ns\": {{{}}},", floors.join(", "));
         let ops: Vec<String> = self
             .ops
             .iter()
@@ -392,13 +448,15 @@ impl Report {
         match &s.state {
             State::Skipped(why) => format!("{head}, \"status\": \"skipped\", \"reason\": {}}}", json_str(why)),
             State::Ran { results, failures } => {
-                let mut names: Vec<&str> = self.ops.iter().map(|o| o.name).collect();
+                let mut names: Vec<String> = self.ops.iter().map(|o| o.name.to_string()).collect();
                 if s.id == "native" {
-                    names.push(SIGSYS_RAW);
+                    names.push(SIGSYS_RAW.into());
+                    names.extend(FLOOR_OPS.iter().filter_map(|op| floor_op(op)));
                 }
                 let res: Vec<String> = names
                     .iter()
-                    .filter_map(|&op| {
+                    .map(String::as_str)
+                    .filter_map(|op| {
                         let r = results.get(op)?;
                         Some(match r {
                             Ok(ns) => format!(
@@ -522,5 +580,31 @@ mod tests {
         assert!(text.contains("nomu-zpoline") && text.contains("not implemented yet"));
         let json = report.json();
         assert!(json.contains("\"getpid\": {\"ns\": 2200.000, \"ratio\": 22.000}"));
+    }
+
+    #[test]
+    fn sigsys_floor_bounds_the_seccomp_goal() {
+        let report = Report {
+            machine: Machine { cpu_model: "x".into(), cores: 2, kernel: "k".into(), os: "o".into(), date: "d".into() },
+            cpu: None,
+            rounds: 1,
+            bench_args: vec![],
+            ops: OPS.iter().collect(),
+            systems: vec![
+                ran("native", &[("stat", 1000.0), ("sigsys_floor_stat", 2500.0)]),
+                ran("nomu-seccomp", &[("stat", 4000.0)]),
+                ran("gvisor-ptrace", &[("stat", 15000.0)]),
+            ],
+        };
+        assert_eq!(report.floor("stat"), Some(2500.0));
+        assert_eq!(report.floor("getpid"), None);
+        let goals = report.goals();
+        let g = goals.iter().find(|g| g.text.starts_with("nomu-seccomp >= 5x faster than gvisor-ptrace")).unwrap();
+        assert_eq!(g.verdict, Verdict::Missed);
+        assert!(g.detail.contains("stat 3.8x (SIGSYS floor 6.0x)"), "{}", g.detail);
+        let text = report.text();
+        assert!(text.contains("SIGSYS emulator floor"));
+        assert!(text.contains("4000 (+1500)") && text.contains("6.0x"), "{text}");
+        assert!(report.json().contains("\"sigsys_floor_ns\": {\"getpid\": null, \"fstat\": null, \"stat\": 2500.000"));
     }
 }
