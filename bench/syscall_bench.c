@@ -30,8 +30,9 @@
  *               cheapest possible emulator: a SIGSYS handler that makes
  *               only the op's own host call (none for getpid) and returns
  *               to the trapped code as nomu's seccomp path does (xrstor of
- *               the frame's xsave image and iretq, no sigreturn). What any
- *               SIGSYS-based emulator pays on this host; forked child too
+ *               the frame's xsave image, return-stack refill, iretq; no
+ *               sigreturn). What any SIGSYS-based emulator pays on this
+ *               host; forked child too
  *
  * Each op is warmed up while the iteration count is picked so that one loop
  * takes about --time-ms (default 2; --iters fixes the count instead), then
