@@ -208,21 +208,9 @@ global_asm!(
     // The return-stack predictor still holds what nomu's handler left:
     // the guest's next `ret` (the one out of its syscall wrapper) would be
     // predicted into nomu's code, which cost 280 ns per trapped syscall on
-    // the test VM. Refill it with harmless entries (32 calls to a pause
-    // loop, the fill Linux uses for its own return-stack mitigations): a
-    // misprediction then costs a few cycles.
-    "    mov eax, 16",
-    "20: call 21f",
-    "22: pause",
-    "    lfence",
-    "    jmp 22b",
-    "21: call 23f",
-    "24: pause",
-    "    lfence",
-    "    jmp 24b",
-    "23: dec eax",
-    "    jnz 20b",
-    "    add rsp, 256",
+    // the test VM. Refilled with harmless entries, a misprediction costs a
+    // few cycles.
+    crate::host::fill_return_stack!(),
     // A kick that came while this thread ran nomu's code. The tail starts
     // once the note was read: from there on a kick is finished from the
     // GuestRegs at rbx (see finish_exit_tail).

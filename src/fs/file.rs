@@ -45,7 +45,8 @@ pub struct FileIdentity {
 }
 
 pub struct OpenFile {
-    host: OwnedFd,
+    /// Always Some until the drop closes it.
+    host: Option<OwnedFd>,
     /// File type and device, read from the host on first use (most files
     /// never need it, and open is a hot path).
     meta: OnceLock<(FileKind, u64)>,
@@ -73,7 +74,7 @@ pub struct OpenFile {
 impl OpenFile {
     pub fn new(host: OwnedFd, path: Vec<u8>, path_only: bool) -> OpenFile {
         OpenFile {
-            host,
+            host: Some(host),
             meta: OnceLock::new(),
             access: OnceLock::new(),
             always_ready: OnceLock::new(),
@@ -87,7 +88,7 @@ impl OpenFile {
     }
 
     fn meta(&self) -> (FileKind, u64) {
-        *self.meta.get_or_init(|| match hostfs::fstat(self.host.as_fd()) {
+        *self.meta.get_or_init(|| match hostfs::fstat(self.fd()) {
             Ok(st) => (FileKind::from_mode(st.st_mode), st.st_rdev),
             // fstat on an open descriptor does not fail; if it ever does,
             // "regular file" is the most conservative guess.
@@ -175,7 +176,7 @@ impl OpenFile {
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.host.as_fd()
+        self.host.as_ref().expect("an open file's descriptor").as_fd()
     }
 
     /// Reads from `offset` until `range` is full or the file ends (for
@@ -205,5 +206,16 @@ impl OpenFile {
 
     pub fn size(&self) -> Result<u64, Errno> {
         Ok(hostfs::fstat(self.fd())?.st_size as u64)
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        // The guest's close lands here: close through host::syscall, as
+        // every host call on a guest syscall's path (OwnedFd's own drop
+        // would use libc's).
+        if let Some(fd) = self.host.take() {
+            hostfs::close(fd);
+        }
     }
 }

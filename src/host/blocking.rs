@@ -13,6 +13,7 @@
 //! and one that comes after the `syscall` returned leaves its result alone:
 //! no kick is lost and no wait needs a timeout to notice one.
 
+use crate::kernel::errno::Errno;
 use std::arch::global_asm;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +39,8 @@ global_asm!(
     "    syscall",
     ".globl nomu_interruptible_end",
     "nomu_interruptible_end:",
+    // As every host call on a guest's path (see host::syscall).
+    super::fill_return_stack!(),
     "    ret",
     ".globl nomu_interruptible_cancel",
     "nomu_interruptible_cancel:",
@@ -93,21 +96,18 @@ pub fn cancel_point(rip: u64) -> Option<u64> {
 ///
 /// # Safety
 /// As for the raw syscall: the arguments must be valid for `nr`.
-pub unsafe fn syscall(nr: libc::c_long, args: [u64; 6]) -> libc::c_long {
+pub unsafe fn syscall(nr: libc::c_long, args: [u64; 6]) -> Result<usize, Errno> {
     let note = NOTE.with(|n| n.get());
     if note.is_null() {
         // SAFETY: the caller's contract.
-        return unsafe { libc::syscall(nr, args[0], args[1], args[2], args[3], args[4], args[5]) };
+        return unsafe { super::syscall::syscall(nr, args) };
     }
     let call = [nr as u64, args[0], args[1], args[2], args[3], args[4], args[5]];
     // SAFETY: the caller's contract; the note lives as long as this thread.
     let r = unsafe { nomu_interruptible_syscall(&call, note) };
-    if r < 0 && r > -4096 {
-        // The libc convention, as the other host wrappers expect it.
-        // SAFETY: errno is this thread's.
-        unsafe { *libc::__errno_location() = -r as i32 };
-        -1
+    if (-4095..0).contains(&r) {
+        Err(Errno(-r as i32))
     } else {
-        r as libc::c_long
+        Ok(r as usize)
     }
 }

@@ -1,11 +1,15 @@
 //! Host file-system calls, wrapped safe. Paths are already resolved inside
 //! the guest root by `fs::path`; guest buffers arrive as [`GuestRange`]s.
+//!
+//! All of them go through [`super::syscall`], as every host call on a
+//! guest syscall's path should.
 
 use super::physmem::GuestRange;
-use super::{check, check_retry};
+use super::syscall::{args, syscall, syscall_retry};
 use crate::kernel::errno::Errno;
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 type R<T> = Result<T, Errno>;
 
@@ -56,47 +60,54 @@ pub fn openat2(dirfd: BorrowedFd, path: &CStr, flags: i32, mode: u32, resolve: u
     };
     let mode = if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE { mode } else { 0 };
     let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u32 as u64, mode: mode as u64, resolve };
+    let call = args([raw(dirfd), path.as_ptr() as u64, &how as *const OpenHow as u64, size_of::<OpenHow>() as u64]);
     // SAFETY: path is NUL-terminated and `how` outlives the call.
-    let fd = check_retry(|| unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dirfd.as_raw_fd(),
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    })?;
+    let fd = unsafe { syscall_retry(libc::SYS_openat2, call) }?;
     Ok(owned(fd))
 }
 
 /// Opens a host path directly (for nomu's own use: the root, host devices).
 pub fn open_host(path: &CStr, flags: i32) -> R<OwnedFd> {
+    let (dir, flags) = (libc::AT_FDCWD as u64, (flags | libc::O_CLOEXEC) as u64);
     // SAFETY: NUL-terminated path.
-    let fd = check_retry(|| unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) } as libc::c_long)?;
+    let fd = unsafe { syscall_retry(libc::SYS_openat, args([dir, path.as_ptr() as u64, flags, 0])) }?;
     Ok(owned(fd))
 }
 
 /// Duplicates a descriptor to a new host descriptor (close-on-exec on the host).
 pub fn dup(fd: BorrowedFd) -> R<OwnedFd> {
-    // SAFETY: fcntl F_DUPFD_CLOEXEC on a valid descriptor.
-    let fd = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) } as libc::c_long)?;
-    Ok(owned(fd))
+    dup_raw(fd.as_raw_fd())
+}
+
+/// Closes a descriptor nomu owns (the host's close, not retried: Linux
+/// frees the descriptor even when it reports EINTR).
+pub fn close(fd: OwnedFd) {
+    // SAFETY: we own the descriptor and give it up here.
+    let _ = unsafe { syscall(libc::SYS_close, args([fd.into_raw_fd() as u64])) };
+}
+
+fn raw(fd: BorrowedFd) -> u64 {
+    fd.as_raw_fd() as u64
+}
+
+fn zeroed_stat() -> libc::stat {
+    // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
+    unsafe { std::mem::zeroed() }
 }
 
 pub fn fstatat(dirfd: BorrowedFd, path: &CStr, flags: i32) -> R<libc::stat> {
-    // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let mut st = zeroed_stat();
+    let call = args([raw(dirfd), path.as_ptr() as u64, &mut st as *mut libc::stat as u64, flags as u64]);
     // SAFETY: valid path and output buffer.
-    check(unsafe { libc::fstatat(dirfd.as_raw_fd(), path.as_ptr(), &mut st, flags) } as libc::c_long)?;
+    unsafe { syscall(libc::SYS_newfstatat, call) }?;
     Ok(st)
 }
 
 pub fn fstat(fd: BorrowedFd) -> R<libc::stat> {
-    // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid output buffer. (The raw call: glibc's fstat is fstatat
+    let mut st = zeroed_stat();
+    // SAFETY: valid output buffer. (fstat itself: glibc's fstat is fstatat
     // with an empty path, which costs the host a path lookup.)
-    check(unsafe { libc::syscall(libc::SYS_fstat, fd.as_raw_fd(), &mut st) })?;
+    unsafe { syscall(libc::SYS_fstat, args([raw(fd), &mut st as *mut libc::stat as u64])) }?;
     Ok(st)
 }
 
@@ -106,92 +117,92 @@ pub fn fstat_into(fd: BorrowedFd, out: GuestRange) -> R<()> {
     assert!(out.len() >= std::mem::size_of::<libc::stat>());
     // SAFETY: `out` lies inside physical memory and is large enough; the
     // host reports EFAULT itself for pages the guest protected.
-    check(unsafe { libc::syscall(libc::SYS_fstat, fd.as_raw_fd(), out.ptr()) }).map(drop)
+    unsafe { syscall(libc::SYS_fstat, args([raw(fd), out.ptr() as u64])) }.map(drop)
 }
 
 /// fstatat(2) straight into guest memory, as [`fstat_into`].
 pub fn fstatat_into(dirfd: BorrowedFd, path: &CStr, flags: i32, out: GuestRange) -> R<()> {
     assert!(out.len() >= std::mem::size_of::<libc::stat>());
+    let call = args([raw(dirfd), path.as_ptr() as u64, out.ptr() as u64, flags as u64]);
     // SAFETY: as for fstat_into; `path` is a valid C string.
-    check(unsafe { libc::syscall(libc::SYS_newfstatat, dirfd.as_raw_fd(), path.as_ptr(), out.ptr(), flags) }).map(drop)
+    unsafe { syscall(libc::SYS_newfstatat, call) }.map(drop)
 }
 
 /// statx(2) into a raw 256-byte struct statx.
 pub fn statx(dirfd: BorrowedFd, path: &CStr, flags: i32, mask: u32) -> R<[u8; 256]> {
     let mut buf = [0u8; 256];
+    let call = args([raw(dirfd), path.as_ptr() as u64, flags as u64, mask as u64, buf.as_mut_ptr() as u64]);
     // SAFETY: valid path; buf is the size of struct statx.
-    check(unsafe { libc::syscall(libc::SYS_statx, dirfd.as_raw_fd(), path.as_ptr(), flags, mask, buf.as_mut_ptr()) })?;
+    unsafe { syscall(libc::SYS_statx, call) }?;
     Ok(buf)
 }
 
 pub fn mkdirat(dirfd: BorrowedFd, name: &CStr, mode: u32) -> R<()> {
     // SAFETY: valid path.
-    check(unsafe { libc::mkdirat(dirfd.as_raw_fd(), name.as_ptr(), mode) } as libc::c_long).map(drop)
+    unsafe { syscall(libc::SYS_mkdirat, args([raw(dirfd), name.as_ptr() as u64, mode as u64])) }.map(drop)
 }
 
 pub fn unlinkat(dirfd: BorrowedFd, name: &CStr, flags: i32) -> R<()> {
     // SAFETY: valid path.
-    check(unsafe { libc::unlinkat(dirfd.as_raw_fd(), name.as_ptr(), flags) } as libc::c_long).map(drop)
+    unsafe { syscall(libc::SYS_unlinkat, args([raw(dirfd), name.as_ptr() as u64, flags as u64])) }.map(drop)
 }
 
 pub fn renameat2(olddir: BorrowedFd, old: &CStr, newdir: BorrowedFd, new: &CStr, flags: u32) -> R<()> {
+    let call = args([raw(olddir), old.as_ptr() as u64, raw(newdir), new.as_ptr() as u64, flags as u64]);
     // SAFETY: valid paths.
-    check(unsafe {
-        libc::syscall(libc::SYS_renameat2, olddir.as_raw_fd(), old.as_ptr(), newdir.as_raw_fd(), new.as_ptr(), flags)
-    })
-    .map(drop)
+    unsafe { syscall(libc::SYS_renameat2, call) }.map(drop)
 }
 
 pub fn readlinkat(dirfd: BorrowedFd, name: &CStr) -> R<Vec<u8>> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    let call = args([raw(dirfd), name.as_ptr() as u64, buf.as_mut_ptr() as u64, buf.len() as u64]);
     // SAFETY: valid path and buffer of the stated size.
-    let n = check(unsafe { libc::readlinkat(dirfd.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
-        as libc::c_long)?;
+    let n = unsafe { syscall(libc::SYS_readlinkat, call) }?;
     buf.truncate(n);
     Ok(buf)
 }
 
 pub fn symlinkat(target: &CStr, dirfd: BorrowedFd, name: &CStr) -> R<()> {
     // SAFETY: valid paths.
-    check(unsafe { libc::symlinkat(target.as_ptr(), dirfd.as_raw_fd(), name.as_ptr()) } as libc::c_long).map(drop)
+    unsafe { syscall(libc::SYS_symlinkat, args([target.as_ptr() as u64, raw(dirfd), name.as_ptr() as u64])) }.map(drop)
 }
 
 pub fn linkat(olddir: BorrowedFd, old: &CStr, newdir: BorrowedFd, new: &CStr, flags: i32) -> R<()> {
+    let call = args([raw(olddir), old.as_ptr() as u64, raw(newdir), new.as_ptr() as u64, flags as u64]);
     // SAFETY: valid paths.
-    check(unsafe { libc::linkat(olddir.as_raw_fd(), old.as_ptr(), newdir.as_raw_fd(), new.as_ptr(), flags) }
-        as libc::c_long)
-    .map(drop)
+    unsafe { syscall(libc::SYS_linkat, call) }.map(drop)
 }
 
 pub fn fchmodat(dirfd: BorrowedFd, name: &CStr, mode: u32) -> R<()> {
     // SAFETY: valid path.
-    check(unsafe { libc::fchmodat(dirfd.as_raw_fd(), name.as_ptr(), mode, 0) } as libc::c_long).map(drop)
+    unsafe { syscall(libc::SYS_fchmodat, args([raw(dirfd), name.as_ptr() as u64, mode as u64])) }.map(drop)
 }
 
 pub fn fchmod(fd: BorrowedFd, mode: u32) -> R<()> {
     // SAFETY: plain descriptor call.
-    check(unsafe { libc::fchmod(fd.as_raw_fd(), mode) } as libc::c_long).map(drop)
+    unsafe { syscall(libc::SYS_fchmod, args([raw(fd), mode as u64])) }.map(drop)
 }
 
 pub fn faccessat(dirfd: BorrowedFd, name: &CStr, mode: i32, flags: i32) -> R<()> {
+    let call = args([raw(dirfd), name.as_ptr() as u64, mode as u64, flags as u64]);
     // SAFETY: valid path; faccessat2 takes the flags the old call ignored.
-    check(unsafe { libc::syscall(libc::SYS_faccessat2, dirfd.as_raw_fd(), name.as_ptr(), mode, flags) }).map(drop)
+    unsafe { syscall(libc::SYS_faccessat2, call) }.map(drop)
 }
 
 pub fn read(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
     // SAFETY: buf lies inside physical memory; the host reports EFAULT itself
     // for pages the guest protected.
-    check_retry(|| unsafe { libc::read(fd.as_raw_fd(), buf.ptr(), buf.len()) } as libc::c_long)
+    unsafe { syscall_retry(libc::SYS_read, args([raw(fd), buf.ptr() as u64, buf.len() as u64])) }
 }
 
 pub fn pread(fd: BorrowedFd, buf: GuestRange, off: i64) -> R<usize> {
     // SAFETY: as for read.
-    check_retry(|| unsafe { libc::pread(fd.as_raw_fd(), buf.ptr(), buf.len(), off) } as libc::c_long)
+    unsafe { syscall_retry(libc::SYS_pread64, args([raw(fd), buf.ptr() as u64, buf.len() as u64, off as u64])) }
 }
 
 pub fn pwrite(fd: BorrowedFd, buf: GuestRange, off: i64) -> R<usize> {
     // SAFETY: as for write.
-    check_retry(|| unsafe { libc::pwrite(fd.as_raw_fd(), buf.ptr(), buf.len(), off) } as libc::c_long)
+    unsafe { syscall_retry(libc::SYS_pwrite64, args([raw(fd), buf.ptr() as u64, buf.len() as u64, off as u64])) }
 }
 
 fn iovecs(bufs: &[GuestRange]) -> Vec<libc::iovec> {
@@ -201,13 +212,13 @@ fn iovecs(bufs: &[GuestRange]) -> Vec<libc::iovec> {
 pub fn readv(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
     let iov = iovecs(bufs);
     // SAFETY: every iovec is a checked range inside physical memory.
-    check_retry(|| unsafe { libc::readv(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32) } as libc::c_long)
+    unsafe { syscall_retry(libc::SYS_readv, args([raw(fd), iov.as_ptr() as u64, iov.len() as u64])) }
 }
 
 pub fn writev(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
     let iov = iovecs(bufs);
     // SAFETY: as for readv; the host only reads.
-    check_retry(|| unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), iov.len() as i32) } as libc::c_long)
+    unsafe { syscall_retry(libc::SYS_writev, args([raw(fd), iov.as_ptr() as u64, iov.len() as u64])) }
 }
 
 /// read(v) that may block as long as it needs to, yet ends with EINTR once
@@ -223,46 +234,37 @@ pub fn writev_interruptible(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
 }
 
 fn rw_interruptible(one: libc::c_long, many: libc::c_long, fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
-    let fd = fd.as_raw_fd() as u64;
-    let ret = if let [b] = bufs {
+    let fd = raw(fd);
+    if let [b] = bufs {
         // SAFETY: a checked range inside physical memory.
-        unsafe { super::blocking::syscall(one, [fd, b.ptr() as u64, b.len() as u64, 0, 0, 0]) }
+        unsafe { super::blocking::syscall(one, args([fd, b.ptr() as u64, b.len() as u64])) }
     } else {
         let iov = iovecs(bufs);
         // SAFETY: every iovec is a checked range inside physical memory.
-        unsafe { super::blocking::syscall(many, [fd, iov.as_ptr() as u64, iov.len() as u64, 0, 0, 0]) }
-    };
-    check(ret)
+        unsafe { super::blocking::syscall(many, args([fd, iov.as_ptr() as u64, iov.len() as u64])) }
+    }
 }
 
 /// pread into a nomu buffer (the loader reads headers this way).
 pub fn pread_local(fd: BorrowedFd, buf: &mut [u8], off: u64) -> R<usize> {
     // SAFETY: buf is a valid nomu buffer of buf.len() bytes.
-    check_retry(
-        || unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off as i64) } as libc::c_long
-    )
+    unsafe { syscall_retry(libc::SYS_pread64, args([raw(fd), buf.as_mut_ptr() as u64, buf.len() as u64, off])) }
 }
 
 pub fn lseek(fd: BorrowedFd, off: i64, whence: i32) -> R<u64> {
     // SAFETY: plain descriptor call.
-    check(unsafe { libc::lseek(fd.as_raw_fd(), off, whence) }).map(|v| v as u64)
+    unsafe { syscall(libc::SYS_lseek, args([raw(fd), off as u64, whence as u64])) }.map(|v| v as u64)
 }
 
 pub fn ftruncate(fd: BorrowedFd, len: i64) -> R<()> {
     // SAFETY: plain descriptor call.
-    check(unsafe { libc::ftruncate(fd.as_raw_fd(), len) } as libc::c_long).map(drop)
+    unsafe { syscall(libc::SYS_ftruncate, args([raw(fd), len as u64])) }.map(drop)
 }
 
 pub fn fsync(fd: BorrowedFd, data_only: bool) -> R<()> {
+    let nr = if data_only { libc::SYS_fdatasync } else { libc::SYS_fsync };
     // SAFETY: plain descriptor calls.
-    let r = unsafe {
-        if data_only {
-            libc::fdatasync(fd.as_raw_fd())
-        } else {
-            libc::fsync(fd.as_raw_fd())
-        }
-    };
-    check(r as libc::c_long).map(drop)
+    unsafe { syscall(nr, args([raw(fd)])) }.map(drop)
 }
 
 /// The type of the filesystem `fd` lives on (statfs's f_type).
@@ -270,23 +272,21 @@ pub fn fs_type(fd: BorrowedFd) -> R<i64> {
     // SAFETY: an all-zero statfs is a valid value for the kernel to overwrite.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid output buffer.
-    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } as libc::c_long)?;
+    unsafe { syscall(libc::SYS_fstatfs, args([raw(fd), &mut st as *mut libc::statfs as u64])) }?;
     Ok(st.f_type as i64)
 }
 
 pub fn getfl(fd: BorrowedFd) -> R<i32> {
-    // SAFETY: plain descriptor call.
-    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) } as libc::c_long).map(|v| v as i32)
+    fcntl_int(fd, libc::F_GETFL, 0)
 }
 
 pub fn setfl(fd: BorrowedFd, flags: i32) -> R<()> {
-    // SAFETY: plain descriptor call.
-    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) } as libc::c_long).map(drop)
+    fcntl_int(fd, libc::F_SETFL, flags).map(drop)
 }
 
 pub fn getdents64(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
     // SAFETY: buf lies inside physical memory.
-    check_retry(|| unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.ptr(), buf.len()) })
+    unsafe { syscall_retry(libc::SYS_getdents64, args([raw(fd), buf.ptr() as u64, buf.len() as u64])) }
 }
 
 /// A terminal ioctl whose argument is a plain struct of `arg.len()` bytes
@@ -298,43 +298,42 @@ pub fn ioctl(fd: BorrowedFd, request: u64, arg: Option<&mut [u8]>, value: u64) -
     };
     // SAFETY: callers pass only requests whose argument is `arg` (a nomu
     // buffer of the size the request uses) or a plain integer.
-    check(unsafe { libc::syscall(libc::SYS_ioctl, fd.as_raw_fd(), request, argp) })
+    unsafe { syscall(libc::SYS_ioctl, args([raw(fd), request, argp])) }
 }
 
 pub fn pipe2(flags: i32) -> R<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: fds has room for two descriptors.
-    check(unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) } as libc::c_long)?;
+    unsafe { syscall(libc::SYS_pipe2, args([fds.as_mut_ptr() as u64, (flags | libc::O_CLOEXEC) as u64])) }?;
     Ok((owned(fds[0] as usize), owned(fds[1] as usize)))
 }
 
 /// The host path of an open descriptor (via /proc/self/fd).
 pub fn fd_path(fd: BorrowedFd) -> R<Vec<u8>> {
     let link = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
-    let mut buf = vec![0u8; libc::PATH_MAX as usize];
-    // SAFETY: valid path and buffer.
-    let n = check(unsafe { libc::readlink(link.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)?;
-    buf.truncate(n);
-    Ok(buf)
+    readlinkat(cwd(), &link)
 }
 
 pub fn isatty(fd: BorrowedFd) -> bool {
-    // SAFETY: plain descriptor call.
-    unsafe { libc::isatty(fd.as_raw_fd()) == 1 }
+    // SAFETY: an all-zero termios is a valid value for the kernel to overwrite.
+    let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+    let call = args([raw(fd), libc::TCGETS, &mut termios as *mut libc::termios as u64]);
+    // SAFETY: TCGETS writes one termios (isatty's own test).
+    unsafe { syscall(libc::SYS_ioctl, call) }.is_ok()
 }
 
 /// Duplicates one of nomu's own inherited descriptors (0, 1, 2) by number.
 pub fn dup_raw(fd: RawFd) -> R<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC only reads the descriptor number; if it is not
     // open the host says EBADF.
-    let new = check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) } as libc::c_long)?;
+    let new = unsafe { syscall(libc::SYS_fcntl, args([fd as u64, libc::F_DUPFD_CLOEXEC as u64, 3])) }?;
     Ok(owned(new))
 }
 
 /// fcntl with a plain integer argument.
 pub fn fcntl_int(fd: BorrowedFd, cmd: i32, arg: i32) -> R<i32> {
     // SAFETY: callers pass only commands whose argument is an integer.
-    check(unsafe { libc::fcntl(fd.as_raw_fd(), cmd, arg) } as libc::c_long).map(|v| v as i32)
+    unsafe { syscall(libc::SYS_fcntl, args([raw(fd), cmd as u64, arg as u64])) }.map(|v| v as i32)
 }
 
 /// AT_FDCWD as a borrowed descriptor, for calls on /proc/self/fd paths.
@@ -349,7 +348,7 @@ pub fn utimensat(dirfd: BorrowedFd, name: Option<&CStr>, times: Option<&[libc::t
     let path = name.map_or(std::ptr::null(), |n| n.as_ptr());
     let times = times.map_or(std::ptr::null(), |t| t.as_ptr());
     // SAFETY: path is null or NUL-terminated; times is null or two timespecs.
-    check(unsafe { libc::syscall(libc::SYS_utimensat, dirfd.as_raw_fd(), path, times, flags) }).map(drop)
+    unsafe { syscall(libc::SYS_utimensat, args([raw(dirfd), path as u64, times as u64, flags as u64])) }.map(drop)
 }
 
 /// sendfile(2) between two host descriptors; `offset` is read and updated
@@ -357,19 +356,20 @@ pub fn utimensat(dirfd: BorrowedFd, name: Option<&CStr>, times: Option<&[libc::t
 pub fn sendfile(out: BorrowedFd, input: BorrowedFd, offset: Option<&mut i64>, count: usize) -> R<usize> {
     let off = offset.map_or(std::ptr::null_mut(), |o| o as *mut i64);
     // SAFETY: off is null or a valid i64.
-    check_retry(|| unsafe { libc::sendfile(out.as_raw_fd(), input.as_raw_fd(), off, count) } as libc::c_long)
+    unsafe { syscall_retry(libc::SYS_sendfile, args([raw(out), raw(input), off as u64, count as u64])) }
 }
 
 /// A read-only-in-spirit anonymous file holding `content` (nomu's /proc
 /// files), positioned at its start.
 pub fn memfd_with(content: &[u8]) -> R<OwnedFd> {
+    let name = c"nomu-proc".as_ptr() as u64;
     // SAFETY: a NUL-terminated name; the result is a new descriptor.
-    let fd = owned(check(unsafe { libc::memfd_create(c"nomu-proc".as_ptr(), libc::MFD_CLOEXEC) } as libc::c_long)?);
+    let fd = owned(unsafe { syscall(libc::SYS_memfd_create, args([name, libc::MFD_CLOEXEC as u64])) }?);
     let mut done = 0;
     while done < content.len() {
+        let rest = &content[done..];
         // SAFETY: writing from a valid buffer to our own memfd.
-        done += check(unsafe { libc::write(fd.as_raw_fd(), content[done..].as_ptr().cast(), content.len() - done) }
-            as libc::c_long)?;
+        done += unsafe { syscall(libc::SYS_write, args([raw(fd.as_fd()), rest.as_ptr() as u64, rest.len() as u64])) }?;
     }
     lseek(fd.as_fd(), 0, libc::SEEK_SET)?;
     Ok(fd)

@@ -1,7 +1,8 @@
 //! Miscellaneous host calls: time, identity, limits, randomness, futexes.
 
+use super::check;
 use super::physmem::GuestRange;
-use super::{check, check_retry};
+use super::syscall::{args, syscall, syscall_retry};
 use crate::kernel::errno::Errno;
 
 type R<T> = Result<T, Errno>;
@@ -9,20 +10,20 @@ type R<T> = Result<T, Errno>;
 pub fn clock_gettime(clock: i32) -> R<libc::timespec> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid output pointer. The host validates the clock id.
-    check(unsafe { libc::syscall(libc::SYS_clock_gettime, clock, &mut ts as *mut libc::timespec) })?;
+    unsafe { syscall(libc::SYS_clock_gettime, args([clock as u64, &mut ts as *mut libc::timespec as u64])) }?;
     Ok(ts)
 }
 
 pub fn clock_getres(clock: i32) -> R<libc::timespec> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid output pointer.
-    check(unsafe { libc::syscall(libc::SYS_clock_getres, clock, &mut ts as *mut libc::timespec) })?;
+    unsafe { syscall(libc::SYS_clock_getres, args([clock as u64, &mut ts as *mut libc::timespec as u64])) }?;
     Ok(ts)
 }
 
 pub fn getrandom(buf: &mut [u8], flags: u32) -> R<usize> {
     // SAFETY: valid buffer of buf.len() bytes.
-    check_retry(|| unsafe { libc::syscall(libc::SYS_getrandom, buf.as_mut_ptr(), buf.len(), flags) })
+    unsafe { syscall_retry(libc::SYS_getrandom, args([buf.as_mut_ptr() as u64, buf.len() as u64, flags as u64])) }
 }
 
 pub fn uname() -> libc::utsname {
@@ -68,7 +69,7 @@ pub fn ids() -> Ids {
 
 pub fn sched_yield() {
     // SAFETY: cannot fail.
-    unsafe { libc::sched_yield() };
+    let _ = unsafe { syscall(libc::SYS_sched_yield, args([])) };
 }
 
 /// Blocks while the guest word at `word` holds `val` (FUTEX_WAIT_BITSET).
@@ -80,15 +81,16 @@ pub fn futex_wait(word: GuestRange, val: u32, deadline: Option<&libc::timespec>,
         op |= libc::FUTEX_CLOCK_REALTIME;
     }
     let ts = deadline.map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let call = [word.addr() as u64, op as u64, val as u64, ts as u64, 0, bitset as u64];
     // SAFETY: word is a 4-byte range inside physical memory; ts is null or valid.
-    check(unsafe { libc::syscall(libc::SYS_futex, word.addr(), op, val, ts, 0usize, bitset) }).map(drop)
+    unsafe { syscall(libc::SYS_futex, call) }.map(drop)
 }
 
 /// Wakes up to `n` waiters on the guest word at `word` whose bitset matches.
 pub fn futex_wake(word: GuestRange, n: u32, bitset: u32) -> R<usize> {
     let op = libc::FUTEX_WAKE_BITSET | libc::FUTEX_PRIVATE_FLAG;
     // SAFETY: word lies inside physical memory; FUTEX_WAKE does not write it.
-    check(unsafe { libc::syscall(libc::SYS_futex, word.addr(), op, n, 0usize, 0usize, bitset) })
+    unsafe { syscall(libc::SYS_futex, [word.addr() as u64, op as u64, n as u64, 0, 0, bitset as u64]) }
 }
 
 /// Writes all of `buf` to a host descriptor of nomu's own (its log).
@@ -110,9 +112,10 @@ pub fn write_all(fd: i32, mut buf: &[u8]) {
 /// (`val2` is the second count, passed in the timeout slot as Linux does).
 pub fn futex_raw(w1: GuestRange, cmd: i32, val: u32, val2: u64, w2: GuestRange, val3: u32) -> R<usize> {
     let op = cmd | libc::FUTEX_PRIVATE_FLAG;
+    let call = [w1.addr() as u64, op as u64, val as u64, val2, w2.addr() as u64, val3 as u64];
     // SAFETY: both words lie inside physical memory; these commands take a
     // count, not a pointer, in the timeout slot.
-    check(unsafe { libc::syscall(libc::SYS_futex, w1.addr(), op, val, val2, w2.addr(), val3) })
+    unsafe { syscall(libc::SYS_futex, call) }
 }
 
 pub fn set_gs_base(v: u64) -> R<()> {
