@@ -104,10 +104,5 @@ pub unsafe fn syscall(nr: libc::c_long, args: [u64; 6]) -> Result<usize, Errno> 
     }
     let call = [nr as u64, args[0], args[1], args[2], args[3], args[4], args[5]];
     // SAFETY: the caller's contract; the note lives as long as this thread.
-    let r = unsafe { nomu_interruptible_syscall(&call, note) };
-    if (-4095..0).contains(&r) {
-        Err(Errno(-r as i32))
-    } else {
-        Ok(r as usize)
-    }
+    super::syscall::result(unsafe { nomu_interruptible_syscall(&call, note) })
 }

@@ -51,11 +51,15 @@ extern "C" {
 #[inline]
 pub unsafe fn syscall(nr: libc::c_long, args: [u64; 6]) -> Result<usize, Errno> {
     // SAFETY: the caller's contract; the stub reads the six arguments.
-    let r = unsafe { nomu_host_syscall(nr, &args) };
-    if (-4095..0).contains(&r) {
-        Err(Errno(-r as i32))
+    result(unsafe { nomu_host_syscall(nr, &args) })
+}
+
+/// A raw syscall result (-errno on failure) as a Result.
+pub fn result(raw: i64) -> Result<usize, Errno> {
+    if (-4095..0).contains(&raw) {
+        Err(Errno(-raw as i32))
     } else {
-        Ok(r as usize)
+        Ok(raw as usize)
     }
 }
 
