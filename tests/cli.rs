@@ -101,6 +101,65 @@ cwd: /
     let _ = std::fs::remove_dir_all(root);
 }
 
+/// What a guest must never change outside its root: mode, owner and times.
+fn host_attributes(p: &Path) -> (u32, u32, i64, i64, i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.mode(), m.uid(), m.mtime(), m.mtime_nsec(), m.atime(), m.atime_nsec())
+}
+
+fn final_dotdot_and_device_nodes_stay_inside_the_root(e: Entry) {
+    // The fuzzer's finding: lstat("/.."), fstatat(AT_SYMLINK_NOFOLLOW),
+    // statx, faccessat2 and utimensat("/..") reached the host directory
+    // above the root; chmod and touch of /dev/null changed the host's node.
+    let outer = scratch("dotdot", e);
+    let root = outer.join("root");
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("tmp")).unwrap();
+    std::fs::copy(bin("nomu-tests/root_escape"), root.join("bin/root_escape")).unwrap();
+    let watched = [outer.clone(), "/dev/null".into(), "/dev/zero".into(), "/dev/urandom".into()];
+    let before: Vec<_> = watched.iter().map(|p| host_attributes(p)).collect();
+    let out = e.run(&["--root", s(&root), "--", "/bin/root_escape"]);
+    let after: Vec<_> = watched.iter().map(|p| host_attributes(p)).collect();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    for ((p, b), a) in watched.iter().zip(&before).zip(&after) {
+        assert_eq!(b, a, "{} changed", p.display());
+    }
+    let expected = "\
+lstat /..: the root
+fstatat nofollow /..: the root
+lstat /../: the root
+fstatat nofollow /../: the root
+lstat /.: the root
+fstatat nofollow /.: the root
+lstat /../..: the root
+fstatat nofollow /../..: the root
+lstat /tmp/../..: the root
+fstatat nofollow /tmp/../..: the root
+lstat ..: the root
+fstatat nofollow ..: the root
+lstat ../..: the root
+fstatat nofollow ../..: the root
+statx nofollow /..: the root
+faccessat2 nofollow /..: 0
+utimensat nofollow /..: the root's mtime is 7654321
+utimensat nofollow ../..: ok
+rmdir /..: Directory not empty
+rmdir /: Resource busy
+mkdir /..: File exists
+chmod /dev/null: refused
+fchmod /dev/null: refused
+fchmodat /dev/zero: refused
+utimensat /dev/null: refused
+touch /dev/null: refused
+futimens /dev/null: refused
+utimensat nofollow /dev/urandom: refused
+ok
+";
+    assert_eq!(text(&out.stdout), expected);
+    let _ = std::fs::remove_dir_all(outer);
+}
+
 fn files_written_before_exit_are_kept(e: Entry) {
     let native_dir = scratch("files-native", e);
     let nomu_dir = scratch("files-nomu", e);
@@ -302,6 +361,7 @@ entry_matrix!(
     trace_prints_one_strace_like_line_per_syscall,
     unknown_syscalls_fail_with_enosys_and_a_trace_line,
     paths_cannot_leave_the_root,
+    final_dotdot_and_device_nodes_stay_inside_the_root,
     files_written_before_exit_are_kept,
     guest_closing_its_stdio_leaves_nomus_alone,
     fixed_address_program_runs_when_its_range_is_free,

@@ -60,6 +60,13 @@ impl Root {
         let trimmed_len = abs.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
         let slash = abs[..trimmed_len].iter().rposition(|&b| b == b'/').unwrap_or(0);
         let (dir, name) = (&abs[..slash.max(1)], &abs[slash + 1..]);
+        if last_component(abs) == b".." {
+            // The host would take a final `..` from the directory it is
+            // handed, and the root's parent lies outside the root: resolve
+            // the whole path inside the root and name that directory itself.
+            let dirfd = self.open_path(abs, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+            return Ok((dirfd, c".".into()));
+        }
         let name = if name.is_empty() { &b"."[..] } else { name };
         let dirfd = self.open_path(dir, libc::O_PATH | libc::O_DIRECTORY, 0)?;
         Ok((dirfd, cstring(name)?))
@@ -92,6 +99,13 @@ pub fn join(base: &[u8], path: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(path);
     out
+}
+
+/// The last component of a path, without trailing slashes ("" for "/").
+pub fn last_component(path: &[u8]) -> &[u8] {
+    let end = path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    let start = path[..end].iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+    &path[start..end]
 }
 
 /// Lexically normalises an absolute path ("." and ".." and repeated
@@ -178,6 +192,10 @@ mod tests {
         assert_eq!(join(b"/a", b"/x"), b"/x");
         assert_eq!(normalize(b"/a/./b/../../../dev//null"), b"/dev/null");
         assert_eq!(normalize(b"/"), b"/");
+        assert_eq!(last_component(b"/a/.."), b"..");
+        assert_eq!(last_component(b"/a/..//"), b"..");
+        assert_eq!(last_component(b"/"), b"");
+        assert_eq!(last_component(b"x"), b"x");
     }
 
     #[test]

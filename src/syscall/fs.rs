@@ -144,6 +144,26 @@ impl Ctx<'_, '_> {
     }
 }
 
+/// Device nodes are the host's own (`/dev/null` and its kin are the host's
+/// nodes whatever the root holds, and with `--root /` all of /dev is the
+/// host's): their attributes and names are not a guest's to change. EPERM,
+/// as in an unprivileged container, whose /dev nodes belong to the host.
+fn refuse_device_node(st: &libc::stat) -> Result<(), Errno> {
+    match FileKind::from_mode(st.st_mode) {
+        FileKind::CharDevice | FileKind::BlockDevice => Err(Errno::EPERM),
+        _ => Ok(()),
+    }
+}
+
+/// The same for a directory entry, when it exists (a missing one is for
+/// the call itself to report).
+fn refuse_device_entry(dir: &OwnedFd, name: &CString) -> Result<(), Errno> {
+    match hostfs::fstatat(dir.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => refuse_device_node(&st),
+        Err(_) => Ok(()),
+    }
+}
+
 /// `/proc/self/fd/N` of a host descriptor: lets calls that cannot take an
 /// O_PATH descriptor (chmod, access, link) act on a resolved object.
 fn proc_fd_path(fd: std::os::fd::BorrowedFd) -> CString {
@@ -327,11 +347,14 @@ pub fn sys_fchdir(ctx: &mut Ctx, a: &Args) -> SysResult {
 }
 
 fn entry(ctx: &Ctx, dirfd: i32, ptr: u64) -> Result<(OwnedFd, CString), Errno> {
-    let abs = ctx.abs_path(dirfd, ptr, false)?;
+    entry_of(ctx, &ctx.abs_path(dirfd, ptr, false)?)
+}
+
+fn entry_of(ctx: &Ctx, abs: &[u8]) -> Result<(OwnedFd, CString), Errno> {
     if matches!(path::special(&abs), Some(Special::Hidden)) {
         return Err(Errno::ENOENT);
     }
-    ctx.kernel().root.parent_of(&abs)
+    ctx.kernel().root.parent_of(abs)
 }
 
 pub fn sys_mkdirat(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -348,7 +371,18 @@ pub fn sys_unlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
     if flags & !libc::AT_REMOVEDIR != 0 {
         return Err(Errno::EINVAL);
     }
-    let (dir, name) = entry(ctx, int(a[0]), a[1])?;
+    let abs = ctx.abs_path(int(a[0]), a[1], false)?;
+    let (dir, name) = entry_of(ctx, &abs)?;
+    if flags & libc::AT_REMOVEDIR != 0 {
+        // Linux's do_rmdir judges the last component once its parent is found.
+        match path::last_component(&abs) {
+            b"" => return Err(Errno::EBUSY),
+            b"." => return Err(Errno::EINVAL),
+            b".." => return Err(Errno::ENOTEMPTY),
+            _ => {}
+        }
+    }
+    refuse_device_entry(&dir, &name)?;
     hostfs::unlinkat(dir.as_fd(), &name, flags).map(|_| 0)
 }
 
@@ -367,6 +401,8 @@ pub fn sys_renameat2(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
     let (od, on) = entry(ctx, int(a[0]), a[1])?;
     let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
+    refuse_device_entry(&od, &on)?;
+    refuse_device_entry(&nd, &nn)?;
     hostfs::renameat2(od.as_fd(), &on, nd.as_fd(), &nn, flags).map(|_| 0)
 }
 
@@ -423,6 +459,7 @@ pub fn sys_linkat(ctx: &mut Ctx, a: &Args) -> SysResult {
     let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
     let old = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
     let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
+    refuse_device_node(&stat_target(&old)?)?;
     let (od, on, at_flags) = old.at();
     let link_flags = if at_flags & libc::AT_SYMLINK_NOFOLLOW != 0 { 0 } else { libc::AT_SYMLINK_FOLLOW };
     hostfs::linkat(od, &on, nd.as_fd(), &nn, link_flags).map(|_| 0)
@@ -435,6 +472,7 @@ pub fn sys_link(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_fchmodat(ctx: &mut Ctx, a: &Args) -> SysResult {
     let t = ctx.target(int(a[0]), a[1], true, false)?;
+    refuse_device_node(&stat_target(&t)?)?;
     let (dir, name, _) = t.at();
     hostfs::fchmodat(dir, &name, a[2] as u32 & 0o7777).map(|_| 0)
 }
@@ -445,6 +483,7 @@ pub fn sys_chmod(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_fchmod(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.file(a[0])?;
+    refuse_device_node(&hostfs::fstat(f.fd())?)?;
     hostfs::fchmod(f.fd(), a[1] as u32 & 0o7777).map(|_| 0)
 }
 
@@ -479,10 +518,12 @@ pub fn sys_utimensat(ctx: &mut Ctx, a: &Args) -> SysResult {
     // A NULL path means the descriptor itself (futimens).
     if path == 0 {
         let f = ctx.file(dirfd as u32 as u64)?;
+        refuse_device_node(&hostfs::fstat(f.fd())?)?;
         return hostfs::utimensat(f.fd(), None, ts.as_ref(), 0).map(|_| 0);
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let t = ctx.target(dirfd, path, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    refuse_device_node(&stat_target(&t)?)?;
     let (dir, name, at_flags) = t.at();
     hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
 }
