@@ -351,7 +351,7 @@ fn entry(ctx: &Ctx, dirfd: i32, ptr: u64) -> Result<(OwnedFd, CString), Errno> {
 }
 
 fn entry_of(ctx: &Ctx, abs: &[u8]) -> Result<(OwnedFd, CString), Errno> {
-    if matches!(path::special(&abs), Some(Special::Hidden)) {
+    if matches!(path::special(abs), Some(Special::Hidden)) {
         return Err(Errno::ENOENT);
     }
     ctx.kernel().root.parent_of(abs)
