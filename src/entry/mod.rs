@@ -49,8 +49,10 @@ pub struct GuestRegs {
 
 impl GuestRegs {
     /// Syscall number and arguments, as the x86-64 syscall ABI passes them.
+    /// Linux takes the number as an `int`: the upper 32 bits of rax are
+    /// ignored (do_syscall_64).
     pub fn syscall_nr(&self) -> u64 {
-        self.rax
+        self.rax as u32 as u64
     }
 
     pub fn syscall_args(&self) -> [u64; 6] {

@@ -8,10 +8,31 @@ use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
 
 const PROT_ALL: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
 const MAP_SHARED_VALIDATE: i32 = 3;
+/// The top of a 4-level x86-64 user address space.
+const TASK_SIZE: usize = crate::mm::uaccess::TASK_SIZE_MAX as usize;
 
 pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (addr, len, prot, flags, fd, off) = (a[0] as usize, a[1] as usize, int(a[2]), int(a[3]), a[4], a[5]);
-    if len == 0 || !is_page_aligned(off as usize) || prot & !PROT_ALL != 0 {
+    // Linux's order: the offset (x86's mmap), the descriptor
+    // (ksys_mmap_pgoff), then do_mmap's length, placement and type checks.
+    if !is_page_aligned(off as usize) {
+        return Err(Errno::EINVAL);
+    }
+    let open_file = if flags & libc::MAP_ANONYMOUS == 0 { Some(ctx.io_file(fd)?) } else { None };
+    if len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    // Linux checks the end in pages: only a page offset that wraps overflows.
+    if (off / PAGE_SIZE as u64).checked_add((len / PAGE_SIZE) as u64).is_none() {
+        return Err(Errno::EOVERFLOW);
+    }
+    let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
+    // get_unmapped_area: the range must fit below TASK_SIZE, then be aligned.
+    if len > TASK_SIZE || (fixed && addr > TASK_SIZE - len) {
+        return Err(Errno::ENOMEM);
+    }
+    if fixed && !is_page_aligned(addr) {
         return Err(Errno::EINVAL);
     }
     let shared = match flags & 3 {
@@ -19,21 +40,11 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
         libc::MAP_SHARED | MAP_SHARED_VALIDATE => true,
         _ => return Err(Errno::EINVAL),
     };
-    let len = page_up(len).ok_or(Errno::ENOMEM)?;
-    // Linux checks the end in pages: only a page offset that wraps overflows.
-    if (off / PAGE_SIZE as u64).checked_add((len / PAGE_SIZE) as u64).is_none() {
-        return Err(Errno::EOVERFLOW);
-    }
-    let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
-    if fixed && !is_page_aligned(addr) {
-        return Err(Errno::EINVAL);
-    }
+    // Unknown protection bits are ignored, as Linux's calc_vm_prot_bits does.
+    let prot = prot & PROT_ALL;
     let mut vma = Vma::new(0, prot, VmaKind::Anon);
     vma.shared = shared;
-    let file = if flags & libc::MAP_ANONYMOUS != 0 {
-        None
-    } else {
-        let f = ctx.io_file(fd)?;
+    let file = if let Some(f) = open_file {
         match f.kind() {
             FileKind::Regular => {}
             FileKind::CharDevice if f.path.ends_with(b"/dev/zero") => {}
@@ -52,6 +63,8 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
         } else {
             None
         }
+    } else {
+        None
     };
     let mut space = ctx.space().lock().unwrap();
     if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
@@ -67,7 +80,8 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_munmap(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (addr, len) = (a[0] as usize, a[1] as usize);
-    if !is_page_aligned(addr) || len == 0 {
+    // Linux's do_vmi_munmap: the range must lie below TASK_SIZE.
+    if !is_page_aligned(addr) || addr > TASK_SIZE || len > TASK_SIZE - addr || len == 0 {
         return Err(Errno::EINVAL);
     }
     let len = page_up(len).ok_or(Errno::EINVAL)?;

@@ -326,6 +326,28 @@ static void test_errors(void)
 	CHECK_ERR(syscall(SYS_mmap, (void *)0x10001000UL + 5, PG, PROT_READ,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), EINVAL);
 	CHECK_ERR(syscall(SYS_mmap, NULL, -PG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), ENOMEM);
+	/* Linux's order of checks (regression: nomu checked the length, the
+	 * type and the protection before the descriptor, and refused unknown
+	 * protection bits that Linux ignores). */
+	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, 0, 9999, 0), EBADF);
+	CHECK_ERR(syscall(SYS_mmap, NULL, 0, PROT_READ, MAP_PRIVATE, 9999, 0), EBADF);
+	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, MAP_PRIVATE, 9999, 1), EINVAL);
+	CHECK_ERR(syscall(SYS_mmap, (void *)0x10001005UL, PG, PROT_READ, MAP_PRIVATE | MAP_FIXED,
+			  9999, 0), EBADF);
+	CHECK_ERR(syscall(SYS_mmap, (void *)0x10001005UL, PG, PROT_READ, MAP_ANONYMOUS | MAP_FIXED,
+			  -1, 0), EINVAL);
+	CHECK_ERR(syscall(SYS_mmap, NULL, -PG, PROT_READ, MAP_ANONYMOUS, -1, 0), ENOMEM);
+	long odd = syscall(SYS_mmap, NULL, PG, PROT_READ | PROT_WRITE | 0x80,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(odd != -1);
+	if (odd != -1) {
+		*(volatile char *)odd = 1;
+		CHECK_OK(syscall(SYS_munmap, odd, PG));
+	}
+	/* munmap's range must lie below the top of user space. */
+	CHECK_ERR(syscall(SYS_munmap, 0, -PG), EINVAL);
+	CHECK_ERR(syscall(SYS_munmap, 0x1000, 0x7ffffffff000UL), EINVAL);
+	CHECK_ERR(syscall(SYS_munmap, 0x800000000000UL, PG), EINVAL);
 	void *p = ANON(2 * PG);
 	CHECK(p != MAP_FAILED);
 	CHECK_ERR(syscall(SYS_munmap, (char *)p + 1, PG), EINVAL);
