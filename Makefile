@@ -87,7 +87,7 @@ demo: setup nomu $(DEMO)
 # vm.mmap_min_addr=0, which the wrapper sets when it may (and restores).
 test: setup nomu guests
 	$(NOMU) info
-	scripts/with-zpoline-sysctl.sh $(CARGO) test --release
+	scripts/with-zpoline-sysctl.sh $(CARGO) test --profile ci
 
 # The comparison systems are installed only here: nothing else needs them.
 # zpoline runs only with vm.mmap_min_addr=0 (set and restored by the wrapper).

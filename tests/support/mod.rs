@@ -1,7 +1,8 @@
 //! The entry-path matrix every integration test runs in: the same test, once
 //! per entry path (`nomu run --entry NAME`). A path this host cannot run is
 //! skipped with the reason `nomu info` gives, written straight to the test
-//! output (not captured), so a skip is never silent. (Each test crate uses
+//! output (not captured), so a skip is never silent; as root or under CI a
+//! skip fails the test instead. (Each test crate uses
 //! a part of this module, hence the allows.)
 
 #![allow(dead_code, unused_macros, unused_imports)]
@@ -54,9 +55,28 @@ pub fn unavailable(entry: &str) -> Option<String> {
     Some(format!("nomu info does not list it:\n{info}"))
 }
 
-/// Runs `test` on `entry`, or reports the skip.
+/// Whether every entry path must run: under CI (`CI` set) and as root, where
+/// all four can (`make test` sets vm.mmap_min_addr for zpoline), a skipped
+/// path is a failure. `NOMU_TEST_ALLOW_SKIP=1` lets a developer's run skip.
+fn skip_is_failure() -> bool {
+    if std::env::var_os("NOMU_TEST_ALLOW_SKIP").is_some_and(|v| v == "1") {
+        return false;
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    std::env::var_os("CI").is_some() || unsafe { libc::geteuid() } == 0
+}
+
+/// Runs `test` on `entry`, or reports the skip (a failure where every path
+/// must run: see skip_is_failure).
 pub fn on_entry(entry: &'static str, test_name: &str, test: impl FnOnce(Entry)) {
     if let Some(why) = unavailable(entry) {
+        if skip_is_failure() {
+            panic!(
+                "{test_name} cannot run on entry path {entry}: {why}\n\
+                 (as root or under CI every path must run: use `make test`, which sets \
+                 vm.mmap_min_addr for zpoline, or NOMU_TEST_ALLOW_SKIP=1 to skip)"
+            );
+        }
         // Straight to fd 2: the test harness captures print! but not this.
         let _ = writeln!(std::io::stderr(), "skipped {test_name} on entry path {entry}: {why}");
         return;
