@@ -102,6 +102,12 @@ lint:
 	@# no floating point outside the benchmark's own code.
 	@if grep -rnE '\b(f32|f64)\b|_f(32|64)\b' src --include='*.rs' --exclude-dir=bench; then \
 		echo "lint: floating point outside src/bench (see the MXCSR note in src/entry/zpoline.rs)"; exit 1; fi
+	@# One way to wait (src/kernel/waiter.rs): nothing sleeps in slices to
+	@# look again. The timer thread's wait until its next deadline is the
+	@# one timed wait, and it is not a guest's.
+	@if grep -rnE 'thread::sleep|\.wait_timeout\(|WAIT_SLICE' src --include='*.rs' --exclude-dir=bench \
+		| grep -v '^src/kernel/timer.rs:'; then \
+		echo "lint: a sleep or timed wait (block through src/kernel/waiter.rs instead)"; exit 1; fi
 	@# Host calls on a guest's path refill the return stack (src/host/syscall.rs):
 	@# none of libc's wrappers in the file-system calls.
 	@if grep -nE 'libc::[a-z_0-9]+\(' src/host/fs.rs; then \

@@ -51,6 +51,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -513,6 +514,103 @@ static int loop_signal(unsigned long iters)
     return 0;
 }
 
+/* ---- wake-ups: another thread ends a wait ----
+ *
+ * A waker thread sleeps in FUTEX_WAIT on `armed`; each iteration the main
+ * thread bumps it, wakes the waker and waits in the call measured, which
+ * the waker then ends (a signal, or a FUTEX_WAKE). So each iteration is a
+ * futex wake of the waker plus the wake-up measured: wake_futex (the
+ * futex wake each way) is the baseline to read the others against. */
+
+#define WAKE_SIGNAL 1
+#define WAKE_FUTEX 2
+static uint32_t armed, answered;
+static volatile int waker_mode, waker_stop;
+static pthread_t main_thread, waker_thread;
+
+static long bench_futex(uint32_t *w, int op, uint32_t v)
+{
+    return syscall(SYS_futex, w, op | 128 /* FUTEX_PRIVATE_FLAG */, v, NULL, NULL, 0);
+}
+
+static void *waker(void *arg)
+{
+    uint32_t seen = 0;
+    for (;;) {
+        while (__atomic_load_n(&armed, __ATOMIC_ACQUIRE) == seen)
+            bench_futex(&armed, 0 /* FUTEX_WAIT */, seen);
+        seen = __atomic_load_n(&armed, __ATOMIC_ACQUIRE);
+        if (waker_stop)
+            return arg;
+        if (waker_mode == WAKE_SIGNAL) {
+            pthread_kill(main_thread, SIGUSR1);
+        } else {
+            __atomic_store_n(&answered, seen, __ATOMIC_RELEASE);
+            bench_futex(&answered, 1 /* FUTEX_WAKE */, 1);
+        }
+    }
+}
+
+static void arm_waker(void)
+{
+    __atomic_add_fetch(&armed, 1, __ATOMIC_RELEASE);
+    bench_futex(&armed, 1 /* FUTEX_WAKE */, 1);
+}
+
+static int start_waker(int mode)
+{
+    main_thread = pthread_self();
+    waker_mode = mode;
+    waker_stop = 0;
+    armed = answered = 0;
+    return pthread_create(&waker_thread, NULL, waker, NULL);
+}
+
+static void stop_waker(void)
+{
+    waker_stop = 1;
+    arm_waker();
+    pthread_join(waker_thread, NULL);
+}
+
+static int loop_wake_futex(unsigned long iters)
+{
+    for (unsigned long i = 0; i < iters; i++) {
+        uint32_t want = armed + 1, now;
+        arm_waker();
+        while ((now = __atomic_load_n(&answered, __ATOMIC_ACQUIRE)) != want)
+            bench_futex(&answered, 0 /* FUTEX_WAIT */, now);
+    }
+    return 0;
+}
+
+/* SIGUSR1 stays blocked outside the waits, so it can only land in them. */
+static int loop_wake_sigsuspend(unsigned long iters)
+{
+    sigset_t open_mask;
+    pthread_sigmask(SIG_SETMASK, NULL, &open_mask);
+    sigdelset(&open_mask, SIGUSR1);
+    for (unsigned long i = 0; i < iters; i++) {
+        arm_waker();
+        if (sigsuspend(&open_mask) != -1 || errno != EINTR)
+            return errno ? errno : EIO;
+    }
+    return 0;
+}
+
+static int loop_wake_sigtimedwait(unsigned long iters)
+{
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    for (unsigned long i = 0; i < iters; i++) {
+        arm_waker();
+        if (sigwaitinfo(&usr1, NULL) != SIGUSR1)
+            return errno ? errno : EIO;
+    }
+    return 0;
+}
+
 /* ---- sigsys_raw and the SIGSYS emulator floors ---- */
 
 static volatile unsigned long sigsys_count;
@@ -855,6 +953,7 @@ enum {
     NEED_ECHO = 8,
     NEED_HANDLER = 16,
     NEED_SELECT = 32,
+    NEED_WAKER = 64, /* arg: WAKE_SIGNAL or WAKE_FUTEX */
 };
 
 struct op {
@@ -882,6 +981,9 @@ static const struct op ops[] = {
     {"vfork_exec", loop_vfork_exec, 0, 0, NOT_SIGSYS},
     {"spawn", loop_spawn, 0, 0, NOT_SIGSYS},
     {"spawn_sh", loop_spawn_sh, NEED_SH, 0, NOT_SIGSYS},
+    {"wake_futex", loop_wake_futex, NEED_WAKER, WAKE_FUTEX, NOT_SIGSYS},
+    {"wake_sigsuspend", loop_wake_sigsuspend, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
+    {"wake_sigtimedwait", loop_wake_sigtimedwait, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
     {"sigsys_raw", loop_sigsys, 0, 0, SIGSYS_RAW},
     {"sigsys_floor_getpid", loop_floor_getpid, 0, 0, SIGSYS_FLOOR},
     {"sigsys_floor_fstat", loop_floor_fstat, NEED_FILE, 0, SIGSYS_FLOOR},
@@ -1082,8 +1184,26 @@ int main(int argc, char **argv)
                 continue;
             }
         }
+        sigset_t usr1, old_mask;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        if (op->needs & NEED_WAKER) {
+            /* Blocked before the waker exists, so it inherits the block
+             * and the signal is for the main thread's waits only. */
+            pthread_sigmask(SIG_BLOCK, &usr1, &old_mask);
+            int e = start_waker(op->arg);
+            if (e) {
+                pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+                op_error(op->name, "start the waker thread", e);
+                continue;
+            }
+        }
         struct timing t;
         int err = measure(op->fn, iters, &t);
+        if (op->needs & NEED_WAKER) {
+            stop_waker();
+            pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+        }
         if (op->needs & NEED_SELECT)
             close_select_fds();
         if (echo_pid > 0) {

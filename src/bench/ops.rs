@@ -27,6 +27,9 @@ pub const OPS: &[Op] = &[
     Op { name: "vfork_exec", label: "vfork + execve + wait" },
     Op { name: "spawn", label: "posix_spawn + wait" },
     Op { name: "spawn_sh", label: "posix_spawn sh -c :" },
+    Op { name: "wake_futex", label: "futex wake round trip, 2 threads" },
+    Op { name: "wake_sigsuspend", label: "sigsuspend woken by a thread's signal" },
+    Op { name: "wake_sigtimedwait", label: "sigwaitinfo woken by a thread's signal" },
 ];
 
 /// The raw SIGSYS round trip, measured natively only: the floor of any

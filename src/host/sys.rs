@@ -4,6 +4,7 @@ use super::check;
 use super::physmem::GuestRange;
 use super::syscall::{args, syscall, syscall_retry};
 use crate::kernel::errno::Errno;
+use std::sync::atomic::AtomicU32;
 
 type R<T> = Result<T, Errno>;
 
@@ -82,8 +83,34 @@ pub fn futex_wait(word: GuestRange, val: u32, deadline: Option<&libc::timespec>,
     }
     let ts = deadline.map_or(std::ptr::null(), |t| t as *const libc::timespec);
     let call = [word.addr() as u64, op as u64, val as u64, ts as u64, 0, bitset as u64];
-    // SAFETY: word is a 4-byte range inside physical memory; ts is null or valid.
-    unsafe { syscall(libc::SYS_futex, call) }.map(drop)
+    // SAFETY: word is a 4-byte range inside physical memory; ts is null or
+    // valid. Through host::blocking: a kick ends the wait (EINTR).
+    unsafe { super::blocking::syscall(libc::SYS_futex, call) }.map(drop)
+}
+
+/// A relative timeout as the host's timespec (None: forever).
+fn host_timeout(timeout: Option<std::time::Duration>) -> Option<libc::timespec> {
+    timeout
+        .map(|d| libc::timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as i64 })
+}
+
+/// Waits while nomu's own `word` holds `val`, at most `timeout`, until
+/// wake_word; through host::blocking, so a kick ends it (EINTR). EAGAIN:
+/// the word had changed already.
+pub fn wait_word(word: &AtomicU32, val: u32, timeout: Option<std::time::Duration>) -> R<()> {
+    let ts = host_timeout(timeout);
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let op = libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG;
+    let call = [word.as_ptr() as u64, op as u64, val as u64, ts_ptr as u64, 0, 0];
+    // SAFETY: word is a live 4-byte atomic; ts is null or valid.
+    unsafe { super::blocking::syscall(libc::SYS_futex, call) }.map(drop)
+}
+
+/// Wakes every thread waiting in wait_word on `word`.
+pub fn wake_word(word: &AtomicU32) {
+    let op = libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG;
+    // SAFETY: word is a live 4-byte atomic; FUTEX_WAKE does not write it.
+    let _ = unsafe { syscall(libc::SYS_futex, [word.as_ptr() as u64, op as u64, i32::MAX as u64, 0, 0, 0]) };
 }
 
 /// Wakes up to `n` waiters on the guest word at `word` whose bitset matches.
@@ -200,19 +227,23 @@ pub fn gettid() -> i32 {
 /// Polls host descriptors. A host signal ending the wait early (a kick on
 /// the zpoline path) reads as a timeout: callers wait in slices and look
 /// for guest signals between them anyway.
-pub fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> R<usize> {
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: fds is a valid array of fds.len() pollfd structs.
-    match check(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } as libc::c_long) {
-        Err(Errno::EINTR) => Ok(0),
-        r => r,
-    }
+/// poll on host descriptors, at most `timeout` (None: forever); through
+/// host::blocking, so a kick ends it (EINTR).
+pub fn poll(fds: &mut [libc::pollfd], timeout: Option<std::time::Duration>) -> R<usize> {
+    let ts = host_timeout(timeout);
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let call = [fds.as_mut_ptr() as u64, fds.len() as u64, ts_ptr as u64, 0, 8, 0];
+    // SAFETY: fds is a valid array of fds.len() pollfd structs; ts is null
+    // or valid; no signal mask is passed.
+    unsafe { super::blocking::syscall(libc::SYS_ppoll, call) }
 }
 
-/// Sleeps until `deadline` on `clock` (absolute), or less if interrupted.
-pub fn sleep_until(clock: i32, deadline: &libc::timespec) {
+/// Sleeps until `deadline` on `clock` (absolute); through host::blocking,
+/// so a kick ends it (EINTR).
+pub fn sleep_until(clock: i32, deadline: &libc::timespec) -> R<()> {
+    let call = [clock as u64, libc::TIMER_ABSTIME as u64, deadline as *const libc::timespec as u64, 0, 0, 0];
     // SAFETY: valid timespec; with TIMER_ABSTIME no remainder is written.
-    unsafe { libc::clock_nanosleep(clock, libc::TIMER_ABSTIME, deadline, std::ptr::null_mut()) };
+    unsafe { super::blocking::syscall(libc::SYS_clock_nanosleep, call) }.map(drop)
 }
 
 fn sigset(sigs: &[i32]) -> libc::sigset_t {

@@ -9,6 +9,7 @@ pub mod signal;
 pub mod task;
 pub mod timer;
 pub mod trap;
+pub mod waiter;
 
 use crate::entry::EntryPath;
 use crate::fs::file::OpenFile;
@@ -173,6 +174,7 @@ impl Kernel {
         thread.process.threads.lock().unwrap().push(thread.clone());
         self.continue_thread(thread.clone(), start).inspect_err(|_| {
             thread.process.threads.lock().unwrap().retain(|x| !Arc::ptr_eq(x, &thread));
+            thread.process.thread_left.notify();
         })
     }
 
@@ -293,6 +295,7 @@ impl Kernel {
                 }
             }
             if process.stopped.swap(0, std::sync::atomic::Ordering::AcqRel) != 0 {
+                process.continued.notify();
                 self.tasks.stop_event(process.pid, task::StopEvent::Continued);
                 self.notify_parent_stop(process, 6, libc::SIGCONT); // CLD_CONTINUED
             }

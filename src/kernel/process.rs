@@ -1,11 +1,12 @@
 //! Guest processes and threads: the home of the process lifecycle.
 
 use super::signal::{AltStack, Pending, SignalActions};
+use super::waiter::Event;
 use crate::fs::fdtable::FdTable;
 use crate::mm::phys::PhysicalMemory;
 use crate::mm::space::AddressSpace;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How a process ended.
@@ -74,8 +75,9 @@ pub struct Process {
     pub cmdline: Mutex<Vec<u8>>,
     /// Set when a vfork child stops borrowing its parent's memory (it
     /// exec'd or exited), which lets the parent continue.
-    vfork_released: Mutex<bool>,
-    vfork_cv: Condvar,
+    vfork_released: AtomicBool,
+    /// Notified when vfork_released is set.
+    pub vfork_release: Event,
     /// The process's threads.
     pub threads: Mutex<Vec<Arc<Thread>>>,
     /// Set by exit_group or a fatal signal: every thread leaves, and this is
@@ -84,6 +86,10 @@ pub struct Process {
     /// The signal that stopped it (job control), until SIGCONT or SIGKILL;
     /// 0 while it runs. Checked on every guest syscall, hence atomic.
     pub stopped: AtomicI32,
+    /// Notified when a stopped process continues.
+    pub continued: Event,
+    /// Notified when a thread leaves `threads` (execve's de_thread waits).
+    pub thread_left: Event,
     /// ITIMER_REAL (alarm, setitimer); not inherited by children.
     pub real_timer: Mutex<super::timer::RealTimer>,
     /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
@@ -135,13 +141,15 @@ impl Process {
             rlimits: Mutex::new(rlimits),
             cmdline: Mutex::new(exe.iter().copied().chain([0]).collect()),
             exe: Mutex::new(exe),
-            vfork_released: Mutex::new(false),
-            vfork_cv: Condvar::new(),
+            vfork_released: AtomicBool::new(false),
+            vfork_release: Event::new(),
             threads: Mutex::new(Vec::new()),
             group_exit: GroupExit::default(),
             real_timer: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
             stopped: AtomicI32::new(0),
+            continued: Event::new(),
+            thread_left: Event::new(),
         }
     }
 
@@ -175,18 +183,13 @@ impl Process {
 
     /// The vfork parent may run again (the child exec'd or exited).
     pub fn release_vfork_parent(&self) {
-        *self.vfork_released.lock().unwrap() = true;
-        self.vfork_cv.notify_all();
+        self.vfork_released.store(true, Ordering::SeqCst);
+        self.vfork_release.notify();
     }
 
-    /// Blocks the vfork parent until this child releases its memory, or
-    /// until `killed` says the parent must die (the wait is killable only,
-    /// as on Linux).
-    pub fn wait_vfork_release(&self, killed: &dyn Fn() -> bool) {
-        let mut released = self.vfork_released.lock().unwrap();
-        while !*released && !killed() {
-            released = self.vfork_cv.wait_timeout(released, super::trap::WAIT_SLICE).unwrap().0;
-        }
+    /// Whether this vfork child let its parent go (see release_vfork_parent).
+    pub fn vfork_parent_released(&self) -> bool {
+        self.vfork_released.load(Ordering::SeqCst)
     }
 }
 

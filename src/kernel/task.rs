@@ -3,6 +3,7 @@
 
 use super::errno::Errno;
 use super::process::{ExitStatus, Process};
+use super::waiter::Event;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -38,6 +39,19 @@ pub enum WaitResult {
     Continued,
 }
 
+/// What a wait4/waitid looks for among `parent`'s children: exits with
+/// `exited`, stops with `stopped` (WUNTRACED), continues with `continued`
+/// (WCONTINUED); `reap` takes what it reports (all but WNOWAIT).
+#[derive(Clone, Copy, Debug)]
+pub struct WaitQuery {
+    pub parent: u32,
+    pub which: WaitFor,
+    pub reap: bool,
+    pub exited: bool,
+    pub stopped: bool,
+    pub continued: bool,
+}
+
 /// Which children a wait is for (wait4's pid argument, waitid's idtype).
 #[derive(Clone, Copy, Debug)]
 pub enum WaitFor {
@@ -50,7 +64,7 @@ pub enum WaitFor {
 pub struct Tasks {
     table: Mutex<BTreeMap<u32, Task>>,
     /// A task exited or stopped or continued (for waiting parents).
-    changed: Condvar,
+    pub changed: Event,
     /// A task without a guest parent (init) exited: nomu's own wait. Apart
     /// from `changed` so nomu's main thread is not woken by every exit.
     root_exited: Condvar,
@@ -152,7 +166,7 @@ impl Tasks {
         if root {
             self.root_exited.notify_all();
         } else {
-            self.changed.notify_all();
+            self.changed.notify();
         }
     }
 
@@ -163,7 +177,7 @@ impl Tasks {
         if let Some(t) = self.table.lock().unwrap().get_mut(&pid) {
             t.stop_event = Some(event);
         }
-        self.changed.notify_all();
+        self.changed.notify();
     }
 
     /// The parent of `pid`, if alive.
@@ -173,76 +187,52 @@ impl Tasks {
         table.get(&ppid).filter(|t| t.zombie.is_none()).map(|t| t.process.clone())
     }
 
-    /// wait4/waitid for `parent`'s children: exits always, stops with
-    /// `stopped` (WUNTRACED), continues with `continued` (WCONTINUED).
-    /// Ok(None): nothing ready (only with `nohang`); ECHILD when no child
-    /// matches at all.
-    #[allow(clippy::too_many_arguments)]
-    pub fn wait_any(
-        &self,
-        parent: u32,
-        which: WaitFor,
-        nohang: bool,
-        reap: bool,
-        stopped: bool,
-        continued: bool,
-        interrupted: &dyn Fn() -> bool,
-    ) -> Result<Option<(u32, WaitResult)>, Errno> {
+    /// One look for a child `q` can report: Ok(None) when none is ready
+    /// yet, ECHILD when no child matches at all. The waiting (on `changed`)
+    /// is the caller's.
+    pub fn find_waitable(&self, q: &WaitQuery) -> Result<Option<(u32, WaitResult)>, Errno> {
         let mut table = self.table.lock().unwrap();
-        let parent_pgid = table.get(&parent).map_or(0, |t| t.pgid);
-        loop {
-            let mut any = false;
-            let mut ready = None;
-            for (&pid, t) in table.iter() {
-                let matches = t.ppid == parent
-                    && match which {
-                        WaitFor::Any => true,
-                        WaitFor::Pid(p) => p == pid,
-                        WaitFor::Group(0) => t.pgid == parent_pgid,
-                        WaitFor::Group(g) => t.pgid == g,
-                    };
-                if !matches {
-                    continue;
-                }
-                any = true;
-                if let Some(z) = t.zombie {
-                    ready = Some((pid, WaitResult::Exited(z)));
-                    break;
-                }
-                match t.stop_event {
-                    Some(StopEvent::Stopped(sig)) if stopped => {
-                        ready = Some((pid, WaitResult::Stopped(sig)));
-                        break;
-                    }
-                    Some(StopEvent::Continued) if continued => {
-                        ready = Some((pid, WaitResult::Continued));
-                        break;
-                    }
-                    _ => {}
-                }
+        let parent_pgid = table.get(&q.parent).map_or(0, |t| t.pgid);
+        let mut any = false;
+        let mut ready = None;
+        for (&pid, t) in table.iter() {
+            let matches = t.ppid == q.parent
+                && match q.which {
+                    WaitFor::Any => true,
+                    WaitFor::Pid(p) => p == pid,
+                    WaitFor::Group(0) => t.pgid == parent_pgid,
+                    WaitFor::Group(g) => t.pgid == g,
+                };
+            // A zombie is no child at all for a wait without WEXITED
+            // (Linux's wait_task_zombie leaves notask_error alone).
+            if !matches || (t.zombie.is_some() && !q.exited) {
+                continue;
             }
-            if !any {
-                return Err(Errno::ECHILD);
+            any = true;
+            match (t.zombie, t.stop_event) {
+                (Some(z), _) => ready = Some((pid, WaitResult::Exited(z))),
+                (None, Some(StopEvent::Stopped(sig))) if q.stopped => ready = Some((pid, WaitResult::Stopped(sig))),
+                (None, Some(StopEvent::Continued)) if q.continued => ready = Some((pid, WaitResult::Continued)),
+                _ => {}
             }
-            if let Some((pid, r)) = ready {
-                if reap {
-                    match r {
-                        WaitResult::Exited(_) => {
-                            table.remove(&pid);
-                        }
-                        _ => table.get_mut(&pid).unwrap().stop_event = None,
-                    }
-                }
-                return Ok(Some((pid, r)));
+            if ready.is_some() {
+                break;
             }
-            if nohang {
-                return Ok(None);
-            }
-            if interrupted() {
-                return Err(Errno::ERESTARTSYS);
-            }
-            table = self.changed.wait_timeout(table, super::trap::WAIT_SLICE).unwrap().0;
         }
+        if !any {
+            return Err(Errno::ECHILD);
+        }
+        if let Some((pid, r)) = ready {
+            if q.reap {
+                match r {
+                    WaitResult::Exited(_) => {
+                        table.remove(&pid);
+                    }
+                    _ => table.get_mut(&pid).unwrap().stop_event = None,
+                }
+            }
+        }
+        Ok(ready)
     }
 
     /// Blocks until `pid`, a task without a guest parent, has exited and

@@ -5,11 +5,11 @@ use super::errno::Errno;
 use super::process::{timeval_add, timeval_sub, ExitStatus, Mm, Process, Thread};
 use super::sigframe::{self, FaultRegs};
 use super::signal::{self, DefaultAction, SigInfo};
+use super::waiter::Wake;
 use super::Kernel;
 use crate::entry::{Fault, GuestKernel, Resume, StartState, Trap, TrapFrame};
 use crate::mm::uaccess::UserMem;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 pub struct ThreadCtx {
     pub kernel: &'static Kernel,
@@ -43,11 +43,6 @@ pub enum Ended {
     /// on from this state, on a host thread of its own.
     HandedOff(StartState),
 }
-
-/// How long a blocking call waits before it looks for signals again.
-/// Sliced waits keep every blocking call interruptible without racing a
-/// wake-up against the start of a host syscall.
-pub const WAIT_SLICE: Duration = Duration::from_millis(20);
 
 /// Body of a guest thread's host thread: run guest code; then leave the
 /// thread group, and if it was the last thread, end the process in this
@@ -117,13 +112,18 @@ pub fn finish_thread(kernel: &'static Kernel, thread: &Arc<Thread>, status: Exit
         return Ended::Thread; // ended already, on its behalf (a dying vfork parent)
     }
     let process = &thread.process;
+    // Every thread, the last one too, runs Linux's mm_release while its
+    // memory is still there: a process-shared robust mutex the process held
+    // reports EOWNERDEAD, and a CLONE_VM sharer waiting on clear_child_tid
+    // wakes.
+    release_thread(thread, &process.mm());
     let last = {
         let mut threads = process.threads.lock().unwrap();
         threads.retain(|t| !Arc::ptr_eq(t, thread));
         threads.is_empty()
     };
+    process.thread_left.notify();
     if !last {
-        release_thread(thread, &process.mm());
         if kernel.trace {
             kernel.log(&format!("[{}] +++ thread exited +++", thread.tid));
         }
@@ -144,8 +144,8 @@ pub fn finish_thread(kernel: &'static Kernel, thread: &Arc<Thread>, status: Exit
     Ended::Process(process.clone())
 }
 
-/// A thread that leaves while others go on: clear_child_tid and the
-/// robust futex list, as Linux's mm_release and exit_robust_list do.
+/// A thread that leaves: its robust futex list, then clear_child_tid, as
+/// Linux's exit_mm_release does.
 fn release_thread(thread: &Thread, mm: &Mm) {
     let mem = UserMem::new(mm);
     let (ctid, robust) = {
@@ -197,13 +197,17 @@ impl ThreadCtx {
     /// exit_group).
     #[cold]
     fn park_while_stopped(&mut self) {
-        while self.thread.process.stopped.load(std::sync::atomic::Ordering::Acquire) != 0 {
-            let killed = self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
-            if killed || self.must_leave().is_some() {
+        let process = self.thread.process.clone();
+        loop {
+            let _ = self.wait_for(Some(&process.continued), None, Wake::OnCondition, || {
+                let killed = self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
+                let resumed = process.stopped.load(std::sync::atomic::Ordering::Acquire) == 0;
+                Ok((resumed || killed || self.must_leave().is_some() || self.vfork_parent_dying()).then_some(()))
+            });
+            if !self.vfork_parent_dying() {
                 return;
             }
-            self.release_dying_parent();
-            std::thread::sleep(WAIT_SLICE);
+            self.release_dying_parent(); // and this child stays stopped
         }
     }
 
@@ -260,58 +264,6 @@ impl ThreadCtx {
         if self.thread.left.load(std::sync::atomic::Ordering::Acquire) {
             self.exit = Some(self.must_leave().unwrap_or(ExitStatus::Code(0)));
         }
-    }
-
-    /// Waits, in slices, until `try_once` reports something (Some), the
-    /// deadline passes (Ok(None)) or a signal arrives (ERESTARTSYS; the
-    /// caller may map it to what its syscall returns). `try_once` gets the
-    /// longest it may block.
-    pub fn block<T>(
-        &self,
-        deadline: Option<Instant>,
-        mut try_once: impl FnMut(Duration) -> Result<Option<T>, Errno>,
-    ) -> Result<Option<T>, Errno> {
-        loop {
-            let slice = match deadline {
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return try_once(Duration::ZERO);
-                    }
-                    (d - now).min(WAIT_SLICE)
-                }
-                None => WAIT_SLICE,
-            };
-            if let Some(v) = try_once(slice)? {
-                return Ok(Some(v));
-            }
-            if self.signal_pending() {
-                return Err(Errno::ERESTARTSYS);
-            }
-        }
-    }
-
-    /// Runs `call`, a host call that may block for as long as it needs
-    /// (made through host::blocking), until it completes, or until a signal
-    /// this thread must stop for is pending (ERESTARTSYS, as `block`), or it
-    /// must leave. A kick ends the call with EINTR; one that announced
-    /// nothing this thread acts on (a signal it blocks) just calls again.
-    pub fn block_in_host<T>(&self, mut call: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
-        use std::sync::atomic::Ordering;
-        self.thread.blocked_in_host.store(true, Ordering::SeqCst);
-        let result = loop {
-            // Kicks from before this look are accounted for by it.
-            crate::host::blocking::forget_kicks();
-            if self.signal_pending() {
-                break Err(Errno::ERESTARTSYS);
-            }
-            match call() {
-                Err(Errno::EINTR) => continue,
-                r => break r,
-            }
-        };
-        self.thread.blocked_in_host.store(false, Ordering::Relaxed);
-        result
     }
 
     /// A signal the kernel raises against this thread itself (SIGPIPE on

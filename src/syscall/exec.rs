@@ -6,7 +6,8 @@ use crate::entry::StartState;
 use crate::fs::path::PATH_MAX;
 use crate::kernel::errno::Errno;
 use crate::kernel::process::{ExitStatus, Process, Thread};
-use crate::kernel::task::{Task, WaitFor, WaitResult, Zombie};
+use crate::kernel::task::{Task, WaitFor, WaitQuery, WaitResult, Zombie};
+use crate::kernel::waiter::Wake;
 use std::sync::Arc;
 
 const CLONE_VM: u64 = 0x100;
@@ -99,12 +100,24 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     }
     if let Err(e) = kernel.spawn_thread(thread, start) {
         kernel.exit_process(&child, ExitStatus::Code(0), crate::host::pod::zeroed());
-        let _ = kernel.tasks.wait_any(parent.pid, WaitFor::Pid(pid), true, true, false, false, &|| false);
+        let q = WaitQuery {
+            parent: parent.pid,
+            which: WaitFor::Pid(pid),
+            reap: true,
+            exited: true,
+            stopped: false,
+            continued: false,
+        };
+        let _ = kernel.tasks.find_waitable(&q);
         return Err(e);
     }
     if flags & CLONE_VFORK != 0 {
         loop {
-            child.wait_vfork_release(&|| ctx.t.fatal_signal_pending() || ctx.t.vfork_parent_dying());
+            // Killable only, as Linux's vfork wait.
+            let _ = ctx.t.wait_for(Some(&child.vfork_release), None, Wake::OnCondition, || {
+                let done = child.vfork_parent_released() || ctx.t.fatal_signal_pending() || ctx.t.vfork_parent_dying();
+                Ok(done.then_some(()))
+            });
             if !ctx.t.vfork_parent_dying() {
                 break;
             }
@@ -217,9 +230,10 @@ fn kill_other_threads(ctx: &Ctx) {
         t.kill_requested.store(true, std::sync::atomic::Ordering::SeqCst);
         ctx.kernel().interrupt(t);
     }
-    while ctx.process().threads.lock().unwrap().len() > 1 {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    let process = ctx.process();
+    let _ = ctx.t.wait_for(Some(&process.thread_left), None, Wake::OnCondition, || {
+        Ok((process.threads.lock().unwrap().len() == 1).then_some(()))
+    });
 }
 
 const WNOHANG: i32 = 1;
@@ -255,6 +269,19 @@ fn write_rusage(ctx: &Ctx, ptr: u64, z: Option<&Zombie>) -> Result<(), Errno> {
     Ok(())
 }
 
+/// Waits until one of the caller's children is what `q` looks for (not
+/// with `nohang`: Ok(None) then), woken by every change in the task table;
+/// a signal ends the wait (ERESTARTSYS).
+fn wait_child(ctx: &Ctx, q: &WaitQuery, nohang: bool) -> Result<Option<(u32, WaitResult)>, Errno> {
+    let tasks = &ctx.kernel().tasks;
+    let found = ctx.t.wait_for(Some(&tasks.changed), None, Wake::OnSignal, || match tasks.find_waitable(q)? {
+        None if nohang => Ok(Some(None)),
+        None => Ok(None),
+        found => Ok(Some(found)),
+    })?;
+    Ok(found.flatten())
+}
+
 pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (pid, status, options, rusage) = (int(a[0]), a[1], int(a[2]), a[3]);
     if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
@@ -266,16 +293,15 @@ pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
         p if p < -1 => WaitFor::Group(p.unsigned_abs()),
         p => WaitFor::Pid(p as u32),
     };
-    let me = ctx.process().pid;
-    let found = ctx.kernel().tasks.wait_any(
-        me,
+    let q = WaitQuery {
+        parent: ctx.process().pid,
         which,
-        options & WNOHANG != 0,
-        true,
-        options & WUNTRACED != 0,
-        options & WCONTINUED != 0,
-        &|| ctx.t.signal_pending(),
-    )?;
+        reap: true,
+        exited: true,
+        stopped: options & WUNTRACED != 0,
+        continued: options & WCONTINUED != 0,
+    };
+    let found = wait_child(ctx, &q, options & WNOHANG != 0)?;
     let Some((pid, r)) = found else { return Ok(0) };
     let word = match r {
         WaitResult::Exited(z) => {
@@ -320,23 +346,17 @@ pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
         P_PGID if (id as i32) >= 0 => WaitFor::Group(id),
         _ => return Err(Errno::EINVAL),
     };
-    let me = ctx.process().pid;
-    // waitid(WSTOPPED) is wait4's WUNTRACED.
-    let found = ctx.kernel().tasks.wait_any(
-        me,
+    // waitid(WSTOPPED) is wait4's WUNTRACED; without WEXITED an exited
+    // child is neither reported nor reaped (regression: it was reaped).
+    let q = WaitQuery {
+        parent: ctx.process().pid,
         which,
-        options & WNOHANG != 0,
-        options & WNOWAIT == 0,
-        options & WUNTRACED != 0,
-        options & WCONTINUED != 0,
-        &|| ctx.t.signal_pending(),
-    );
-    // Without WEXITED an exited child must not be reported: only the
-    // stop/continue flags were asked for.
-    let found = match found? {
-        Some((_, WaitResult::Exited(_))) if options & WEXITED == 0 => None,
-        f => f,
+        reap: options & WNOWAIT == 0,
+        exited: options & WEXITED != 0,
+        stopped: options & WUNTRACED != 0,
+        continued: options & WCONTINUED != 0,
     };
+    let found = wait_child(ctx, &q, options & WNOHANG != 0)?;
     write_siginfo(ctx, infop, found.as_ref())?;
     write_rusage(
         ctx,

@@ -37,14 +37,14 @@ impl Ctx<'_, '_> {
 }
 
 /// Waits until `f` can do I/O without blocking (pipes, sockets, terminals),
-/// in slices, so a signal interrupts the wait (ERESTARTSYS: restarted under
+/// so that a signal interrupts the wait (ERESTARTSYS: restarted under
 /// SA_RESTART, else EINTR). Regular files never block.
 pub fn wait_ready(ctx: &Ctx, f: &OpenFile, events: i16) -> Result<(), Errno> {
     if !matches!(f.kind(), FileKind::Fifo | FileKind::Socket | FileKind::CharDevice) || f.is_null_device() {
         return Ok(());
     }
     let mut pfd = [libc::pollfd { fd: f.fd().as_raw_fd(), events, revents: 0 }];
-    if hostsys::poll(&mut pfd, Duration::ZERO)? > 0 {
+    if hostsys::poll(&mut pfd, Some(Duration::ZERO))? > 0 {
         return Ok(());
     }
     // Non-blocking descriptors, and ones not open for this direction (the
@@ -54,9 +54,9 @@ pub fn wait_ready(ctx: &Ctx, f: &OpenFile, events: i16) -> Result<(), Errno> {
         return Ok(());
     }
     ctx.t
-        .block(None, |slice| {
+        .block_in_host(|| {
             pfd[0].revents = 0;
-            Ok((hostsys::poll(&mut pfd, slice)? > 0).then_some(()))
+            hostsys::poll(&mut pfd, None)
         })
         .map(drop)
 }

@@ -208,27 +208,22 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
                 (_, t) => t,
             };
             let w = word()?;
-            let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
-            let slice = libc::timespec { tv_sec: 0, tv_nsec: crate::kernel::trap::WAIT_SLICE.as_nanos() as i64 };
-            // Waits in slices so a signal can interrupt it (see ThreadCtx::block).
-            loop {
-                if ctx.t.signal_pending() {
-                    return Err(if deadline.is_some() { Errno::EINTR } else { Errno::ERESTARTSYS });
+            // Linux compares the word once, then sleeps until a wake, a
+            // signal or the timeout. A kick that announced nothing this
+            // thread acts on ends the sleep early: a spurious wake-up (0),
+            // which every futex user allows, never a second comparison
+            // (that would report EAGAIN for a word changed without a wake).
+            let mut slept = false;
+            let r = ctx.t.block_in_host(|| {
+                if std::mem::replace(&mut slept, true) {
+                    return Ok(());
                 }
-                let now = hostsys::clock_gettime(clock)?;
-                let next = super::time::ts_add(now, slice);
-                let end = match deadline {
-                    Some(d) if super::time::ts_le(&d, &next) => d,
-                    _ => next,
-                };
-                match hostsys::futex_wait(w, val, Some(&end), realtime, bitset) {
-                    Ok(()) => return Ok(0),
-                    Err(Errno::ETIMEDOUT) if deadline.is_some_and(|d| super::time::ts_le(&d, &end)) => {
-                        return Err(Errno::ETIMEDOUT)
-                    }
-                    Err(Errno::ETIMEDOUT) | Err(Errno::EINTR) => continue,
-                    Err(e) => return Err(e),
-                }
+                hostsys::futex_wait(w, val, deadline.as_ref(), realtime, bitset)
+            });
+            match r {
+                Ok(()) => Ok(0),
+                Err(Errno::ERESTARTSYS) if deadline.is_some() => Err(Errno::EINTR),
+                Err(e) => Err(e),
             }
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {

@@ -70,25 +70,26 @@ pub fn ts_le(a: &libc::timespec, b: &libc::timespec) -> bool {
     (a.tv_sec, a.tv_nsec) <= (b.tv_sec, b.tv_nsec)
 }
 
-/// Sleeps until the deadline in slices, so a signal interrupts it: EINTR,
-/// with the time left written to `rem` for a relative sleep.
+/// Sleeps until the deadline; a signal interrupts it: EINTR, with the time
+/// left written to `rem` for a relative sleep.
 fn sleep(ctx: &Ctx, clock: i32, flags: i32, req: &libc::timespec, rem: u64) -> SysResult {
     let absolute = flags & libc::TIMER_ABSTIME != 0;
     let deadline = if absolute { *req } else { ts_add(hostsys::clock_gettime(clock)?, *req) };
-    let slice = libc::timespec { tv_sec: 0, tv_nsec: crate::kernel::trap::WAIT_SLICE.as_nanos() as i64 };
-    loop {
-        let now = hostsys::clock_gettime(clock)?;
-        if ts_le(&deadline, &now) {
-            return Ok(0);
-        }
-        if ctx.t.signal_pending() {
+    match ctx.t.block_in_host(|| hostsys::sleep_until(clock, &deadline)) {
+        Ok(()) => Ok(0),
+        Err(Errno::ERESTARTSYS) => {
             if !absolute && rem != 0 {
-                ctx.mem().write(rem, &ts_sub(deadline, now))?;
+                let now = hostsys::clock_gettime(clock)?;
+                let left = if ts_le(&deadline, &now) {
+                    libc::timespec { tv_sec: 0, tv_nsec: 0 }
+                } else {
+                    ts_sub(deadline, now)
+                };
+                ctx.mem().write(rem, &left)?;
             }
-            return Err(Errno::EINTR);
+            Err(Errno::EINTR)
         }
-        let next = ts_add(now, slice);
-        hostsys::sleep_until(clock, if ts_le(&next, &deadline) { &next } else { &deadline });
+        Err(e) => Err(e),
     }
 }
 

@@ -6,6 +6,7 @@ use super::{int, Args, Ctx, SysResult};
 use crate::host::sys as hostsys;
 use crate::kernel::errno::Errno;
 use crate::kernel::signal::UNBLOCKABLE;
+use crate::kernel::waiter::Wake;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -50,13 +51,19 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
     if ready_here && host.is_empty() {
         return Ok(revents);
     }
-    let ready = ctx.t.block(deadline, |slice| {
-        for p in host.iter_mut() {
-            p.revents = 0;
-        }
-        let n = hostsys::poll(&mut host, if ready_here { Duration::ZERO } else { slice })?;
-        Ok((n > 0 || ready_here).then_some(()))
-    });
+    let ready = if ready_here {
+        hostsys::poll(&mut host, Some(Duration::ZERO)).map(drop)
+    } else {
+        ctx.t
+            .block_in_host(|| {
+                let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                for p in host.iter_mut() {
+                    p.revents = 0;
+                }
+                hostsys::poll(&mut host, timeout)
+            })
+            .map(drop)
+    };
     match ready {
         Ok(_) => {}
         Err(Errno::ERESTARTSYS) => return Err(Errno::ERESTARTNOHAND),
@@ -232,10 +239,7 @@ pub fn sys_pselect6(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 /// Blocks until a signal is delivered (pause, rt_sigsuspend).
 fn wait_for_signal(ctx: &Ctx) -> SysResult {
-    let r: Result<Option<()>, Errno> = ctx.t.block(None, |slice| {
-        std::thread::sleep(slice);
-        Ok(None)
-    });
+    let r: Result<Option<()>, Errno> = ctx.t.wait_for(None, None, Wake::OnSignal, || Ok(None));
     r.and(Err(Errno::ERESTARTNOHAND)).or(Err(Errno::ERESTARTNOHAND))
 }
 
@@ -258,17 +262,11 @@ pub fn sys_rt_sigtimedwait(ctx: &mut Ctx, a: &Args) -> SysResult {
     let set: u64 = ctx.mem().read(a[0])?;
     let set = set & !UNBLOCKABLE;
     let deadline = read_timespec_deadline(ctx, a[2])?;
-    let got = ctx.t.block(deadline, |slice| {
-        {
-            let mut st = ctx.t.thread.state.lock().unwrap();
-            // Take a waited-for signal even though it is blocked.
-            let others = !set;
-            if let Some(info) = st.pending.take(others) {
-                return Ok(Some(info));
-            }
-        }
-        std::thread::sleep(slice.min(Duration::from_millis(2)));
-        Ok(None)
+    // Woken by the kick that comes with every signal queued for it.
+    let got = ctx.t.wait_for(None, deadline, Wake::OnSignal, || {
+        let mut st = ctx.t.thread.state.lock().unwrap();
+        // Take a waited-for signal even though it is blocked.
+        Ok(st.pending.take(!set))
     });
     match got {
         Ok(Some(info)) => {
