@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::os::unix::process::ExitStatusExt;
 
 mod support;
 use support::{entry_matrix, Entry};
@@ -336,15 +337,24 @@ fn garbage_process_syscalls_never_bring_nomu_down(e: Entry) {
     assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
 }
 
-fn init_ignores_signals_it_has_no_handler_for(e: Entry) {
-    // As Linux's pid 1: a guest's kill(1, SIGTERM) does nothing without a
-    // handler, and works with one.
+fn first_program_is_signalled_as_when_run_directly(e: Entry) {
+    // No init protection for the program nomu runs first (regression: a
+    // child's kill of its pid 1 parent without a handler did nothing). The
+    // same scripts run by busybox natively say what is right.
     let root = repo().join("build/root");
-    assert!(root.join("bin/busybox").exists(), "run `make guests` first");
-    let script = "kill -TERM 1; sh -c 'kill -TERM 1'; echo alive; trap 'echo trapped' TERM; sh -c 'kill -TERM 1'; sleep 0.1; echo done";
-    let out = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", script]);
-    assert!(out.status.success(), "{:?} {}", out.status, text(&out.stderr));
-    assert_eq!(text(&out.stdout), "alive\ntrapped\ndone\n");
+    let busybox = root.join("bin/busybox");
+    assert!(busybox.exists(), "run `make guests` first");
+    let killed = "echo before; sh -c 'kill -TERM $PPID'; sleep 1; echo after";
+    let trapped = "trap 'echo trapped' TERM; sh -c 'kill -TERM $PPID'; echo done";
+    for script in [killed, trapped] {
+        let native = Command::new(&busybox).args(["sh", "-c", script]).stdin(Stdio::null()).output().unwrap();
+        let under = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", script]);
+        let native_code = native.status.code().unwrap_or(128 + native.status.signal().unwrap_or(0));
+        assert_eq!(under.status.code(), Some(native_code), "{script}: {}", text(&under.stderr));
+        assert_eq!(text(&under.stdout), text(&native.stdout), "{script}");
+    }
+    let native = Command::new(&busybox).args(["sh", "-c", killed]).output().unwrap();
+    assert_eq!((text(&native.stdout).as_str(), native.status.signal()), ("before\n", Some(libc::SIGTERM)));
 }
 
 fn exit_and_exec_end_threads_in_every_kind_of_wait(e: Entry) {
@@ -376,6 +386,6 @@ entry_matrix!(
     proc_shows_guest_processes_and_memory,
     garbage_sigreturn_frames_kill_only_the_guest,
     garbage_process_syscalls_never_bring_nomu_down,
-    init_ignores_signals_it_has_no_handler_for,
+    first_program_is_signalled_as_when_run_directly,
     exit_and_exec_end_threads_in_every_kind_of_wait,
 );

@@ -164,8 +164,12 @@ impl Kernel {
         let thread = Arc::new(Thread::new(pid, process));
         self.spawn_thread(thread, start)
             .map_err(|errno| StartError { errno, message: "cannot start a host thread".into() })?;
-        // Like Linux, everything ends with init.
-        Ok(self.tasks.wait_for_exit(pid))
+        let status = self.tasks.wait_for_exit(pid);
+        // What it left running in the background goes on to its end, as
+        // when the program runs directly (not killed as a pid namespace is
+        // when its init ends).
+        self.tasks.wait_until_none_alive();
+        Ok(status)
     }
 
     /// Runs a guest thread on a new host thread of its own.
@@ -260,8 +264,8 @@ impl Kernel {
     }
 
     /// Body of the forwarder thread: a terminal's signals go to the guest's
-    /// foreground process group, SIGTERM and SIGHUP to init (as a container
-    /// runtime does).
+    /// foreground process group, SIGTERM and SIGHUP to the first program (as
+    /// a container runtime does), or to every process once it has ended.
     fn forward_host_signals(&self) {
         loop {
             let sig = crate::host::sys::sigwait(&FORWARDED_SIGNALS);
@@ -269,7 +273,11 @@ impl Kernel {
                 libc::SIGINT | libc::SIGQUIT | libc::SIGTSTP | libc::SIGWINCH => {
                     self.tasks.group_members(self.foreground_pgrp())
                 }
-                libc::SIGTERM | libc::SIGHUP => self.tasks.process(1).into_iter().collect(),
+                // Once the first program has ended, to what it left running.
+                libc::SIGTERM | libc::SIGHUP => match self.tasks.process(task::FIRST_PID) {
+                    Some(first) => vec![first],
+                    None => self.tasks.all_live(),
+                },
                 _ => Vec::new(),
             };
             for p in targets {

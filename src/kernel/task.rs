@@ -60,13 +60,20 @@ pub enum WaitFor {
     Group(u32),
 }
 
+/// The first program's pid: Linux's init, the parent of orphans while it lives.
+pub const FIRST_PID: u32 = 1;
+/// The parent nomu itself stands for (ppid 0): of the first program, and of
+/// orphans once the first program has ended.
+const NOMU: u32 = 0;
+
 #[derive(Default)]
 pub struct Tasks {
     table: Mutex<BTreeMap<u32, Task>>,
     /// A task exited or stopped or continued (for waiting parents).
     pub changed: Event,
-    /// A task without a guest parent (init) exited: nomu's own wait. Apart
-    /// from `changed` so nomu's main thread is not woken by every exit.
+    /// The first program exited, or the last live process did: nomu's own
+    /// waits. Apart from `changed` so nomu's main thread is not woken by
+    /// every exit.
     root_exited: Condvar,
 }
 
@@ -139,34 +146,47 @@ impl Tasks {
         Ok(pid)
     }
 
-    /// Records that `pid` ended. Its children go to init; unless its parent
-    /// ignores SIGCHLD it stays a zombie until reaped. `notify_parent` runs
-    /// (under the table lock, as Linux sends SIGCHLD under tasklist_lock)
-    /// before any waiter can see the zombie.
+    /// Records that `pid` ended. Its children go to the first program (pid
+    /// 1) while it lives, else to nomu itself, which reaps them as they end;
+    /// unless its parent ignores SIGCHLD it stays a zombie until reaped.
+    /// `notify_parent` runs (under the table lock, as Linux sends SIGCHLD
+    /// under tasklist_lock) before any waiter can see the zombie.
     pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage, notify_parent: impl FnOnce(&Process)) {
         let mut table = self.table.lock().unwrap();
+        let first_alive = pid != FIRST_PID && table.get(&FIRST_PID).is_some_and(|t| t.zombie.is_none());
+        let heir = if first_alive { FIRST_PID } else { NOMU };
         for t in table.values_mut() {
             if t.ppid == pid {
-                t.ppid = 1;
+                t.ppid = heir;
             }
         }
-        let ppid = table.get(&pid).map_or(0, |t| t.ppid);
-        let root = ppid == 0;
+        // nomu reaps what it inherited dead.
+        table.retain(|&p, t| p == FIRST_PID || t.ppid != NOMU || t.zombie.is_none());
+        let ppid = table.get(&pid).map_or(NOMU, |t| t.ppid);
         if let Some(parent) = table.get(&ppid).filter(|p| p.zombie.is_none()) {
             notify_parent(&parent.process);
         }
         let parent_ignores = table.get(&ppid).is_some_and(|p| p.process.signals.lock().unwrap().reaps_children());
-        if parent_ignores && pid != 1 {
+        if pid != FIRST_PID && (parent_ignores || ppid == NOMU) {
             table.remove(&pid);
         } else if let Some(t) = table.get_mut(&pid) {
             t.zombie = Some(Zombie { status, rusage });
         }
+        let none_alive = table.values().all(|t| t.zombie.is_some());
         // Woken waiters must not find the lock still held.
         drop(table);
-        if root {
+        if pid == FIRST_PID || none_alive {
             self.root_exited.notify_all();
-        } else {
-            self.changed.notify();
+        }
+        self.changed.notify();
+    }
+
+    /// Blocks until no guest process is alive: nomu's wait for what the
+    /// first program left running in the background when it ended.
+    pub fn wait_until_none_alive(&self) {
+        let mut table = self.table.lock().unwrap();
+        while table.values().any(|t| t.zombie.is_none()) {
+            table = self.root_exited.wait(table).unwrap();
         }
     }
 

@@ -63,13 +63,6 @@ pub fn sys_rt_sigprocmask(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-/// Linux's init protection: a guest process (init included) cannot kill or
-/// stop pid 1 with a signal init has no handler for. (Signals from outside
-/// nomu, such as a terminal's Ctrl-C, still act on it.)
-fn protected_init(target: &crate::kernel::process::Process, sig: i32) -> bool {
-    target.pid == 1 && target.signals.lock().unwrap().get(sig).handler == signal::SIG_DFL
-}
-
 fn sender_info(ctx: &Ctx, sig: i32, code: i32) -> SigInfo {
     SigInfo::from_process(sig, code, ctx.process().pid, crate::host::sys::ids().uid)
 }
@@ -92,7 +85,9 @@ pub fn sys_kill(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::ESRCH);
     }
     if sig != 0 {
-        for p in targets.iter().filter(|p| !protected_init(p, sig)) {
+        // The first program has no init protection: it gets signals as it
+        // does when run directly (docker run --init gives it the same).
+        for p in &targets {
             ctx.kernel().signal_process(p, sender_info(ctx, sig, signal::SI_USER));
         }
     }
@@ -112,7 +107,7 @@ fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
     if tgid.is_some_and(|g| g as u32 != thread.process.pid) {
         return Err(Errno::ESRCH);
     }
-    if sig != 0 && !protected_init(&thread.process, sig) {
+    if sig != 0 {
         ctx.kernel().signal_thread(&thread, sender_info(ctx, sig, signal::SI_TKILL));
     }
     Ok(0)
