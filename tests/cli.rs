@@ -2,9 +2,9 @@
 //! tracing, the root jail, exit statuses, fixed-address programs, files
 //! left behind by a guest, and the command line.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::os::unix::process::ExitStatusExt;
 
 mod support;
 use support::{entry_matrix, Entry};

@@ -3,6 +3,7 @@
 //! default ends the process as Linux's default action would.
 
 use super::abi::KernelSigaction;
+use std::collections::VecDeque;
 
 pub const NSIG: usize = 64;
 pub const SIG_DFL: u64 = 0;
@@ -229,37 +230,51 @@ impl AltStack {
     }
 }
 
-/// Signals waiting for a thread: a set and one siginfo per signal
-/// (standard signals do not queue on Linux either).
+/// Signals waiting for a thread: a set, and the siginfo of each pending
+/// instance (standard signals do not queue on Linux either; real-time ones
+/// do).
 #[derive(Clone)]
 pub struct Pending {
     pub set: u64,
-    infos: Vec<Option<SigInfo>>,
+    /// Per signal, what is queued: at most one standard signal, up to
+    /// RT_QUEUE_MAX real-time ones in the order sent.
+    infos: Vec<VecDeque<SigInfo>>,
 }
+
+/// The first real-time signal as the kernel numbers it (libc's SIGRTMIN is
+/// higher: it keeps some for itself).
+const KERNEL_SIGRTMIN: i32 = 32;
+/// How many instances of one real-time signal may wait (Linux bounds them
+/// all by RLIMIT_SIGPENDING; this keeps one guest from filling nomu).
+const RT_QUEUE_MAX: usize = 1024;
 
 impl Default for Pending {
     fn default() -> Self {
-        Pending { set: 0, infos: vec![None; NSIG] }
+        Pending { set: 0, infos: vec![VecDeque::new(); NSIG] }
     }
 }
 
 impl Pending {
+    /// Queues `info`: a standard signal already pending is not queued
+    /// twice; real-time signals queue, each with its own siginfo.
     pub fn add(&mut self, info: SigInfo) {
         let sig = info.signo();
-        if self.set & bit(sig) == 0 {
-            self.set |= bit(sig);
-            self.infos[sig as usize - 1] = Some(info);
+        let queue = &mut self.infos[sig as usize - 1];
+        if queue.is_empty() || (sig >= KERNEL_SIGRTMIN && queue.len() < RT_QUEUE_MAX) {
+            queue.push_back(info);
         }
+        self.set |= bit(sig);
     }
 
     /// Drops a pending signal (SIGCONT cancels pending stops and back).
     pub fn discard(&mut self, sig: i32) {
         self.set &= !bit(sig);
-        self.infos[sig as usize - 1] = None;
+        self.infos[sig as usize - 1].clear();
     }
 
     /// Takes the lowest pending signal not in `blocked` (synchronous fault
-    /// signals first, as Linux dequeues them).
+    /// signals first, as Linux dequeues them); a real-time signal queued
+    /// more than once stays pending with its next instance.
     pub fn take(&mut self, blocked: u64) -> Option<SigInfo> {
         let ready = self.set & !(blocked & !UNBLOCKABLE);
         if ready == 0 {
@@ -268,8 +283,81 @@ impl Pending {
         let sync = bit(libc::SIGSEGV) | bit(libc::SIGBUS) | bit(libc::SIGILL) | bit(libc::SIGTRAP) | bit(libc::SIGFPE);
         let pick = if ready & sync != 0 { ready & sync } else { ready };
         let sig = pick.trailing_zeros() as i32 + 1;
-        self.set &= !bit(sig);
-        self.infos[sig as usize - 1].take()
+        let queue = &mut self.infos[sig as usize - 1];
+        let info = queue.pop_front();
+        if queue.is_empty() {
+            self.set &= !bit(sig);
+        }
+        info
+    }
+}
+
+#[cfg(test)]
+mod pending_tests {
+    use super::*;
+
+    fn sent(sig: i32, value: u64) -> SigInfo {
+        let mut i = SigInfo::base(sig, -1);
+        i.put_u64(24, value);
+        i
+    }
+
+    fn value(i: &SigInfo) -> u64 {
+        u64::from_le_bytes(i.0[24..32].try_into().unwrap())
+    }
+
+    #[test]
+    fn a_standard_signal_is_pending_once_with_its_first_siginfo() {
+        let mut p = Pending::default();
+        p.add(sent(libc::SIGUSR1, 1));
+        p.add(sent(libc::SIGUSR1, 2));
+        assert_eq!(value(&p.take(0).unwrap()), 1);
+        assert!(p.take(0).is_none());
+        assert_eq!(p.set, 0);
+    }
+
+    #[test]
+    fn real_time_signals_queue_in_order_up_to_the_bound() {
+        let mut p = Pending::default();
+        let rt = KERNEL_SIGRTMIN + 2;
+        for v in 0..RT_QUEUE_MAX as u64 + 5 {
+            p.add(sent(rt, v));
+        }
+        for v in 0..RT_QUEUE_MAX as u64 {
+            assert_eq!(p.set & bit(rt), bit(rt));
+            assert_eq!(value(&p.take(0).unwrap()), v);
+        }
+        assert!(p.take(0).is_none());
+        assert_eq!(p.set, 0);
+    }
+
+    #[test]
+    fn lowest_unblocked_first_faults_before_all() {
+        let mut p = Pending::default();
+        for sig in [KERNEL_SIGRTMIN, libc::SIGTERM, libc::SIGUSR1, libc::SIGSEGV] {
+            p.add(sent(sig, 0));
+        }
+        // Faults go first whatever their number.
+        assert_eq!(p.take(0).unwrap().signo(), libc::SIGSEGV);
+        assert_eq!(p.take(bit(libc::SIGUSR1)).unwrap().signo(), libc::SIGTERM);
+        assert_eq!(p.take(bit(libc::SIGUSR1)).unwrap().signo(), KERNEL_SIGRTMIN);
+        assert!(p.take(bit(libc::SIGUSR1)).is_none());
+        assert_eq!(p.take(0).unwrap().signo(), libc::SIGUSR1);
+        // SIGKILL and SIGSTOP cannot be blocked.
+        p.add(sent(libc::SIGKILL, 0));
+        assert_eq!(p.take(u64::MAX).unwrap().signo(), libc::SIGKILL);
+    }
+
+    #[test]
+    fn discard_drops_every_queued_instance() {
+        let mut p = Pending::default();
+        let rt = KERNEL_SIGRTMIN + 1;
+        p.add(sent(rt, 1));
+        p.add(sent(rt, 2));
+        p.discard(rt);
+        assert!(p.take(0).is_none());
+        p.add(sent(rt, 3));
+        assert_eq!(value(&p.take(0).unwrap()), 3);
     }
 }
 

@@ -113,6 +113,63 @@ fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
     Ok(0)
 }
 
+/// The siginfo a guest gave rt_sigqueueinfo/rt_tgsigqueueinfo, with
+/// Linux's rule: only to itself may a process send one that claims to come
+/// from the kernel (si_code >= 0) or from tkill; `target` is the pid (or
+/// tid) the caller named, `me` its own.
+fn queued_info(ctx: &Ctx, ptr: u64, sig: i32, target: i32, me: u32) -> Result<SigInfo, Errno> {
+    let mut info = SigInfo(ctx.mem().read(ptr)?);
+    let code = info.code();
+    if (code >= 0 || code == signal::SI_TKILL) && target as u32 != me {
+        return Err(Errno::EPERM);
+    }
+    info.0[0..4].copy_from_slice(&sig.to_le_bytes());
+    Ok(info)
+}
+
+/// rt_sigqueueinfo (sigqueue): a signal with the caller's siginfo (si_code
+/// SI_QUEUE and a value for the handler) to a process.
+pub fn sys_rt_sigqueueinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (pid, sig) = (int(a[0]), int(a[1]));
+    let info = queued_info(ctx, a[2], sig, pid, ctx.process().pid)?;
+    let tasks = &ctx.kernel().tasks;
+    // A zombie exists for it (the signal then does nothing).
+    if pid <= 0 || !tasks.exists(pid as u32) {
+        return Err(Errno::ESRCH);
+    }
+    if sig != 0 && !valid_signal(sig) {
+        return Err(Errno::EINVAL);
+    }
+    if let Some(target) = tasks.process(pid as u32).filter(|_| sig != 0) {
+        ctx.kernel().signal_process(&target, info);
+    }
+    Ok(0)
+}
+
+/// rt_tgsigqueueinfo: the same, to one thread of a thread group.
+pub fn sys_rt_tgsigqueueinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let (tgid, tid, sig) = (int(a[0]), int(a[1]), int(a[2]));
+    if tgid <= 0 || tid <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    let info = queued_info(ctx, a[3], sig, tid, ctx.tid())?;
+    let thread = if tid as u32 == ctx.tid() {
+        ctx.t.thread.clone()
+    } else {
+        ctx.kernel().find_thread(tid as u32).ok_or(Errno::ESRCH)?
+    };
+    if thread.process.pid != tgid as u32 {
+        return Err(Errno::ESRCH);
+    }
+    if sig != 0 && !valid_signal(sig) {
+        return Err(Errno::EINVAL);
+    }
+    if sig != 0 {
+        ctx.kernel().signal_thread(&thread, info);
+    }
+    Ok(0)
+}
+
 pub fn sys_tkill(ctx: &mut Ctx, a: &Args) -> SysResult {
     signal_tid(ctx, None, int(a[0]), int(a[1]))
 }

@@ -178,6 +178,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(186, "gettid", process::sys_gettid, &[]),
     def(127, "rt_sigpending", signal::sys_rt_sigpending, &[Ptr, Uint]),
     def(128, "rt_sigtimedwait", wait::sys_rt_sigtimedwait, &[Ptr, Ptr, Ptr, Uint]),
+    def(129, "rt_sigqueueinfo", signal::sys_rt_sigqueueinfo, &[Int, Signal, Ptr]),
     def(130, "rt_sigsuspend", wait::sys_rt_sigsuspend, &[Ptr, Uint]),
     def(131, "sigaltstack", signal::sys_sigaltstack, &[Ptr, Ptr]),
     def(200, "tkill", signal::sys_tkill, &[Int, Signal]),
@@ -209,6 +210,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(280, "utimensat", fs::sys_utimensat, &[DirFd, Path, Ptr, AtFlags]).changes_inodes(),
     def(292, "dup3", io::sys_dup3, &[Fd, Fd, OpenFlags]),
     def(293, "pipe2", io::sys_pipe2, &[Ptr, OpenFlags]),
+    def(297, "rt_tgsigqueueinfo", signal::sys_rt_tgsigqueueinfo, &[Int, Int, Signal, Ptr]),
     def(302, "prlimit64", info::sys_prlimit64, &[Int, Int, Ptr, Ptr])
         .partial("limits are recorded; NOFILE is enforced"),
     def(316, "renameat2", fs::sys_renameat2, &[DirFd, Path, DirFd, Path, Hex]).changes_inodes(),
