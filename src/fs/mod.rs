@@ -4,3 +4,4 @@ pub mod fdtable;
 pub mod file;
 pub mod path;
 pub mod procfs;
+pub mod text_busy;

@@ -71,6 +71,8 @@ pub struct Process {
     pub rlimits: Mutex<[libc::rlimit; RLIM_NLIMITS]>,
     /// The guest path of the running program (AT_EXECFN, /proc/self/exe).
     pub exe: Mutex<Vec<u8>>,
+    /// The running program's file, busy for writing while this lives.
+    pub program: Mutex<Option<crate::fs::text_busy::RunningProgram>>,
     /// argv of the running program, each NUL-terminated (/proc/PID/cmdline).
     pub cmdline: Mutex<Vec<u8>>,
     /// Set when a vfork child stops borrowing its parent's memory (it
@@ -141,6 +143,7 @@ impl Process {
             rlimits: Mutex::new(rlimits),
             cmdline: Mutex::new(exe.iter().copied().chain([0]).collect()),
             exe: Mutex::new(exe),
+            program: Mutex::new(None),
             vfork_released: AtomicBool::new(false),
             vfork_release: Event::new(),
             threads: Mutex::new(Vec::new()),
@@ -179,6 +182,7 @@ impl Process {
         drop(self.set_mm(empty));
         let files = std::mem::take(&mut *self.files.lock().unwrap());
         drop(files);
+        drop(self.program.lock().unwrap().take());
     }
 
     /// The vfork parent may run again (the child exec'd or exited).

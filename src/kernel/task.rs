@@ -146,8 +146,9 @@ impl Tasks {
         Ok(pid)
     }
 
-    /// Records that `pid` ended. Its children go to the first program (pid
-    /// 1) while it lives, else to nomu itself, which reaps them as they end;
+    /// Records that `pid` ended. Its children go to the first program
+    /// (FIRST_PID) while it lives, else to nomu itself, which reaps them as
+    /// they end;
     /// unless its parent ignores SIGCHLD it stays a zombie until reaped.
     /// `notify_parent` runs (under the table lock, as Linux sends SIGCHLD
     /// under tasklist_lock) before any waiter can see the zombie.
@@ -178,6 +179,13 @@ impl Tasks {
         if pid == FIRST_PID || none_alive {
             self.root_exited.notify_all();
         }
+        self.changed.notify();
+    }
+
+    /// Removes `pid`, a child whose first thread could not start: it never
+    /// ran, so there is no exit to report and no SIGCHLD.
+    pub fn forget_unborn(&self, pid: u32) {
+        self.table.lock().unwrap().remove(&pid);
         self.changed.notify();
     }
 

@@ -9,6 +9,7 @@ mod stack;
 use crate::entry::{GuestRegs, StartState};
 use crate::fs::file::{FileKind, OpenFile};
 use crate::fs::path;
+use crate::fs::text_busy::RunningProgram;
 use crate::host::fs as hostfs;
 use crate::kernel::errno::Errno;
 use crate::kernel::process::Process;
@@ -57,15 +58,50 @@ fn open_exec(kernel: &Kernel, cwd: &[u8], file: &[u8]) -> Result<(Vec<u8>, Arc<O
     Ok((abs, Arc::new(f)))
 }
 
-/// Replaces `process`'s image with the program at `file`. Returns the
-/// register state the first guest thread starts from.
+/// A new image, loaded and ready to replace a process's: nothing of the
+/// process has changed yet (execve can still fail, or first end the
+/// caller's other threads, Linux's de_thread, before it installs it).
+pub struct Prepared {
+    space: AddressSpace,
+    program: RunningProgram,
+    exe: Vec<u8>,
+    cmdline: Vec<u8>,
+    start: StartState,
+}
+
+impl Prepared {
+    /// The point of no return: the old image (if any) goes away here.
+    /// Returns the register state the first guest thread starts from.
+    pub fn install(self, process: &Process) -> StartState {
+        drop(process.set_mm(std::sync::Arc::new(std::sync::Mutex::new(self.space))));
+        *process.program.lock().unwrap() = Some(self.program);
+        *process.exe.lock().unwrap() = self.exe;
+        *process.cmdline.lock().unwrap() = self.cmdline;
+        self.start
+    }
+}
+
+/// Replaces `process`'s image with the program at `file` (prepare, then
+/// install). Returns the register state the first guest thread starts from.
 pub fn exec(
+    kernel: &Kernel,
+    process: &Process,
+    file: &[u8],
+    argv: Vec<Vec<u8>>,
+    envp: Vec<Vec<u8>>,
+) -> Result<StartState, ExecError> {
+    Ok(prepare(kernel, process, file, argv, envp)?.install(process))
+}
+
+/// Loads the program at `file` (following `#!` lines) for `process`,
+/// without touching the process.
+pub fn prepare(
     kernel: &Kernel,
     process: &Process,
     file: &[u8],
     mut argv: Vec<Vec<u8>>,
     envp: Vec<Vec<u8>>,
-) -> Result<StartState, ExecError> {
+) -> Result<Prepared, ExecError> {
     if argv.iter().chain(envp.iter()).any(|s| s.len() + 1 > MAX_ARG_STRLEN) {
         return Err(Errno::E2BIG.into());
     }
@@ -91,12 +127,14 @@ pub fn exec(
         let mut space = AddressSpace::new(kernel.phys);
         let image = elf::load(kernel, &mut space, &f, &head, &cwd)?;
         let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, kernel)?;
-        // Point of no return: the old image (if any) goes away here.
-        drop(process.set_mm(std::sync::Arc::new(std::sync::Mutex::new(space))));
-        *process.exe.lock().unwrap() = abs;
-        *process.cmdline.lock().unwrap() = argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect();
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
-        return Ok(StartState { regs, fs_base: 0, gs_base: 0 });
+        return Ok(Prepared {
+            space,
+            program: RunningProgram::new(f.fd())?,
+            exe: abs,
+            cmdline: argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect(),
+            start: StartState { regs, fs_base: 0, gs_base: 0 },
+        });
     }
     Err(ExecError::new(Errno::ELOOP, "too many levels of #! interpreters"))
 }

@@ -99,16 +99,9 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
         return Ok(pid as u64);
     }
     if let Err(e) = kernel.spawn_thread(thread, start) {
-        kernel.exit_process(&child, ExitStatus::Code(0), crate::host::pod::zeroed());
-        let q = WaitQuery {
-            parent: parent.pid,
-            which: WaitFor::Pid(pid),
-            reap: true,
-            exited: true,
-            stopped: false,
-            continued: false,
-        };
-        let _ = kernel.tasks.find_waitable(&q);
+        // It never ran: gone without a trace (no exit, no SIGCHLD).
+        child.release_resources(kernel.phys);
+        kernel.tasks.forget_unborn(pid);
         return Err(e);
     }
     if flags & CLONE_VFORK != 0 {
@@ -196,14 +189,16 @@ pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
         path = ctx.process().exe.lock().unwrap().clone();
     }
     let process = ctx.process().clone();
-    let start = crate::loader::exec(ctx.kernel(), &process, &path, argv, envp).map_err(|e| {
+    let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp).map_err(|e| {
         if !e.message.is_empty() {
             ctx.note(&e.message);
         }
         e.errno
     })?;
-    // Past the point of no return: the new image is in place.
+    // Linux's de_thread: the other threads are gone before the new image
+    // replaces the memory they run in.
     kill_other_threads(ctx);
+    let start = image.install(&process);
     ctx.t.mm = process.mm();
     process.files.lock().unwrap().close_on_exec();
     process.signals.lock().unwrap().reset_for_exec();

@@ -185,7 +185,20 @@ pub fn sys_creat(ctx: &mut Ctx, a: &Args) -> SysResult {
 fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysResult {
     let abs = ctx.abs_path(dirfd, ptr, false)?;
     let mode = mode & 0o7777 & !ctx.umask();
-    let host = ctx.open_abs(&abs, flags & !libc::O_CLOEXEC, mode)?;
+    let writes = flags & libc::O_ACCMODE != libc::O_RDONLY && flags & libc::O_PATH == 0;
+    let host = if writes {
+        // A running program's file is busy (ETXTBSY): looked at before
+        // O_TRUNC may empty it.
+        let host = ctx.open_abs(&abs, flags & !(libc::O_CLOEXEC | libc::O_TRUNC), mode)?;
+        let st = hostfs::fstat(host.as_fd())?;
+        crate::fs::text_busy::deny_write(&st)?;
+        if flags & libc::O_TRUNC != 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG {
+            hostfs::ftruncate(host.as_fd(), 0)?;
+        }
+        host
+    } else {
+        ctx.open_abs(&abs, flags & !libc::O_CLOEXEC, mode)?
+    };
     let mut file = OpenFile::new(host, abs, flags & libc::O_PATH != 0);
     file.proc_dir = ctx.proc_dir(&file.path);
     ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
@@ -493,6 +506,7 @@ pub fn sys_truncate(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
     let abs = ctx.abs_path(AT_FDCWD, a[0], false)?;
     let fd = ctx.open_abs(&abs, libc::O_WRONLY, 0)?;
+    crate::fs::text_busy::deny_write(&hostfs::fstat(fd.as_fd())?)?;
     hostfs::ftruncate(fd.as_fd(), a[1] as i64).map(|_| 0)
 }
 
