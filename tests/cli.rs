@@ -357,6 +357,12 @@ fn first_program_is_signalled_as_when_run_directly(e: Entry) {
     assert_eq!((text(&native.stdout).as_str(), native.status.signal()), ("before\n", Some(libc::SIGTERM)));
 }
 
+fn i386_syscall_instructions_fault_and_harm_no_later_guest(e: Entry) {
+    let out = e.run(&["--", s(&bin("nomu-tests/i386_entry"))]);
+    assert!(out.status.success(), "{:?} {} {}", out.status, text(&out.stdout), text(&out.stderr));
+    assert_eq!(text(&out.stdout), "three guests faulted on the i386 entries and exited cleanly\n");
+}
+
 fn exit_and_exec_end_threads_in_every_kind_of_wait(e: Entry) {
     let prog = bin("nomu-tests/thread_storm");
     let exit = e.run(&["--", s(&prog)]);
@@ -388,4 +394,5 @@ entry_matrix!(
     garbage_process_syscalls_never_bring_nomu_down,
     first_program_is_signalled_as_when_run_directly,
     exit_and_exec_end_threads_in_every_kind_of_wait,
+    i386_syscall_instructions_fault_and_harm_no_later_guest,
 );

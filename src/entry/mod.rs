@@ -71,6 +71,34 @@ pub struct Fault {
     pub err: u64,
 }
 
+/// The syscall ABI a SIGSYS reports for the 64-bit `syscall` instruction
+/// (seccomp's si_arch); `int $0x80` and `sysenter` enter the i386 one.
+const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+
+/// Whether the SIGSYS described by `info` is a 64-bit syscall.
+///
+/// # Safety
+/// `info` must be the siginfo the host delivered with a SIGSYS.
+pub unsafe fn sigsys_is_64bit(info: *const libc::siginfo_t) -> bool {
+    // si_arch: after si_call_addr (8 bytes at 16) and si_syscall (4 at 24).
+    // SAFETY: the caller's contract; the siginfo is 128 bytes.
+    unsafe { (info as *const u8).add(28).cast::<u32>().read_unaligned() == AUDIT_ARCH_X86_64 }
+}
+
+/// What a guest's i386 syscall (`int $0x80`; `sysenter` on CPUs where it
+/// reaches the kernel) raises: nomu has no i386 ABI, so it is Linux with
+/// IA32 emulation off, a general protection fault on the instruction
+/// (SIGSEGV, SI_KERNEL, address 0). `regs.rip` (after the 2-byte
+/// instruction) moves back onto it.
+pub fn i386_syscall_fault(regs: &mut GuestRegs) -> Trap {
+    regs.rip = regs.rip.wrapping_sub(2);
+    Trap::Fault(I386_SYSCALL_FAULT)
+}
+
+/// The fault of i386_syscall_fault; its #GP error code names IDT vector 0x80.
+pub const I386_SYSCALL_FAULT: Fault =
+    Fault { signo: libc::SIGSEGV, code: 0x80, addr: 0, trapno: 13, err: (0x80 << 3) | 2 };
+
 #[derive(Clone, Copy, Debug)]
 pub enum Trap {
     Syscall,

@@ -671,7 +671,10 @@ unsafe extern "C" fn nomu_handle_trap(
     let in_nomu = *fs_slot == tcb.host_fs || in_stub(rip) || zpoline::in_stub(rip);
     let zpoline = zpoline::active();
     let mut new_site = None;
-    let trap = if signo == libc::SIGSYS {
+    // SAFETY: the host's siginfo for this SIGSYS.
+    let trap = if signo == libc::SIGSYS && !unsafe { super::sigsys_is_64bit(info) } {
+        super::i386_syscall_fault(&mut uc.mcontext.regs)
+    } else if signo == libc::SIGSYS {
         if zpoline {
             // First use of this syscall instruction: next time it calls the
             // trampoline.

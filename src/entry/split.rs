@@ -626,15 +626,20 @@ impl SplitEntry {
 }
 
 /// The trap the parked child hands over.
-fn trap_of(mb: &Mailbox, uc: &Ucontext) -> Trap {
+fn trap_of(mb: &Mailbox, uc: &mut Ucontext) -> Trap {
     let signo = mb.signo.load(Ordering::Relaxed);
+    let info = mb.info.load(Ordering::Relaxed) as *const libc::siginfo_t;
     if signo == libc::SIGSYS {
+        // SAFETY: the host wrote this SIGSYS's siginfo on the parked
+        // child's signal stack.
+        if !unsafe { super::sigsys_is_64bit(info) } {
+            return super::i386_syscall_fault(&mut uc.mcontext.regs);
+        }
         return Trap::Syscall;
     }
     if signo == CHILD_KICK {
         return Trap::Interrupt;
     }
-    let info = mb.info.load(Ordering::Relaxed) as *const libc::siginfo_t;
     // SAFETY: the host wrote the siginfo of this fault signal on the parked
     // child's signal stack; si_addr is valid for fault signals.
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as u64) };

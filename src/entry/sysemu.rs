@@ -382,7 +382,21 @@ impl Tracee {
         Some(match stop {
             // As on the seccomp path: rax holds the syscall number, rip
             // points after the syscall instruction.
-            Stop::Syscall => (Trap::Syscall, regs, regs.orig_rax),
+            Stop::Syscall => {
+                let mut regs = regs;
+                // PTRACE_SYSEMU stops for i386 syscalls too; the instruction
+                // before rip tells them apart (memory is shared).
+                let mut insn = [0u8; 2];
+                let i386 = safecopy::copy_from_guest(&mut insn, regs.rip.wrapping_sub(2) as usize) == 2
+                    && insn == [0xcd, 0x80];
+                let trap = if i386 {
+                    regs.rip = regs.rip.wrapping_sub(2); // onto the instruction, as the fault
+                    Trap::Fault(super::I386_SYSCALL_FAULT)
+                } else {
+                    Trap::Syscall
+                };
+                (trap, regs, regs.orig_rax)
+            }
             Stop::Signal(sig, info) => {
                 // Faults the CPU raised (si_code > 0) are the guest's;
                 // anything else (a kick, a stray signal) only interrupts.
