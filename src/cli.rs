@@ -1,150 +1,204 @@
-//! The command line: `nomu run`, `nomu syscalls`, `nomu bench`.
+//! The command line (clap): `nomu run`, `info`, `syscalls`, `bench`,
+//! `completions`, with `--help` for each and `--version`.
 
 use crate::entry::EntryKind;
 use crate::kernel::process::ExitStatus;
 use crate::kernel::{self, signal, Config};
+use clap::builder::PossibleValuesParser;
+use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
+use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-const USAGE: &str = "\
-usage: nomu run [--entry PATH] [--root DIR] [--mem SIZE] [--trace] [--env K=V]... [--] PROGRAM [ARGS...]
-       nomu info
-       nomu syscalls [--all]
-       nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--reps N] [--systems A,B] [--ops A,B]
-                  [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]
-       nomu help
+const BENCH_HELP: &str = "\
+Runs the benchmark (lmbench's operations) natively, under each nomu entry
+path, in UML and in gVisor when installed (scripts/install-comparisons.sh),
+alternating (--rounds, default 3, best time kept); prints ns/op, ratios to
+native and the goals, writes build/bench/results.json and .svg.
 
-run       runs PROGRAM (a path inside the guest root) inside nomu, with the
-          caller's environment, stdin, stdout and stderr; exits with its status
-  --entry PATH  how guest syscalls reach nomu: zpoline, seccomp, split or
-                sysemu (default: the fastest that works here; see nomu info)
-  --root DIR    the guest's root directory (default: /)
-  --mem SIZE    guest physical memory, as UML's mem= (e.g. 512M, 2G; default 1G)
-  --trace       print one strace-like line per guest syscall on stderr
-  --env K=V     set (or override) an environment variable for the guest
-info      the entry paths this host can run, and why the others cannot
-syscalls  lists every syscall nomu implements and how completely (--all: and
-          the ones that return ENOSYS)
-bench     runs the benchmark (lmbench's operations) natively, under each
-          nomu entry path, in UML and in gVisor when installed
-          (scripts/install-comparisons.sh), alternating (--rounds, default 3,
-          best time kept); prints ns/op, ratios to native and the goals,
-          writes build/bench/results.json and .svg (--json, --svg)
+Options:
   --cpu N         pin every system's runs to CPU N
+  --rounds N      rounds of every system (default 3)
   --time-ms N     each timed loop lasts about N ms (default 2); --iters N
                   fixes the iteration count instead
   --reps N        timed loops per operation, the best kept (default 100)
   --systems A,B   run only these (native always runs): native, nomu,
                   seccomp, zpoline, split, sysemu, uml, gvisor, ptrace, kvm...
   --ops A,B       run only these operations (--list shows them all)
+  --json FILE, --svg FILE   where the results go
+  --bin PATH      the benchmark program (default: build/bench/syscall_bench)
+  --timeout SECS  how long one system's run may take
 ";
 
 const DEFAULT_MEM: usize = 1 << 30;
 
-/// Parses UML-style sizes: a number with an optional K, M or G suffix.
+/// Parses UML-style sizes: a number with an optional K, M, G or T suffix.
 pub fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
     let (num, mult) = match s.chars().last()? {
         'k' | 'K' => (&s[..s.len() - 1], 1usize << 10),
         'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
         'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        't' | 'T' => (&s[..s.len() - 1], 1 << 40),
         _ => (s, 1),
     };
     num.parse::<usize>().ok()?.checked_mul(mult)
 }
 
-pub fn main() -> i32 {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let Some(cmd) = args.first().and_then(|a| a.to_str()) else {
-        eprint!("{USAGE}");
-        return 2;
-    };
-    match cmd {
-        "run" => run(&args[1..]),
-        "info" => info(),
-        "syscalls" => {
-            crate::syscall::table::print_table(args.iter().any(|a| a == "--all"));
-            0
-        }
-        "bench" => crate::bench::main(&args[1..]),
-        "help" | "--help" | "-h" => {
-            print!("{USAGE}");
-            0
-        }
-        _ => {
-            eprintln!("nomu: unknown command '{cmd}'");
-            eprint!("{USAGE}");
-            2
-        }
+/// --mem's value: a size of at least 1M, whole pages, below the top of a
+/// 47-bit address space.
+fn parse_mem(v: &str) -> Result<usize, String> {
+    let m = parse_size(v).ok_or("a size such as 512M, 2G or 1T")?;
+    if m < 1 << 20 || m % 4096 != 0 {
+        return Err("at least 1M, in whole 4K pages".into());
+    }
+    if m > 64 << 40 {
+        return Err("at most 64T".into());
+    }
+    Ok(m)
+}
+
+fn parse_env(v: &str) -> Result<Vec<u8>, String> {
+    if v.contains('=') {
+        Ok(v.as_bytes().to_vec())
+    } else {
+        Err("wants K=V".into())
     }
 }
 
-fn run(args: &[std::ffi::OsString]) -> i32 {
-    let mut root = PathBuf::from("/");
-    let mut mem = DEFAULT_MEM;
-    let mut trace = false;
-    let mut entry = None;
-    let mut env_overrides: Vec<Vec<u8>> = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].to_string_lossy();
-        let value = |i: usize| args.get(i + 1).ok_or(format!("nomu: {a} needs a value"));
-        match a.as_ref() {
-            "--" => {
-                i += 1;
-                break;
-            }
-            "--root" => match value(i) {
-                Ok(v) => {
-                    root = PathBuf::from(v);
-                    i += 2;
-                }
-                Err(e) => return usage_error(&e),
-            },
-            "--mem" => match value(i).map(|v| v.to_string_lossy().to_string()) {
-                Ok(v) => match parse_size(&v).filter(|&m| m >= 1 << 20 && m % 4096 == 0) {
-                    Some(m) => {
-                        mem = m;
-                        i += 2;
-                    }
-                    None => return usage_error(&format!("nomu: bad --mem '{v}' (at least 1M, e.g. 512M or 2G)")),
-                },
-                Err(e) => return usage_error(&e),
-            },
-            "--trace" => {
-                trace = true;
-                i += 1;
-            }
-            "--entry" => match value(i).map(|v| v.to_string_lossy().to_string()) {
-                Ok(v) => match EntryKind::parse(&v) {
-                    Some(k) => {
-                        entry = Some(k);
-                        i += 2;
-                    }
-                    None => {
-                        return usage_error(&format!(
-                            "nomu: unknown entry path '{v}' (zpoline, seccomp, split, sysemu)"
-                        ))
-                    }
-                },
-                Err(e) => return usage_error(&e),
-            },
-            "--env" => match value(i) {
-                Ok(v) if v.as_bytes().contains(&b'=') => {
-                    env_overrides.push(v.as_bytes().to_vec());
-                    i += 2;
-                }
-                Ok(v) => return usage_error(&format!("nomu: --env wants K=V, got '{}'", v.to_string_lossy())),
-                Err(e) => return usage_error(&e),
-            },
-            s if s.starts_with("--") => return usage_error(&format!("nomu: unknown option {s}")),
-            _ => break,
+/// The whole command line.
+fn command() -> Command {
+    Command::new("nomu")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("A no-MMU user-mode kernel: unmodified x86-64 Linux programs in one host process")
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .subcommand(
+            Command::new("run")
+                .about("Runs PROGRAM (a path inside the guest root) inside nomu, with the caller's environment, stdin, stdout and stderr; exits with its status")
+                .arg(
+                    Arg::new("entry")
+                        .long("entry")
+                        .value_name("PATH")
+                        .value_parser(PossibleValuesParser::new(EntryKind::ALL.map(|k| k.name())))
+                        .help("How guest syscalls reach nomu (default: the fastest that works here; see `nomu info`)"),
+                )
+                .arg(
+                    Arg::new("root")
+                        .long("root")
+                        .value_name("DIR")
+                        .value_parser(value_parser!(PathBuf))
+                        .default_value("/")
+                        .help("The guest's root directory"),
+                )
+                .arg(
+                    Arg::new("mem")
+                        .long("mem")
+                        .value_name("SIZE")
+                        .value_parser(parse_mem)
+                        .help("Guest physical memory, as UML's mem= (e.g. 512M, 2G, 1T; default 1G)"),
+                )
+                .arg(
+                    Arg::new("trace")
+                        .long("trace")
+                        .action(ArgAction::SetTrue)
+                        .help("Print one strace-like line per guest syscall on stderr"),
+                )
+                .arg(
+                    Arg::new("env")
+                        .long("env")
+                        .value_name("K=V")
+                        .action(ArgAction::Append)
+                        .value_parser(parse_env)
+                        .help("Set (or override) an environment variable for the guest"),
+                )
+                .arg(
+                    Arg::new("program")
+                        .value_name("PROGRAM")
+                        .required(true)
+                        .value_parser(value_parser!(OsString))
+                        .help("The program to run, as a path inside the root"),
+                )
+                .arg(
+                    Arg::new("args")
+                        .value_name("ARGS")
+                        .num_args(0..)
+                        .trailing_var_arg(true)
+                        .allow_hyphen_values(true)
+                        .value_parser(value_parser!(OsString))
+                        .help("Its arguments"),
+                ),
+        )
+        .subcommand(Command::new("info").about("The entry paths this host can run, and why the others cannot"))
+        .subcommand(
+            Command::new("syscalls")
+                .about("Lists every syscall nomu implements and how completely")
+                .arg(Arg::new("all").long("all").action(ArgAction::SetTrue).help("And the ones that return ENOSYS")),
+        )
+        .subcommand(
+            Command::new("bench")
+                .about("Runs the benchmark natively, under each entry path, in UML and gVisor")
+                .after_help(BENCH_HELP)
+                .arg(
+                    Arg::new("options")
+                        .value_name("OPTIONS")
+                        .num_args(0..)
+                        .trailing_var_arg(true)
+                        .allow_hyphen_values(true)
+                        .value_parser(value_parser!(OsString)),
+                ),
+        )
+        .subcommand(
+            Command::new("completions").about("Prints a shell completion script").arg(
+                Arg::new("shell")
+                    .value_name("SHELL")
+                    .required(true)
+                    .value_parser(value_parser!(clap_complete::Shell)),
+            ),
+        )
+}
+
+pub fn main() -> i32 {
+    let matches = match command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => {
+            // Help and version go to stdout with status 0; errors are one
+            // line and a hint on stderr, status 2.
+            let _ = e.print();
+            return e.exit_code();
         }
-    }
-    let Some(program) = args.get(i) else {
-        return usage_error("nomu: no PROGRAM given");
     };
-    let argv: Vec<Vec<u8>> = args[i..].iter().map(|a| a.as_bytes().to_vec()).collect();
+    match matches.subcommand() {
+        Some(("run", m)) => run(m),
+        Some(("info", _)) => info(),
+        Some(("syscalls", m)) => {
+            crate::syscall::table::print_table(m.get_flag("all"));
+            0
+        }
+        Some(("bench", m)) => {
+            let options: Vec<OsString> = m.get_many::<OsString>("options").into_iter().flatten().cloned().collect();
+            crate::bench::main(&options)
+        }
+        Some(("completions", m)) => {
+            let shell = *m.get_one::<clap_complete::Shell>("shell").unwrap();
+            clap_complete::generate(shell, &mut command(), "nomu", &mut std::io::stdout());
+            0
+        }
+        _ => unreachable!("clap requires a subcommand"),
+    }
+}
+
+fn run(m: &ArgMatches) -> i32 {
+    let root = m.get_one::<PathBuf>("root").unwrap().clone();
+    let mem = m.get_one::<usize>("mem").copied().unwrap_or(DEFAULT_MEM);
+    let trace = m.get_flag("trace");
+    let entry = m.get_one::<String>("entry").map(|n| EntryKind::parse(n).unwrap());
+    let env_overrides: Vec<Vec<u8>> = m.get_many::<Vec<u8>>("env").into_iter().flatten().cloned().collect();
+    let program = m.get_one::<OsString>("program").unwrap();
+    let argv: Vec<Vec<u8>> = std::iter::once(program)
+        .chain(m.get_many::<OsString>("args").into_iter().flatten())
+        .map(|a| a.as_bytes().to_vec())
+        .collect();
     // The in-process paths run nomu's kernel on guest threads (see
     // reexec_with_glibc_off_avx).
     let in_process = |k: EntryKind| matches!(k, EntryKind::Zpoline | EntryKind::Seccomp);
@@ -262,12 +316,6 @@ fn info() -> i32 {
     0
 }
 
-fn usage_error(msg: &str) -> i32 {
-    eprintln!("{msg}");
-    eprint!("{USAGE}");
-    2
-}
-
 #[cfg(test)]
 mod tests {
     use super::parse_size;
@@ -278,6 +326,7 @@ mod tests {
         assert_eq!(parse_size("2G"), Some(2 << 30));
         assert_eq!(parse_size("64k"), Some(64 << 10));
         assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("1T"), Some(1 << 40));
         assert_eq!(parse_size("x"), None);
         assert_eq!(parse_size(""), None);
     }

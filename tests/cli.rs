@@ -232,6 +232,48 @@ fn command_line_errors_are_usage_errors() {
     assert_eq!(nomu(&["run"]).status.code(), Some(2));
     assert_eq!(nomu(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(nomu(&["run", "--root", "/no/such/dir", "--", "/x"]).status.code(), Some(1));
+    // One line that says what is wrong, and a hint; no page of usage
+    // (regression: 30 lines of usage followed every error).
+    for args in
+        [&["run", "--mem", "lots", "--", "/bin/true"][..], &["run", "--entry", "teleport", "/x"], &["frobnicate"]]
+    {
+        let err = text(&nomu(args).stderr);
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(err.contains("try '--help'"), "{args:?}: {err}");
+        assert!(err.lines().count() <= 6, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn every_command_has_help_and_nomu_has_a_version() {
+    let version = nomu(&["--version"]);
+    assert!(version.status.success());
+    assert_eq!(text(&version.stdout), format!("nomu {}\n", env!("CARGO_PKG_VERSION")));
+    for cmd in ["run", "info", "syscalls", "bench", "completions"] {
+        let help = nomu(&[cmd, "--help"]);
+        assert!(help.status.success(), "{cmd} --help: {}", text(&help.stderr));
+        assert!(text(&help.stdout).contains(&format!("Usage: nomu {cmd}")), "{cmd}: {}", text(&help.stdout));
+    }
+    let bash = nomu(&["completions", "bash"]);
+    assert!(bash.status.success() && text(&bash.stdout).contains("complete"));
+}
+
+#[test]
+fn sizes_take_a_t_suffix_and_truncated_programs_say_so() {
+    // Regression: --mem 1T was refused as garbage.
+    let out = nomu(&["run", "--mem", "1T", "--", s(&bin("guest/static/hello"))]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Regression: a truncated ELF file reported "Input/output error".
+    let hello = std::fs::read(bin("guest/static/hello")).unwrap();
+    let dir = std::env::temp_dir().join(format!("nomu-truncated-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("hello");
+    std::fs::write(&cut, &hello[..5000]).unwrap();
+    std::fs::set_permissions(&cut, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = nomu(&["run", "--", s(&cut)]);
+    assert_eq!(out.status.code(), Some(126));
+    assert!(text(&out.stderr).contains("truncated ELF file"), "{}", text(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

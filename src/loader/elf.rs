@@ -187,6 +187,16 @@ fn load_one(
         }
     }
     let initial = if covered_to >= start + span { PROT_READ | PROT_WRITE } else { 0 };
+    // A truncated file says so (Linux maps it and the program dies when
+    // it touches the missing part; nomu copies, so it refuses up front).
+    let size = hostfs::fstat(file.fd())?.st_size as u64;
+    if let Some(p) = loads.iter().find(|p| p.offset.checked_add(p.filesz).is_none_or(|end| end > size)) {
+        return Err(noexec(&format!(
+            "truncated ELF file: a segment needs bytes {}..{} and the file has {size}",
+            p.offset,
+            p.offset.saturating_add(p.filesz)
+        )));
+    }
     let filled = space.map(Placement::Allocated(start), span, Vma::new(0, initial, VmaKind::Image), |_| {
         for p in &loads {
             // Through the alias: the pages may still be protected as the
