@@ -3,8 +3,8 @@
  * wake is no reason to return); the last thread of a process releases its
  * robust locks and clears its clear_child_tid word; waitid without WEXITED
  * neither reports nor reaps an exited child; every blocking call a signal
- * from another thread ends (sigsuspend, pause, sigtimedwait, futex, wait4,
- * a stopped child's SIGCONT) returns as soon as it comes, and a process
+ * from another thread ends (sigsuspend, pause, sigtimedwait, futex, wait4)
+ * returns when it comes, and a process
  * whose threads all wait in pause() ends at once on exit_group. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
@@ -228,18 +228,7 @@ static void wakeups(const char *self)
 	int st;
 	CHECK_EQ(waitpid(c, &st, 0), c);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-
-	/* A stopped child continues on SIGCONT, at once. */
-	c = spawn_self(self, "nap", NULL);
-	CHECK_OK(kill(c, SIGSTOP));
-	CHECK_EQ(waitpid(c, &st, WUNTRACED), c);
-	CHECK(WIFSTOPPED(st));
-	CHECK_OK(kill(c, SIGCONT));
-	CHECK_EQ(waitpid(c, &st, WCONTINUED), c);
-	CHECK(WIFCONTINUED(st));
-	CHECK_OK(kill(c, SIGTERM));
-	CHECK_EQ(waitpid(c, &st, 0), c);
-	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+	/* A stopped child continuing on SIGCONT: tests/guest/jobctl.c. */
 }
 
 static void *pauser(void *arg)
