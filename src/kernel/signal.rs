@@ -3,7 +3,6 @@
 //! default ends the process as Linux's default action would.
 
 use super::abi::KernelSigaction;
-use std::collections::VecDeque;
 
 pub const NSIG: usize = 64;
 pub const SIG_DFL: u64 = 0;
@@ -236,9 +235,10 @@ impl AltStack {
 #[derive(Clone)]
 pub struct Pending {
     pub set: u64,
-    /// Per signal, what is queued: at most one standard signal, up to
-    /// RT_QUEUE_MAX real-time ones in the order sent.
-    infos: Vec<VecDeque<SigInfo>>,
+    /// Every pending instance, in the order sent: at most one per standard
+    /// signal, up to RT_QUEUE_MAX per real-time one. Usually empty or
+    /// nearly, and free to create (a thread is made per vfork).
+    queue: Vec<SigInfo>,
 }
 
 /// The first real-time signal as the kernel numbers it (libc's SIGRTMIN is
@@ -250,7 +250,7 @@ const RT_QUEUE_MAX: usize = 1024;
 
 impl Default for Pending {
     fn default() -> Self {
-        Pending { set: 0, infos: vec![VecDeque::new(); NSIG] }
+        Pending { set: 0, queue: Vec::new() }
     }
 }
 
@@ -259,9 +259,9 @@ impl Pending {
     /// twice; real-time signals queue, each with its own siginfo.
     pub fn add(&mut self, info: SigInfo) {
         let sig = info.signo();
-        let queue = &mut self.infos[sig as usize - 1];
-        if queue.is_empty() || (sig >= KERNEL_SIGRTMIN && queue.len() < RT_QUEUE_MAX) {
-            queue.push_back(info);
+        let queued = || self.queue.iter().filter(|i| i.signo() == sig).count();
+        if self.set & bit(sig) == 0 || (sig >= KERNEL_SIGRTMIN && queued() < RT_QUEUE_MAX) {
+            self.queue.push(info);
         }
         self.set |= bit(sig);
     }
@@ -269,7 +269,7 @@ impl Pending {
     /// Drops a pending signal (SIGCONT cancels pending stops and back).
     pub fn discard(&mut self, sig: i32) {
         self.set &= !bit(sig);
-        self.infos[sig as usize - 1].clear();
+        self.queue.retain(|i| i.signo() != sig);
     }
 
     /// Takes the lowest pending signal not in `blocked` (synchronous fault
@@ -283,9 +283,9 @@ impl Pending {
         let sync = bit(libc::SIGSEGV) | bit(libc::SIGBUS) | bit(libc::SIGILL) | bit(libc::SIGTRAP) | bit(libc::SIGFPE);
         let pick = if ready & sync != 0 { ready & sync } else { ready };
         let sig = pick.trailing_zeros() as i32 + 1;
-        let queue = &mut self.infos[sig as usize - 1];
-        let info = queue.pop_front();
-        if queue.is_empty() {
+        let at = self.queue.iter().position(|i| i.signo() == sig);
+        let info = at.map(|at| self.queue.remove(at));
+        if !self.queue.iter().any(|i| i.signo() == sig) {
             self.set &= !bit(sig);
         }
         info

@@ -147,11 +147,14 @@ pub fn finish_thread(kernel: &'static Kernel, thread: &Arc<Thread>, status: Exit
 /// A thread that leaves: its robust futex list, then clear_child_tid, as
 /// Linux's exit_mm_release does.
 fn release_thread(thread: &Thread, mm: &Mm) {
-    let mem = UserMem::new(mm);
     let (ctid, robust) = {
         let st = thread.state.lock().unwrap();
         (st.clear_child_tid, st.robust_list)
     };
+    if ctid == 0 && robust == 0 {
+        return;
+    }
+    let mem = UserMem::new(mm);
     if robust != 0 {
         crate::kernel::futex::exit_robust_list(&mem, robust, thread.tid);
     }

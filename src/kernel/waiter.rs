@@ -21,17 +21,41 @@ use std::time::Instant;
 #[derive(Default, Debug)]
 pub struct Event {
     count: AtomicU32,
+    /// Threads in wait_for on this event: a notify with none (most exits,
+    /// every vfork release nobody waits for) makes no host call.
+    waiters: AtomicU32,
 }
 
 impl Event {
     pub const fn new() -> Event {
-        Event { count: AtomicU32::new(0) }
+        Event { count: AtomicU32::new(0), waiters: AtomicU32::new(0) }
     }
 
     /// Wakes every waiter: each looks at its condition again.
     pub fn notify(&self) {
+        // SeqCst on both sides (here: count, then waiters; a waiter:
+        // waiters, then count): either the waiter sees the new count, or
+        // this sees the waiter and wakes it.
         self.count.fetch_add(1, Ordering::SeqCst);
-        hostsys::wake_word(&self.count);
+        if self.waiters.load(Ordering::SeqCst) != 0 {
+            hostsys::wake_word(&self.count);
+        }
+    }
+}
+
+/// One thread counted in an event's waiters while it waits.
+struct Waiting<'a>(&'a AtomicU32);
+
+impl<'a> Waiting<'a> {
+    fn new(waiters: &'a AtomicU32) -> Waiting<'a> {
+        waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(waiters)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -63,6 +87,7 @@ impl ThreadCtx {
         // deadline ends the host wait.
         let quiet = AtomicU32::new(0);
         let word = event.map_or(&quiet, |e| &e.count);
+        let _counted = event.map(|e| Waiting::new(&e.waiters));
         self.in_host_wait(|| loop {
             // Kicks from before this look are accounted for by it.
             crate::host::blocking::forget_kicks();
@@ -123,8 +148,17 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
+    fn notify_with_no_waiter_moves_the_count_only() {
+        let event = Event::new();
+        event.notify();
+        assert_eq!(event.count.load(Ordering::SeqCst), 1);
+        assert_eq!(event.waiters.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
     fn notify_wakes_a_waiter_on_the_count_it_read() {
         let event = Arc::new(Event::new());
+        let counted = Waiting::new(&event.waiters);
         let seen = event.count.load(Ordering::SeqCst);
         let e = event.clone();
         let waker = std::thread::spawn(move || e.notify());
@@ -135,6 +169,7 @@ mod tests {
         assert!(matches!(r, Ok(()) | Err(Errno::EAGAIN)), "{r:?}");
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
         waker.join().unwrap();
+        drop(counted);
         // A count that moved on is never slept on.
         assert_eq!(hostsys::wait_word(&event.count, seen, None), Err(Errno::EAGAIN));
     }
