@@ -232,7 +232,7 @@ impl AltStack {
 /// Signals waiting for a thread: a set, and the siginfo of each pending
 /// instance (standard signals do not queue on Linux either; real-time ones
 /// do).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Pending {
     pub set: u64,
     /// Every pending instance, in the order sent: at most one per standard
@@ -247,12 +247,6 @@ const KERNEL_SIGRTMIN: i32 = 32;
 /// How many instances of one real-time signal may wait (Linux bounds them
 /// all by RLIMIT_SIGPENDING; this keeps one guest from filling nomu).
 const RT_QUEUE_MAX: usize = 1024;
-
-impl Default for Pending {
-    fn default() -> Self {
-        Pending { set: 0, queue: Vec::new() }
-    }
-}
 
 impl Pending {
     /// Queues `info`: a standard signal already pending is not queued
