@@ -27,7 +27,7 @@ EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high
 BENCH_BINS   := $(BUILD)/bench/syscall_bench
 DEMO         := $(BUILD)/guest/static/demo
 
-.PHONY: all setup nomu guests bench-bins run demo test bench clean lint
+.PHONY: all setup nomu guests bench-bins run demo test bench clean lint fuzz
 
 all: nomu guests bench-bins
 
@@ -88,6 +88,16 @@ demo: setup nomu $(DEMO)
 test: setup nomu guests
 	$(NOMU) info
 	scripts/with-zpoline-sysctl.sh $(CARGO) test --profile ci
+
+# nomu's own syscall fuzzer, long (the test suite runs 10000 calls per
+# path): FUZZ_CALLS calls per entry path from seed FUZZ_SEED, nomu's
+# survival and everything outside the scratch root checked afterwards.
+FUZZ_CALLS ?= 1000000
+FUZZ_SEED  ?= $(shell date +%s)
+fuzz: setup nomu guests
+	@echo "fuzz: seed $(FUZZ_SEED), $(FUZZ_CALLS) calls per entry path"
+	NOMU_FUZZ_CALLS=$(FUZZ_CALLS) NOMU_FUZZ_SEED=$(FUZZ_SEED) scripts/with-zpoline-sysctl.sh \
+		$(CARGO) test --profile ci --test cli fuzzing_leaves_nomu -- --nocapture
 
 # The comparison systems are installed only here: nothing else needs them.
 # zpoline runs only with vm.mmap_min_addr=0 (set and restored by the wrapper).

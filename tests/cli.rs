@@ -405,6 +405,51 @@ fn i386_syscall_instructions_fault_and_harm_no_later_guest(e: Entry) {
     assert_eq!(text(&out.stdout), "three guests faulted on the i386 entries and exited cleanly\n");
 }
 
+/// What a guest confined to a root must never change: mode, owner and
+/// modification time (reading a device node may update its atime).
+fn guarded_attributes(p: &Path) -> (u32, u32, u32, i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.mode(), m.uid(), m.gid(), m.mtime(), m.mtime_nsec())
+}
+
+/// The bounded run of nomu's own fuzzer (tests/nomu/fuzz.c; `make fuzz`
+/// runs it long): random syscalls with hostile arguments inside a scratch
+/// root. nomu must survive, and nothing outside the root may change: the
+/// directory around it, a file beside it, the host's device nodes.
+/// NOMU_FUZZ_CALLS and NOMU_FUZZ_SEED override the defaults.
+fn fuzzing_leaves_nomu_and_everything_outside_the_root_intact(e: Entry) {
+    let calls = std::env::var("NOMU_FUZZ_CALLS").unwrap_or_else(|_| "10000".into());
+    let seed = std::env::var("NOMU_FUZZ_SEED").unwrap_or_else(|_| "1".into());
+    let outer = scratch("fuzz", e);
+    let root = outer.join("root");
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    std::fs::write(root.join("dir/file"), "inside\n").unwrap();
+    std::os::unix::fs::symlink("/..", root.join("link-up")).unwrap();
+    std::fs::copy(bin("nomu-tests/fuzz"), root.join("fuzz")).unwrap();
+    std::fs::write(outer.join("beside"), "outside the root\n").unwrap();
+    let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+    let watched: Vec<PathBuf> =
+        [outer.clone(), outer.join("beside")].into_iter().chain(devices.iter().map(PathBuf::from)).collect();
+    let names = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    let before: Vec<_> = watched.iter().map(|p| guarded_attributes(p)).collect();
+    let names_before = names(&outer);
+    let out = e.run(&["--root", s(&root), "--", "/fuzz", &seed, &calls]);
+    let after: Vec<_> = watched.iter().map(|p| guarded_attributes(p)).collect();
+    assert!(out.status.success(), "seed {seed}: {:?} {}{}", out.status, text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).lines().any(|l| l.starts_with("survived ")), "{}", text(&out.stdout));
+    for ((p, b), a) in watched.iter().zip(&before).zip(&after) {
+        assert_eq!(b, a, "seed {seed}: {} changed", p.display());
+    }
+    assert_eq!(names(&outer), names_before, "seed {seed}: entries beside the root changed");
+    assert_eq!(std::fs::read_to_string(outer.join("beside")).unwrap(), "outside the root\n");
+    let _ = std::fs::remove_dir_all(outer);
+}
+
 fn exit_and_exec_end_threads_in_every_kind_of_wait(e: Entry) {
     let prog = bin("nomu-tests/thread_storm");
     let exit = e.run(&["--", s(&prog)]);
@@ -437,4 +482,5 @@ entry_matrix!(
     first_program_is_signalled_as_when_run_directly,
     exit_and_exec_end_threads_in_every_kind_of_wait,
     i386_syscall_instructions_fault_and_harm_no_later_guest,
+    fuzzing_leaves_nomu_and_everything_outside_the_root_intact,
 );

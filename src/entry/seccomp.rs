@@ -717,6 +717,14 @@ unsafe extern "C" fn nomu_handle_trap(
                 zpoline::finish_exit_tail(regs, tcb);
             }
             Trap::Fault(BAD_RETURN_FAULT)
+        } else if zpoline && zpoline::at_entry(rip) && tcb.kernel.is_some() {
+            // The guest reached the sled other than through a rewritten
+            // site, with a stack the stub cannot pop (a garbage
+            // rt_sigreturn, a wild jump): nothing is saved yet, every
+            // register is the guest's. As natively, a fetch fault at 0
+            // (regression: nomu died of it).
+            uc.mcontext.regs.rip = 0;
+            Trap::Fault(zpoline::NULL_FETCH_FAULT)
         } else if in_nomu || tcb.kernel.is_none() {
             internal_fault(signo, rip, addr);
             return BACK_TO_NOMU;

@@ -636,6 +636,15 @@ pub const NULL_FETCH_FAULT: Fault = Fault {
 
 /// Whether `rip` lies in the stub (where the thread is not in guest code,
 /// whatever its fs base says).
+/// Whether `rip` is the stub's first instruction, which pops the return
+/// address from the guest's stack: a guest that reached the sled with an
+/// unreadable stack faults there (the seccomp handler makes that the
+/// guest's fault).
+pub fn at_entry(rip: u64) -> bool {
+    // SAFETY: the address of an asm label, never read.
+    active() && rip == addr_of(unsafe { &nomu_zpoline_entry })
+}
+
 pub fn in_stub(rip: u64) -> bool {
     // SAFETY: addresses of asm labels, never read.
     let (start, end) = unsafe { (addr_of(&nomu_zpoline_entry), addr_of(&nomu_zpoline_end)) };

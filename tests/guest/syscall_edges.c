@@ -127,6 +127,27 @@ int main(void)
 	}
 	printf("a call through NULL: SIGSEGV at address 0\n");
 
+	/* A jump to NULL with a stack pointer at an unmapped page (as after a
+	 * garbage rt_sigreturn): the guest's SIGSEGV, on its alternate stack
+	 * (regression: zpoline's stub faulted popping the return address
+	 * and nomu died). */
+	static char alt[64 * 1024];
+	stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt};
+	CHECK_OK(sigaltstack(&ss, NULL));
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	CHECK_OK(sigaction(SIGSEGV, &sa, NULL));
+	for (volatile int i = 0; i < 2; i++) {
+		if (!sigsetjmp(jump, 1)) {
+			__asm__ volatile("mov $0x1000, %%rsp\n\t"
+					 "xor %%eax, %%eax\n\t"
+					 "jmp *%%rax" ::: "memory");
+		}
+		CHECK_EQ(fault_addr, 0);
+		CHECK_EQ(fault_rip, 0);
+		CHECK_EQ(fault_code, SEGV_MAPERR);
+	}
+	printf("a jump to NULL with no usable stack: SIGSEGV at address 0\n");
+
 	/* New code where freed code was: a `call *%rax` at the address of a
 	 * syscall instruction that ran there before is a call, not a syscall
 	 * (regression: zpoline kept its notes of rewritten sites in memory
