@@ -148,8 +148,8 @@ impl Tasks {
 
     /// Records that `pid` ended. Its children go to the first program
     /// (FIRST_PID) while it lives, else to nomu itself, which reaps them as
-    /// they end;
-    /// unless its parent ignores SIGCHLD it stays a zombie until reaped.
+    /// they end. Unless its parent ignores SIGCHLD (or is nomu) it stays a
+    /// zombie until reaped.
     /// `notify_parent` runs (under the table lock, as Linux sends SIGCHLD
     /// under tasklist_lock) before any waiter can see the zombie.
     pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage, notify_parent: impl FnOnce(&Process)) {
@@ -198,8 +198,6 @@ impl Tasks {
         }
     }
 
-    /// wait4/waitid for `parent`'s children. Ok(None): nothing ready (only
-    /// with `nohang`); ECHILD when no child matches at all.
     /// Records a stop or continue of `pid` for its parent's wait.
     pub fn stop_event(&self, pid: u32, event: StopEvent) {
         if let Some(t) = self.table.lock().unwrap().get_mut(&pid) {

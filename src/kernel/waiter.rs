@@ -59,12 +59,11 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// What ends a wait besides its condition, its deadline and the thread's
-/// death (which every wait gives way to).
+/// What ends a wait besides its condition and its deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
-    /// A signal the thread must handle ends it: ERESTARTSYS, which the
-    /// caller maps to what its syscall returns.
+    /// A signal the thread must handle, or its death, ends it: ERESTARTSYS,
+    /// which the caller maps to what its syscall returns.
     OnSignal,
     /// Only the condition ends it (the caller puts the thread's death in
     /// the condition: a stopped thread, a vfork parent).
