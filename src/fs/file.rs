@@ -69,6 +69,9 @@ pub struct OpenFile {
     /// by nomu rather than the host; the position is the next entry.
     pub proc_dir: Option<Option<u32>>,
     pub dir_pos: Mutex<usize>,
+    /// Set for a regular file opened for writing: it cannot be executed
+    /// while this description is open (ETXTBSY).
+    pub writing: Option<super::text_busy::OpenForWriting>,
 }
 
 impl OpenFile {
@@ -84,6 +87,7 @@ impl OpenFile {
             path_only,
             proc_dir: None,
             dir_pos: Mutex::new(0),
+            writing: None,
         }
     }
 

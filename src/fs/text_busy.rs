@@ -1,7 +1,8 @@
 //! Linux's ETXTBSY: while a process runs a program, the program's file
-//! cannot be opened for writing or truncated. nomu copies programs into
-//! guest memory, so the host never sees them run: nomu keeps the set of
-//! running programs' files itself.
+//! cannot be opened for writing or truncated; while a file is open for
+//! writing, it cannot be executed. nomu copies programs into guest memory,
+//! so the host never sees them run: nomu counts running programs' files
+//! and files open for writing itself.
 
 use crate::host::fs as hostfs;
 use crate::kernel::errno::Errno;
@@ -12,6 +13,23 @@ use std::sync::Mutex;
 /// (device, inode) of each running program's file, with how many
 /// processes run it.
 static RUNNING: Mutex<BTreeMap<(u64, u64), usize>> = Mutex::new(BTreeMap::new());
+/// (device, inode) of each regular file a guest has open for writing, with
+/// how many open file descriptions.
+static WRITING: Mutex<BTreeMap<(u64, u64), usize>> = Mutex::new(BTreeMap::new());
+
+fn take(map: &Mutex<BTreeMap<(u64, u64), usize>>, key: (u64, u64)) {
+    *map.lock().unwrap().entry(key).or_insert(0) += 1;
+}
+
+fn give_back(map: &Mutex<BTreeMap<(u64, u64), usize>>, key: (u64, u64)) {
+    let mut map = map.lock().unwrap();
+    if let Some(n) = map.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&key);
+        }
+    }
+}
 
 /// One process running the program in a file: the file is busy for
 /// writing until this is dropped (the process execs again, or exits).
@@ -21,24 +39,46 @@ pub struct RunningProgram {
 }
 
 impl RunningProgram {
-    /// Marks the file open at `fd` as running.
+    /// Marks the file open at `fd` as running: ETXTBSY while a guest has
+    /// it open for writing.
     pub fn new(fd: BorrowedFd) -> Result<RunningProgram, Errno> {
         let st = hostfs::fstat(fd)?;
         let key = (st.st_dev, st.st_ino);
-        *RUNNING.lock().unwrap().entry(key).or_insert(0) += 1;
+        if WRITING.lock().unwrap().contains_key(&key) {
+            return Err(Errno::ETXTBSY);
+        }
+        take(&RUNNING, key);
         Ok(RunningProgram { key })
     }
 }
 
 impl Drop for RunningProgram {
     fn drop(&mut self) {
-        let mut running = RUNNING.lock().unwrap();
-        if let Some(n) = running.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                running.remove(&self.key);
-            }
-        }
+        give_back(&RUNNING, self.key);
+    }
+}
+
+/// An open file description with write access to a regular file: the file
+/// cannot be executed until this is dropped (the description is closed).
+#[derive(Debug)]
+pub struct OpenForWriting {
+    key: (u64, u64),
+}
+
+impl OpenForWriting {
+    /// ETXTBSY if the file with attributes `st` is a running program, else
+    /// the mark that it is open for writing.
+    pub fn new(st: &libc::stat) -> Result<OpenForWriting, Errno> {
+        deny_write(st)?;
+        let key = (st.st_dev, st.st_ino);
+        take(&WRITING, key);
+        Ok(OpenForWriting { key })
+    }
+}
+
+impl Drop for OpenForWriting {
+    fn drop(&mut self) {
+        give_back(&WRITING, self.key);
     }
 }
 
@@ -56,7 +96,7 @@ mod tests {
     use std::os::fd::AsFd;
 
     #[test]
-    fn busy_while_any_process_runs_it() {
+    fn busy_while_running_and_not_runnable_while_open_for_writing() {
         let file = std::fs::File::open("/proc/self/exe").unwrap();
         let st = hostfs::fstat(file.as_fd()).unwrap();
         assert_eq!(deny_write(&st), Ok(()));
@@ -67,5 +107,13 @@ mod tests {
         assert_eq!(deny_write(&st), Err(Errno::ETXTBSY));
         drop(b);
         assert_eq!(deny_write(&st), Ok(()));
+        // (One test: the sets are global, and tests run in parallel.)
+        // Open for writing, it cannot run; running, it cannot be opened so.
+        let w = OpenForWriting::new(&st).unwrap();
+        assert_eq!(RunningProgram::new(file.as_fd()).map(drop), Err(Errno::ETXTBSY));
+        drop(w);
+        let running = RunningProgram::new(file.as_fd()).unwrap();
+        assert_eq!(OpenForWriting::new(&st).map(drop), Err(Errno::ETXTBSY));
+        drop(running);
     }
 }

@@ -186,20 +186,25 @@ fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysRes
     let abs = ctx.abs_path(dirfd, ptr, false)?;
     let mode = mode & 0o7777 & !ctx.umask();
     let writes = flags & libc::O_ACCMODE != libc::O_RDONLY && flags & libc::O_PATH == 0;
+    let mut writing = None;
     let host = if writes {
         // A running program's file is busy (ETXTBSY): looked at before
-        // O_TRUNC may empty it.
+        // O_TRUNC may empty it. A regular file open for writing cannot be
+        // executed meanwhile.
         let host = ctx.open_abs(&abs, flags & !(libc::O_CLOEXEC | libc::O_TRUNC), mode)?;
         let st = hostfs::fstat(host.as_fd())?;
-        crate::fs::text_busy::deny_write(&st)?;
-        if flags & libc::O_TRUNC != 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG {
-            hostfs::ftruncate(host.as_fd(), 0)?;
+        if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+            writing = Some(crate::fs::text_busy::OpenForWriting::new(&st)?);
+            if flags & libc::O_TRUNC != 0 {
+                hostfs::ftruncate(host.as_fd(), 0)?;
+            }
         }
         host
     } else {
         ctx.open_abs(&abs, flags & !libc::O_CLOEXEC, mode)?
     };
     let mut file = OpenFile::new(host, abs, flags & libc::O_PATH != 0);
+    file.writing = writing;
     file.proc_dir = ctx.proc_dir(&file.path);
     ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
 }

@@ -1,7 +1,8 @@
 /* Linux's ETXTBSY: while a process runs a program, the program's file
  * cannot be opened for writing or truncated (regression: nomu let a
  * guest write over a running program); reading it works, and once the
- * process has exited the file is writable again. The program run is a
+ * process has exited the file is writable again. While a file is open
+ * for writing it cannot be run. The program run is a
  * copy of this test in /tmp, so a nomu that gets it wrong spoils only
  * the copy. */
 #define _GNU_SOURCE
@@ -72,7 +73,20 @@ int main(int argc, char **argv)
 	int status;
 	CHECK_EQ(waitpid(c, &status, 0), c);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	int w = open(copy, O_WRONLY | O_TRUNC);
+	printf("== a file open for writing cannot be run\n");
+	int w = open(copy, O_WRONLY | O_APPEND);
+	CHECK(w >= 0);
+	char *quick[] = {copy, "wait", NULL};
+	CHECK_EQ(posix_spawn(&c, copy, NULL, NULL, quick, environ), ETXTBSY);
+	close(w);
+	posix_spawn_file_actions_t none;
+	posix_spawn_file_actions_init(&none);
+	posix_spawn_file_actions_addopen(&none, 0, "/dev/null", O_RDONLY, 0);
+	CHECK_EQ(posix_spawn(&c, copy, &none, NULL, quick, environ), 0);
+	posix_spawn_file_actions_destroy(&none);
+	CHECK_EQ(waitpid(c, &status, 0), c);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	w = open(copy, O_WRONLY | O_TRUNC);
 	CHECK(w >= 0);
 	close(w);
 	CHECK_OK(stat(copy, &st));
