@@ -43,6 +43,8 @@ int main(int argc, char **argv)
 		sigemptyset(&set);
 		sigaddset(&set, SIGRTMIN);
 		siginfo_t si;
+		if (write(3, "r", 1) != 1) /* ready */
+			return 2;
 		if (sigwaitinfo(&set, &si) != SIGRTMIN || si.si_code != SI_QUEUE || si.si_pid != getppid())
 			return 1;
 		return si.si_value.sival_int;
@@ -90,10 +92,23 @@ int main(int argc, char **argv)
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
 	posix_spawnattr_setsigmask(&attr, &rt);
+	/* The child says when it is running its own code: a signal sent in
+	 * the moments after its exec hits a nomu crash not yet understood
+	 * (see the issue note), which this test is not about. */
+	int ready[2];
+	CHECK_OK(pipe(ready));
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, ready[1], 3);
 	pid_t c;
 	char *args[] = {argv[0], "receiver", NULL};
-	CHECK_EQ(posix_spawn(&c, argv[0], NULL, &attr, args, environ), 0);
+	CHECK_EQ(posix_spawn(&c, argv[0], &fa, &attr, args, environ), 0);
 	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	close(ready[1]);
+	char byte;
+	CHECK_EQ(read(ready[0], &byte, 1), 1);
+	close(ready[0]);
 	siginfo_t user = queue_info(SI_USER, 1), tkill = queue_info(SI_TKILL, 1);
 	CHECK_ERR(syscall(SYS_rt_sigqueueinfo, c, SIGRTMIN, &user), EPERM);
 	CHECK_ERR(syscall(SYS_rt_sigqueueinfo, c, SIGRTMIN, &tkill), EPERM);
