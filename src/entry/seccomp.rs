@@ -833,8 +833,32 @@ pub(super) fn xstate_of<'a>(fpstate: u64) -> Option<&'a mut [u8]> {
 /// A fault in nomu itself: report it and let the host kill us with the
 /// signal's default action (a core dump to debug from).
 fn internal_fault(signo: i32, rip: u64, addr: u64) {
-    let msg = format!("nomu: internal error: signal {signo} at rip {rip:#x} (address {addr:#x})\n");
-    crate::host::sys::write_all(2, msg.as_bytes());
+    // Formatted on the stack and written raw: the fault may have come with
+    // nomu's code running on the guest's fs base (seen: a signal sent right
+    // after a spawned child's exec), where malloc and libc cannot run.
+    struct StackBuf([u8; 160], usize);
+    impl std::fmt::Write for StackBuf {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let n = s.len().min(self.0.len() - self.1);
+            self.0[self.1..self.1 + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.1 += n;
+            Ok(())
+        }
+    }
+    let mut msg = StackBuf([0; 160], 0);
+    let _ = std::fmt::Write::write_fmt(
+        &mut msg,
+        format_args!("nomu: internal error: signal {signo} at rip {rip:#x} (address {addr:#x})\n"),
+    );
+    // A raw write: libc's touches thread-local state through fs too.
+    let text = &msg.0[..msg.1];
+    // SAFETY: writing our own stack buffer to stderr.
+    let _ = unsafe {
+        crate::host::syscall::syscall(
+            libc::SYS_write,
+            crate::host::syscall::args([2, text.as_ptr() as u64, text.len() as u64]),
+        )
+    };
     // SAFETY: restoring the default action; returning re-raises the fault.
     unsafe { libc::signal(signo, libc::SIG_DFL) };
 }
