@@ -137,10 +137,14 @@ fn tcb_at(base: usize) -> *mut Tcb {
     (base + TCB_OFFSET) as *mut Tcb
 }
 
+/// The size of a kernel stack as a signal stack: no other signal stack of
+/// nomu's has it (the trap stub checks it before it trusts a Tcb).
+pub const KSTACK_SIGNAL_STACK_SIZE: usize = XSAVE_OFFSET - PAGE_SIZE;
+
 /// The usable part of the kernel stack at `base` (above the guard page,
 /// below the xsave area and the Tcb), as sigaltstack takes it.
 fn signal_stack_at(base: usize) -> libc::stack_t {
-    libc::stack_t { ss_sp: (base + PAGE_SIZE) as *mut libc::c_void, ss_flags: 0, ss_size: XSAVE_OFFSET - PAGE_SIZE }
+    libc::stack_t { ss_sp: (base + PAGE_SIZE) as *mut libc::c_void, ss_flags: 0, ss_size: KSTACK_SIGNAL_STACK_SIZE }
 }
 
 impl Drop for KernelStack {

@@ -18,11 +18,11 @@
 //! the tail restores from (see [`finish_exit_tail`]). Entering guest code
 //! for the first time goes through the same path.
 
-use super::kstack::{Tcb, ThreadKernelStack, KSTACK_SIZE, TCB_OFFSET};
+use super::kstack::{Tcb, ThreadKernelStack, KSTACK_SIGNAL_STACK_SIZE, KSTACK_SIZE, TCB_OFFSET};
 use super::{
     zpoline, EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame, GUEST_XSTATE_COMPONENTS,
 };
-use crate::host::physmem::PhysMem;
+use crate::host::physmem::{PhysMem, PAGE_SIZE};
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
 use std::mem::offset_of;
@@ -134,10 +134,21 @@ global_asm!(
     "9:  push rbx",
     "    push r12",
     "    push r13",
+    "    mov r12, rdx", // r12 = the ucontext
+    // A Tcb is found only on a kernel stack: the handler runs on one when
+    // the signal stack it was delivered to (the ucontext says which) is a
+    // kernel stack's and this is it. Else (a thread of nomu's own without
+    // one, or one still making it) the signal interrupted nomu's code and
+    // fs is nomu's already.
     "    mov rbx, rsp",
     "    and rbx, {kstack_mask}",
+    "    cmp qword ptr [r12 + {uc_ss_size}], {kstack_signal_stack}",
+    "    jne 14f",
+    "    mov rax, [r12 + {uc_ss_sp}]",
+    "    sub rax, {page_size}",
+    "    cmp rax, rbx",
+    "    jne 14f",
     "    add rbx, {tcb_offset}", // rbx = this thread's Tcb
-    "    mov r12, rdx",          // r12 = the ucontext
     "    call nomu_rdfs",
     "    sub rsp, 16",
     "    mov [rsp], rax",        // the fs slot: the interrupted fs base
@@ -166,6 +177,11 @@ global_asm!(
     "    jmp nomu_resume_guest",
     "4:  mov rcx, rbx",
     "    jmp nomu_leave_guest",
+    "14: call {stray}", // rdi, rsi and rdx are still the host's arguments
+    "    pop r13",
+    "    pop r12",
+    "    pop rbx",
+    "    ret",
     // nomu_resume_guest(regs: rdi, &fpstate: rsi, &fs_base: rdx, tcb: rcx)
     // enters guest code with those registers, that xsave image (0: the
     // initial state) and fs base. Never returns.
@@ -301,6 +317,11 @@ global_asm!(
     entry_clear_bits = const RFLAGS_AC | RFLAGS_NT,
     kstack_mask = const !(KSTACK_SIZE - 1),
     tcb_offset = const TCB_OFFSET,
+    uc_ss_sp = const offset_of!(Ucontext, ss_sp),
+    uc_ss_size = const offset_of!(Ucontext, ss_size),
+    kstack_signal_stack = const KSTACK_SIGNAL_STACK_SIZE,
+    page_size = const PAGE_SIZE,
+    stray = sym nomu_handle_stray,
     handler = sym nomu_handle_trap,
     interrupt = sym nomu_handle_kick_note,
     resume_guest = const RESUME_GUEST,
@@ -648,6 +669,29 @@ fn finish_exit_tail(regs: &mut GuestRegs) -> bool {
 /// here, zpoline's jump), as if at that rip.
 const BAD_RETURN_FAULT: Fault =
     Fault { signo: libc::SIGSEGV, code: 0x80 /* SI_KERNEL */, addr: 0, trapno: 13, err: 0 };
+
+/// Called by `nomu_trap_entry` for a host signal on a thread that has no
+/// kernel stack in force (see there): one of nomu's own threads, or a guest
+/// worker before its kernel stack is installed. No guest code runs there,
+/// so a kick or a signal someone sent is nothing to act on; a fault is a
+/// fault-safe copy's or nomu's own.
+///
+/// # Safety
+/// Only the asm stub calls it, with the host's siginfo and ucontext.
+unsafe extern "C" fn nomu_handle_stray(signo: i32, info: *mut libc::siginfo_t, uc: *mut Ucontext) {
+    // SAFETY: the host passed valid siginfo and ucontext pointers.
+    let (info, uc) = unsafe { (&*info, &mut *uc) };
+    if !FAULT_SIGNALS.contains(&signo) || info.si_code <= 0 {
+        return;
+    }
+    let rip = uc.mcontext.regs.rip;
+    if let Some(resume_at) = safecopy::fault_fixup(rip as usize) {
+        uc.mcontext.regs.rip = resume_at as u64;
+        return;
+    }
+    // SAFETY: si_addr is valid for the fault signals we registered.
+    internal_fault(signo, rip, unsafe { info.si_addr() } as u64);
+}
 
 /// Called by `nomu_trap_entry` with nomu's fs base installed. `fs_slot`
 /// holds the interrupted fs base. Returns how the stub goes on:

@@ -274,6 +274,15 @@ pub fn swap_sigmask(mask: u64) -> u64 {
     old
 }
 
+/// Adds `mask` (a bit set as in [`swap_sigmask`]) to the calling thread's
+/// blocked signals; returns the old mask.
+pub fn block_mask(mask: u64) -> u64 {
+    let mut old = 0u64;
+    // SAFETY: rt_sigprocmask with valid 8-byte sets; only this thread's mask.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, libc::SIG_BLOCK, &mask as *const u64, &mut old as *mut u64, 8) };
+    old
+}
+
 /// Unblocks host signals in the calling thread.
 pub fn unblock_signals(sigs: &[i32]) {
     let set = sigset(sigs);

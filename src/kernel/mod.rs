@@ -194,13 +194,20 @@ impl Kernel {
             return Ok(());
         }
         // Kernel work runs on the thread's kernel stack; the host thread's own
-        // stack only holds the few frames around entering guest mode.
-        std::thread::Builder::new()
+        // stack only holds the few frames around entering guest mode. It
+        // starts with the kick blocked, whatever its creator's mask (inside
+        // a guest's trap it is let through): until the thread has its kernel
+        // stack, a kick's handler would look for a Tcb on Rust's small
+        // signal stack (regression: a signal sent to a child right after
+        // its exec, on a new host thread, crashed nomu).
+        let kick = 1u64 << (crate::entry::seccomp::KICK_SIGNAL - 1);
+        let creator_mask = crate::host::sys::block_mask(kick);
+        let spawned = std::thread::Builder::new()
             .name("nomu-guest".into())
             .stack_size(256 << 10)
-            .spawn(move || self.worker_loop(thread, start))
-            .map(drop)
-            .map_err(|_| Errno::EAGAIN)
+            .spawn(move || self.worker_loop(thread, start));
+        crate::host::sys::swap_sigmask(creator_mask);
+        spawned.map(drop).map_err(|_| Errno::EAGAIN)
     }
 
     /// A host thread's life: run guest threads, one after another.
