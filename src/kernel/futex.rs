@@ -21,7 +21,7 @@ fn futex_death(mem: &UserMem, addr: u64, tid: u32) {
     }
     if val & FUTEX_WAITERS != 0 {
         if let Ok(w) = mem.full_range(addr, 4, true) {
-            let _ = crate::host::sys::futex_wake(w, 1, u32::MAX);
+            let _ = crate::host::sys::futex_wake(*w, 1, u32::MAX);
         }
     }
 }

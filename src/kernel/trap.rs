@@ -160,7 +160,7 @@ fn release_thread(thread: &Thread, mm: &Mm) {
     }
     if ctid != 0 && mem.write(ctid, &0u32).is_ok() {
         if let Ok(w) = mem.full_range(ctid, 4, true) {
-            let _ = crate::host::sys::futex_wake(w, 1, u32::MAX);
+            let _ = crate::host::sys::futex_wake(*w, 1, u32::MAX);
         }
     }
 }

@@ -420,5 +420,34 @@ mod tests {
         assert_eq!(phys.buddy.lock().unwrap().dirty_free, 0);
         let b = phys.alloc_at(a, PAGE_SIZE);
         assert!(b.is_ok() && all_zero(a, PAGE_SIZE));
+        phys.free(a, PAGE_SIZE);
+        pinned_pages_stay_owned(phys);
+    }
+
+    /// Pages a copy is using (pinned) stay off the allocator when the
+    /// mapping goes, until the pin does; MAP_FIXED over them takes them back.
+    fn pinned_pages_stay_owned(phys: &'static PhysicalMemory) {
+        use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
+        let mut space = AddressSpace::new(phys);
+        let rw = || Vma::new(0, PROT_READ | PROT_WRITE, VmaKind::Anon);
+        let a = space.map(Placement::Anywhere { align: PAGE_SIZE }, 8 * PAGE_SIZE, rw(), |_| Ok(())).unwrap();
+        space.pin(a + 2 * PAGE_SIZE, 10);
+        space.pin(a + 2 * PAGE_SIZE, 10);
+        space.unmap(a, 4 * PAGE_SIZE);
+        assert!(!phys.is_free(a, 4 * PAGE_SIZE), "pinned pages went back to the allocator");
+        assert_eq!(space.accessible_prefix(a + 2 * PAGE_SIZE, 10, false), 0, "the mapping is gone");
+        space.unpin(a + 2 * PAGE_SIZE, 10);
+        assert!(!phys.is_free(a, 4 * PAGE_SIZE), "a second pin still holds them");
+        space.unpin(a + 2 * PAGE_SIZE, 10);
+        assert!(phys.is_free(a, 4 * PAGE_SIZE));
+        // Unpinned pages go at once; pinned ones a MAP_FIXED reclaims.
+        space.pin(a + 5 * PAGE_SIZE, PAGE_SIZE);
+        space.unmap(a + 4 * PAGE_SIZE, 4 * PAGE_SIZE);
+        assert!(phys.is_free(a + 4 * PAGE_SIZE, PAGE_SIZE) && !phys.is_free(a + 5 * PAGE_SIZE, PAGE_SIZE));
+        space.map(Placement::Fixed(a + 4 * PAGE_SIZE), 4 * PAGE_SIZE, rw(), |_| Ok(())).unwrap();
+        space.unpin(a + 5 * PAGE_SIZE, PAGE_SIZE);
+        assert!(!phys.is_free(a + 5 * PAGE_SIZE, PAGE_SIZE), "the new mapping owns it");
+        drop(space);
+        assert!(phys.is_free(a, 8 * PAGE_SIZE));
     }
 }

@@ -94,6 +94,13 @@ pub struct AddressSpace {
     brk: usize,
     /// End of the pages owned for the heap (mapped or reserved).
     brk_owned_end: usize,
+    /// Guest ranges a copy or a host call is using right now (see
+    /// [`crate::mm::uaccess::Pinned`]), one entry per user.
+    pins: Vec<(usize, usize)>,
+    /// Pages unmapped while a pin overlapped them: still this address
+    /// space's (no other process can be given them mid-copy), freed when
+    /// the last pin over them goes.
+    deferred: Vec<(usize, usize)>,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -102,7 +109,15 @@ fn host_prot(prot: i32) -> i32 {
 
 impl AddressSpace {
     pub fn new(phys: &'static PhysicalMemory) -> AddressSpace {
-        AddressSpace { phys, vmas: BTreeMap::new(), brk_start: 0, brk: 0, brk_owned_end: 0 }
+        AddressSpace {
+            phys,
+            vmas: BTreeMap::new(),
+            brk_start: 0,
+            brk: 0,
+            brk_owned_end: 0,
+            pins: Vec::new(),
+            deferred: Vec::new(),
+        }
     }
 
     pub fn vmas(&self) -> impl Iterator<Item = (usize, &Vma)> {
@@ -122,6 +137,71 @@ impl AddressSpace {
                 v.origin = Some(ImageOrigin { offset: origin.offset + (s - start) as u64, ..origin.clone() });
             }
         }
+    }
+
+    /// Keeps the pages of [addr, addr+len) owned by this address space until
+    /// [`unpin`](Self::unpin): a munmap meanwhile removes the mapping (later
+    /// accesses fail) but gives the pages to no one else.
+    pub fn pin(&mut self, addr: usize, len: usize) {
+        self.pins.push((addr, addr + len));
+    }
+
+    /// Ends one [`pin`](Self::pin) of exactly that range; frees the
+    /// deferred pages no pin overlaps any more.
+    pub fn unpin(&mut self, addr: usize, len: usize) {
+        if let Some(i) = self.pins.iter().position(|&r| r == (addr, addr + len)) {
+            self.pins.swap_remove(i);
+        }
+        if self.deferred.is_empty() {
+            return;
+        }
+        let (free, keep): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.deferred).into_iter().partition(|&(s, e)| !self.pinned(s, e));
+        self.deferred = keep;
+        for (s, e) in free {
+            self.phys.free(s, e - s);
+        }
+    }
+
+    fn pinned(&self, s: usize, e: usize) -> bool {
+        self.pins.iter().any(|&(ps, pe)| ps < e && s < pe)
+    }
+
+    /// Frees the pages of [s, e) to the allocator, but defers those a pin
+    /// covers.
+    fn free_pages(&mut self, s: usize, e: usize) {
+        let mut pinned: Vec<(usize, usize)> = self
+            .pins
+            .iter()
+            .filter(|&&(ps, pe)| ps < e && s < pe)
+            .map(|&(ps, pe)| ((ps & !(PAGE_SIZE - 1)).max(s), page_up(pe).unwrap_or(e).min(e)))
+            .collect();
+        pinned.sort_unstable();
+        let mut at = s;
+        for (ps, pe) in pinned {
+            if ps > at {
+                self.phys.free(at, ps - at);
+            }
+            if pe > at {
+                self.deferred.push((ps.max(at), pe));
+                at = pe;
+            }
+        }
+        if e > at {
+            self.phys.free(at, e - at);
+        }
+    }
+
+    /// Takes the page at `p` back from the deferred frees, if it is there.
+    fn reclaim_deferred(&mut self, p: usize) -> bool {
+        let Some(i) = self.deferred.iter().position(|&(s, e)| s <= p && p < e) else { return false };
+        let (s, e) = self.deferred.swap_remove(i);
+        for part in [(s, p), (p + PAGE_SIZE, e)] {
+            if part.0 < part.1 {
+                self.deferred.push(part);
+            }
+        }
+        true
     }
 
     /// How many bytes from `addr` (up to `len`) lie in mappings that allow
@@ -246,7 +326,10 @@ impl AddressSpace {
         while p < end {
             if let Some((_, v)) = self.find(p) {
                 p = v.end.min(end);
-            } else if self.owned_by_heap(p) || self.phys.is_free(p, PAGE_SIZE) {
+            } else if self.owned_by_heap(p)
+                || self.phys.is_free(p, PAGE_SIZE)
+                || self.deferred.iter().any(|&(s, e)| s <= p && p < e)
+            {
                 p += PAGE_SIZE;
             } else {
                 return Err(Errno::ENOMEM);
@@ -257,7 +340,7 @@ impl AddressSpace {
         let owned = self.take_range(addr, end);
         let mut p = addr;
         while p < end {
-            if owned.iter().any(|&(s, e, _)| s <= p && p < e) || self.owned_by_heap(p) {
+            if owned.iter().any(|&(s, e, _)| s <= p && p < e) || self.owned_by_heap(p) || self.reclaim_deferred(p) {
                 p += PAGE_SIZE;
                 continue;
             }
@@ -278,12 +361,12 @@ impl AddressSpace {
 
     /// Gives back the pages of a removed mapping: to the allocator, or, for
     /// pages inside the heap's reservation, back to that reservation.
-    fn release_pages(&self, s: usize, e: usize) {
+    fn release_pages(&mut self, s: usize, e: usize) {
         let heap_s = self.brk_start.clamp(s, e);
         let heap_e = self.brk_owned_end.clamp(heap_s, e);
-        self.phys.free(s, heap_s - s);
+        self.free_pages(s, heap_s);
         self.phys.scrub(heap_s, heap_e - heap_s);
-        self.phys.free(heap_e, e - heap_e);
+        self.free_pages(heap_e, e);
     }
 
     /// mprotect: the whole range must be mapped.
@@ -416,6 +499,10 @@ impl AddressSpace {
             self.phys.free(heap_e, v.end - heap_e);
         }
         self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start);
+        // Nothing is pinned any more: a pin borrows the address space.
+        for (s, e) in std::mem::take(&mut self.deferred) {
+            self.phys.free(s, e - s);
+        }
         self.brk_start = 0;
         self.brk = 0;
         self.brk_owned_end = 0;

@@ -5,6 +5,13 @@
 //! fault-safe copy (or as a [`GuestRange`] handed to the host, which reports
 //! its own EFAULT). So a bad pointer gives EFAULT, never a crash of nomu;
 //! and a null pointer with length 0 is fine, as on Linux.
+//!
+//! The pages must also stay this process's until the access is done: on
+//! no-MMU a page another thread munmaps goes back to the allocator, and the
+//! next process's mmap may get it. A copy holds the address-space lock from
+//! the check to its end; a range handed to the host (which may block in
+//! the call) is [`Pinned`]: a munmap meanwhile defers freeing its pages
+//! until the pin goes.
 
 use super::space::AddressSpace;
 use super::PAGE_SIZE;
@@ -12,7 +19,7 @@ use crate::host::physmem::{GuestRange, PhysMem};
 use crate::host::pod::{self, Pod};
 use crate::host::safecopy;
 use crate::kernel::errno::Errno;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The top of the x86-64 user address space (47-bit).
 pub const TASK_SIZE_MAX: u64 = (1 << 47) - 4096;
@@ -25,34 +32,54 @@ pub fn access_ok(addr: u64, len: u64) -> bool {
 }
 
 pub struct UserMem<'a> {
-    space: &'a Mutex<AddressSpace>,
+    space: &'a Arc<Mutex<AddressSpace>>,
+}
+
+/// A checked guest range whose pages stay owned by its address space while
+/// this lives (see the module comment); derefs to the range.
+pub struct Pinned {
+    space: Arc<Mutex<AddressSpace>>,
+    range: GuestRange,
+}
+
+impl std::ops::Deref for Pinned {
+    type Target = GuestRange;
+    fn deref(&self) -> &GuestRange {
+        &self.range
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.range.len() > 0 {
+            self.space.lock().unwrap().unpin(self.range.addr(), self.range.len());
+        }
+    }
 }
 
 impl<'a> UserMem<'a> {
-    pub fn new(space: &'a Mutex<AddressSpace>) -> UserMem<'a> {
+    pub fn new(space: &'a Arc<Mutex<AddressSpace>>) -> UserMem<'a> {
         UserMem { space }
     }
 
-    fn prefix(&self, addr: u64, len: usize, write: bool) -> usize {
-        self.space.lock().unwrap().accessible_prefix(addr as usize, len, write)
+    /// The part of [addr, addr+len) the guest may access, pinned, for
+    /// handing to a host call (which then returns a partial count, as
+    /// Linux does). EFAULT when not even the first byte is accessible.
+    pub fn range(&self, addr: u64, len: usize, write: bool) -> Result<Pinned, Errno> {
+        let range = if len == 0 {
+            GuestRange::new(PhysMem::get().base(), 0).unwrap()
+        } else {
+            let mut space = self.space.lock().unwrap();
+            let ok = space.accessible_prefix(addr as usize, len, write);
+            let range = GuestRange::new(addr as usize, ok).filter(|_| ok > 0).ok_or(Errno::EFAULT)?;
+            space.pin(range.addr(), range.len());
+            range
+        };
+        Ok(Pinned { space: self.space.clone(), range })
     }
 
-    /// The part of [addr, addr+len) the guest may access, for handing to a
-    /// host call (which then returns a partial count, as Linux does).
-    /// EFAULT when not even the first byte is accessible.
-    pub fn range(&self, addr: u64, len: usize, write: bool) -> Result<GuestRange, Errno> {
-        if len == 0 {
-            return Ok(GuestRange::new(PhysMem::get().base(), 0).unwrap());
-        }
-        let ok = self.prefix(addr, len, write);
-        if ok == 0 {
-            return Err(Errno::EFAULT);
-        }
-        GuestRange::new(addr as usize, ok).ok_or(Errno::EFAULT)
-    }
-
-    /// The whole of [addr, addr+len), or EFAULT.
-    pub fn full_range(&self, addr: u64, len: usize, write: bool) -> Result<GuestRange, Errno> {
+    /// The whole of [addr, addr+len), pinned, or EFAULT.
+    pub fn full_range(&self, addr: u64, len: usize, write: bool) -> Result<Pinned, Errno> {
         let r = self.range(addr, len, write)?;
         if r.len() == len {
             Ok(r)
@@ -71,7 +98,8 @@ impl<'a> UserMem<'a> {
         if buf.is_empty() {
             return Ok(());
         }
-        if self.prefix(addr, buf.len(), false) != buf.len() {
+        let space = self.space.lock().unwrap();
+        if space.accessible_prefix(addr as usize, buf.len(), false) != buf.len() {
             return Err(Errno::EFAULT);
         }
         if safecopy::copy_from_guest(buf, addr as usize) != buf.len() {
@@ -90,7 +118,8 @@ impl<'a> UserMem<'a> {
         if data.is_empty() {
             return Ok(());
         }
-        if self.prefix(addr, data.len(), true) != data.len() {
+        let space = self.space.lock().unwrap();
+        if space.accessible_prefix(addr as usize, data.len(), true) != data.len() {
             return Err(Errno::EFAULT);
         }
         if safecopy::copy_to_guest(addr as usize, data) != data.len() {

@@ -219,11 +219,11 @@ fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
     };
     match t {
         Target::File(f) if f.is_null_device() => return fstat_null_device(ctx, f, buf),
-        Target::Object(fd) => hostfs::fstat_into(fd.as_fd(), out)?,
-        Target::File(f) => hostfs::fstat_into(f.fd(), out)?,
+        Target::Object(fd) => hostfs::fstat_into(fd.as_fd(), *out)?,
+        Target::File(f) => hostfs::fstat_into(f.fd(), *out)?,
         t => {
             let (dir, name, flags) = t.at();
-            hostfs::fstatat_into(dir, &name, flags, out)?
+            hostfs::fstatat_into(dir, &name, flags, *out)?
         }
     }
     Ok(0)
@@ -261,7 +261,7 @@ pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
         return fstat_null_device(ctx, &f, a[1]);
     }
     let out = ctx.mem().full_range(a[1], std::mem::size_of::<libc::stat>(), true)?;
-    hostfs::fstat_into(f.fd(), out)?;
+    hostfs::fstat_into(f.fd(), *out)?;
     Ok(0)
 }
 

@@ -7,6 +7,7 @@ use crate::host::physmem::GuestRange;
 use crate::host::sys as hostsys;
 use crate::kernel::abi::{GuestIovec, Termios};
 use crate::kernel::errno::Errno;
+use crate::mm::uaccess::Pinned;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,9 +122,9 @@ pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
         }
     }
     if may_block(&f) {
-        return blocking_io(ctx, &f, false, &[buf]);
+        return blocking_io(ctx, &f, false, &[*buf]);
     }
-    hostfs::read(f.fd(), buf).map(|n| n as u64)
+    hostfs::read(f.fd(), *buf).map(|n| n as u64)
 }
 
 pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -132,7 +133,7 @@ pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
         return null_device_io(&f, true, a[1], a[2]);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), false)?;
-    write_ranges(ctx, &f, &[buf])
+    write_ranges(ctx, &f, &[*buf])
 }
 
 /// Writes guest buffers (to a pipe without ever blocking in the host).
@@ -203,7 +204,7 @@ pub fn sys_pread64(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    hostfs::pread(f.fd(), buf, a[3] as i64).map(|n| n as u64)
+    hostfs::pread(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
 }
 
 pub fn sys_pwrite64(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -212,12 +213,25 @@ pub fn sys_pwrite64(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), false)?;
-    hostfs::pwrite(f.fd(), buf, a[3] as i64).map(|n| n as u64)
+    hostfs::pwrite(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
+}
+
+/// A guest iovec array's buffers, pinned while the call uses them.
+struct IoRanges {
+    _pins: Vec<Pinned>,
+    ranges: Vec<GuestRange>,
+}
+
+impl std::ops::Deref for IoRanges {
+    type Target = [GuestRange];
+    fn deref(&self) -> &[GuestRange] {
+        &self.ranges
+    }
 }
 
 /// The guest's iovec array as checked ranges, stopping at the first buffer
 /// that is not fully accessible (so the host returns a partial count).
-fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<Vec<GuestRange>, Errno> {
+fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Errno> {
     let cnt = cnt as usize;
     if cnt > UIO_MAXIOV {
         return Err(Errno::EINVAL);
@@ -241,7 +255,7 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<Vec<GuestRan
             Err(_) => short = true,
         }
     }
-    Ok(ranges)
+    Ok(IoRanges { ranges: ranges.iter().map(|r| **r).collect(), _pins: ranges })
 }
 
 pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -348,7 +362,7 @@ pub fn sys_getdents64(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::ENOTDIR);
     }
     let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    hostfs::getdents64(f.fd(), buf).map(|n| n as u64)
+    hostfs::getdents64(f.fd(), *buf).map(|n| n as u64)
 }
 
 const TCGETS: u64 = 0x5401;
