@@ -97,7 +97,7 @@ pub fn i386_syscall_fault(regs: &mut GuestRegs) -> Trap {
 
 /// The fault of i386_syscall_fault; its #GP error code names IDT vector 0x80.
 pub const I386_SYSCALL_FAULT: Fault =
-    Fault { signo: libc::SIGSEGV, code: 0x80, addr: 0, trapno: 13, err: (0x80 << 3) | 2 };
+    Fault { signo: libc::SIGSEGV, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 13, err: (0x80 << 3) | 2 };
 
 #[derive(Clone, Copy, Debug)]
 pub enum Trap {

@@ -668,7 +668,7 @@ fn finish_exit_tail(regs: &mut GuestRegs) -> bool {
 /// non-canonical rip takes it at the way back's last instruction (iretq
 /// here, zpoline's jump), as if at that rip.
 const BAD_RETURN_FAULT: Fault =
-    Fault { signo: libc::SIGSEGV, code: 0x80 /* SI_KERNEL */, addr: 0, trapno: 13, err: 0 };
+    Fault { signo: libc::SIGSEGV, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 13, err: 0 };
 
 /// Called by `nomu_trap_entry` for a host signal on a thread that has no
 /// kernel stack in force (see there): one of nomu's own threads, or a guest

@@ -656,7 +656,7 @@ fn child_lost(kernel: &mut dyn GuestKernel, why: &str) -> Option<StartState> {
     let mut xstate: Option<&mut [u8]> = None;
     let mut frame =
         TrapFrame { regs: &mut regs, fs_base: 0, gs_base: 0, reset_xstate: true, xstate: &mut xstate, new_site: None };
-    let kill = Fault { signo: libc::SIGKILL, code: 0x80, addr: 0, trapno: 0, err: 0 }; // SI_KERNEL
+    let kill = Fault { signo: libc::SIGKILL, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
     match kernel.on_trap(Trap::Fault(kill), &mut frame) {
         Resume::Exit => None,
         Resume::Guest => Some(StartState { regs: *frame.regs, fs_base: frame.fs_base, gs_base: frame.gs_base }),

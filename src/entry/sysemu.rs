@@ -589,7 +589,7 @@ fn same_regs(a: &GuestRegs, b: &GuestRegs) -> bool {
 /// was a write (or a fetch, when the address is the instruction pointer);
 /// a fault on an unmapped page is reported as a read.
 fn fault_regs(signo: i32, code: i32, addr: u64, rip: u64) -> (u64, u64) {
-    const SI_KERNEL: i32 = 0x80;
+    use crate::kernel::abi::SI_KERNEL;
     const SEGV_ACCERR: i32 = 2;
     const BUS_ADRALN: i32 = 1;
     const FPE_INTDIV: i32 = 1;
@@ -739,7 +739,8 @@ impl EntryPath for SysemuEntry {
                 // with its last known registers; a new tracee takes over
                 // if the kernel goes on.
                 crate::host::sys::write_all(2, b"nomu: sysemu entry: a traced process was killed\n");
-                let fault = Fault { signo: libc::SIGKILL, code: 0x80, addr: 0, trapno: 0, err: 0 };
+                let fault =
+                    Fault { signo: libc::SIGKILL, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
                 let mut regs = to_guest(&hregs, hregs.rax);
                 let mut none: Option<&mut [u8]> = None;
                 let mut frame = TrapFrame {

@@ -28,3 +28,13 @@ pub struct GuestIovec {
     pub base: u64,
     pub len: u64,
 }
+
+/// si_code of a signal the kernel itself sends.
+pub const SI_KERNEL: i32 = 0x80;
+
+/// SIGCHLD's si_code (and waitid's): how the child changed.
+pub const CLD_EXITED: i32 = 1;
+pub const CLD_KILLED: i32 = 2;
+pub const CLD_DUMPED: i32 = 3;
+pub const CLD_STOPPED: i32 = 5;
+pub const CLD_CONTINUED: i32 = 6;

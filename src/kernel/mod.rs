@@ -2,6 +2,7 @@
 
 pub mod abi;
 pub mod errno;
+pub mod exit;
 pub mod futex;
 pub mod process;
 pub mod sigframe;
@@ -226,8 +227,8 @@ impl Kernel {
             // Only now may a vfork parent go on: on one CPU it runs at once,
             // finds its child a zombie and, when it vforks again, this host
             // thread idle (not one still on its way back to the idle list).
-            if let Some(process) = ended {
-                process.release_vfork_parent();
+            if let Some(exited) = ended {
+                exited.release_vfork_parent();
             }
             if !stay {
                 return;
@@ -251,17 +252,6 @@ impl Kernel {
     /// The end of a process, in its own context: release its memory and
     /// descriptors, then let its parent see the status (and SIGCHLD). A
     /// vfork parent is released by the caller, after this.
-    pub fn exit_process(&self, process: &Process, status: ExitStatus, rusage: libc::rusage) {
-        process.release_resources(self.phys);
-        let (code, value) = match status {
-            ExitStatus::Code(c) => (1, c),                           // CLD_EXITED
-            ExitStatus::Signal { signo, core: false } => (2, signo), // CLD_KILLED
-            ExitStatus::Signal { signo, core: true } => (3, signo),  // CLD_DUMPED
-        };
-        let info = SigInfo::child(code, process.pid, crate::host::sys::ids().uid, value);
-        self.tasks.exit(process.pid, status, rusage, |parent| self.signal_process(parent, info));
-    }
-
     /// The guest process group a terminal's signals go to.
     pub fn foreground_pgrp(&self) -> u32 {
         match self.foreground.load(std::sync::atomic::Ordering::Relaxed) {
@@ -312,7 +302,7 @@ impl Kernel {
             if process.stopped.swap(0, std::sync::atomic::Ordering::AcqRel) != 0 {
                 process.continued.notify();
                 self.tasks.stop_event(process.pid, task::StopEvent::Continued);
-                self.notify_parent_stop(process, 6, libc::SIGCONT); // CLD_CONTINUED
+                self.notify_parent_stop(process, abi::CLD_CONTINUED, libc::SIGCONT);
             }
         } else if stops.contains(&sig) {
             for t in &threads {
@@ -346,7 +336,7 @@ impl Kernel {
             return;
         }
         self.tasks.stop_event(process.pid, task::StopEvent::Stopped(sig));
-        self.notify_parent_stop(process, 5, sig); // CLD_STOPPED
+        self.notify_parent_stop(process, abi::CLD_STOPPED, sig);
         for t in process.threads.lock().unwrap().iter() {
             self.interrupt(t);
         }

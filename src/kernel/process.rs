@@ -173,18 +173,6 @@ impl Process {
         self.rlimit(libc::RLIMIT_NOFILE).rlim_cur.min(1 << 20) as usize
     }
 
-    /// Releases the process's memory and descriptors, in its own context
-    /// (the order of seed 004's exit: no reaper does it later). Memory a
-    /// vfork child borrowed stays with its parent (released by the caller
-    /// once the exit is recorded).
-    pub fn release_resources(&self, phys: &'static PhysicalMemory) {
-        let empty = Arc::new(Mutex::new(AddressSpace::new(phys)));
-        drop(self.set_mm(empty));
-        let files = std::mem::take(&mut *self.files.lock().unwrap());
-        drop(files);
-        drop(self.program.lock().unwrap().take());
-    }
-
     /// The vfork parent may run again (the child exec'd or exited).
     pub fn release_vfork_parent(&self) {
         self.vfork_released.store(true, Ordering::SeqCst);

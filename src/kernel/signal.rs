@@ -145,7 +145,7 @@ impl SignalActions {
 pub struct SigInfo(pub [u8; 128]);
 
 pub const SI_USER: i32 = 0;
-pub const SI_KERNEL: i32 = 0x80;
+pub use super::abi::SI_KERNEL;
 pub const SI_TKILL: i32 = -6;
 
 impl SigInfo {

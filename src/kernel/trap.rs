@@ -2,7 +2,8 @@
 
 use super::abi::KernelSigaction;
 use super::errno::Errno;
-use super::process::{timeval_add, timeval_sub, ExitStatus, Mm, Process, Thread};
+use super::exit::{self, Ended, Exited};
+use super::process::{timeval_add, timeval_sub, ExitStatus, Mm, Thread};
 use super::sigframe::{self, FaultRegs};
 use super::signal::{self, DefaultAction, SigInfo};
 use super::waiter::Wake;
@@ -34,24 +35,26 @@ pub struct ThreadCtx {
 }
 
 /// How a guest thread's run on a host thread ended.
-pub enum Ended {
-    /// The thread left; its process goes on.
-    Thread,
-    /// The process ended with this thread (a vfork parent may still wait).
-    Process(Arc<Process>),
+enum RunEnd {
+    /// It must end, with this status.
+    Exit(ExitStatus),
     /// A vfork child that ran on its parent's host thread exec'd: it goes
     /// on from this state, on a host thread of its own.
     HandedOff(StartState),
 }
 
-/// Body of a guest thread's host thread: run guest code; then leave the
-/// thread group, and if it was the last thread, end the process in this
-/// same context and return it: its vfork parent, if any, is still waiting,
-/// for the caller to release.
-pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) -> Option<Arc<Process>> {
-    match run_guest(kernel, thread, start, None) {
-        Ended::Process(p) => Some(p),
-        _ => None,
+/// Body of a guest thread's host thread: run guest code; then end the
+/// thread (see kernel::exit), and if it was the last, its process, in this
+/// same context. A process that ended is returned: its vfork parent, if
+/// any, is still waiting, for the caller to release.
+pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartState) -> Option<Exited> {
+    let status = match run_guest(kernel, thread.clone(), start, None) {
+        RunEnd::Exit(status) => status,
+        RunEnd::HandedOff(_) => unreachable!("only a vfork child on its parent's host thread is handed off"),
+    };
+    match exit::exit_thread(kernel, &thread, status) {
+        Ended::Process(exited) => Some(exited),
+        Ended::Thread => None,
     }
 }
 
@@ -61,11 +64,22 @@ pub fn run_thread(kernel: &'static Kernel, thread: Arc<Thread>, start: StartStat
 /// thread of its own) or exits. If the parent must die meanwhile, it dies
 /// at once (see ThreadCtx::release_dying_parent).
 pub fn run_vfork_child(kernel: &'static Kernel, child: Arc<Thread>, start: StartState, parent: &Arc<Thread>) {
-    if let Ended::HandedOff(s) = run_guest(kernel, child.clone(), start, Some(parent.clone())) {
-        if kernel.continue_thread(child.clone(), s).is_err() {
-            // No host thread for it: it dies as if killed.
-            kernel.log(&format!("nomu: no host thread for process {} after its execve", child.process.pid));
-            finish_thread(kernel, &child, SIGKILLED);
+    let status = match run_guest(kernel, child.clone(), start, Some(parent.clone())) {
+        RunEnd::HandedOff(s) => match kernel.continue_thread(child.clone(), s) {
+            Ok(()) => None,
+            Err(_) => {
+                // No host thread for it: it dies as if killed.
+                kernel.log(&format!("nomu: no host thread for process {} after its execve", child.process.pid));
+                Some(SIGKILLED)
+            }
+        },
+        RunEnd::Exit(status) => Some(status),
+    };
+    // Its parent is this host thread's caller and goes on when this
+    // returns; the release is the same last step as anywhere.
+    if let Some(status) = status {
+        if let Ended::Process(exited) = exit::exit_thread(kernel, &child, status) {
+            exited.release_vfork_parent();
         }
     }
     // The child's CPU time on this host thread is not the parent's.
@@ -81,7 +95,7 @@ fn run_guest(
     thread: Arc<Thread>,
     start: StartState,
     vfork_parent: Option<Arc<Thread>>,
-) -> Ended {
+) -> RunEnd {
     thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
     let host = crate::host::sys::thread_rusage();
     thread.state.lock().unwrap().cpu_base = (host.ru_utime, host.ru_stime);
@@ -97,71 +111,9 @@ fn run_guest(
         hand_off: None,
     };
     kernel.entry.run(start, &mut ctx);
-    if let Some(s) = ctx.hand_off.take() {
-        return Ended::HandedOff(s);
-    }
-    let status = ctx.exit.unwrap_or(ExitStatus::Code(0));
-    drop(ctx);
-    finish_thread(kernel, &thread, status)
-}
-
-/// A thread's end, once: it leaves the thread group (clear_child_tid, the
-/// robust list), and if it was the last, its process ends, in this context.
-pub fn finish_thread(kernel: &'static Kernel, thread: &Arc<Thread>, status: ExitStatus) -> Ended {
-    if thread.left.swap(true, std::sync::atomic::Ordering::AcqRel) {
-        return Ended::Thread; // ended already, on its behalf (a dying vfork parent)
-    }
-    let process = &thread.process;
-    // Every thread, the last one too, runs Linux's mm_release while its
-    // memory is still there: a process-shared robust mutex the process held
-    // reports EOWNERDEAD, and a CLONE_VM sharer waiting on clear_child_tid
-    // wakes.
-    release_thread(thread, &process.mm());
-    let last = {
-        let mut threads = process.threads.lock().unwrap();
-        threads.retain(|t| !Arc::ptr_eq(t, thread));
-        threads.is_empty()
-    };
-    process.thread_left.notify();
-    if !last {
-        if kernel.trace {
-            kernel.log(&format!("[{}] +++ thread exited +++", thread.tid));
-        }
-        return Ended::Thread;
-    }
-    let status = process.group_exit.get().unwrap_or(status);
-    let rusage = thread.rusage();
-    if kernel.trace {
-        let what = match status {
-            ExitStatus::Code(c) => format!("exited with {c}"),
-            ExitStatus::Signal { signo, core } => {
-                format!("killed by {}{}", signal::name(signo), if core { " (core dumped)" } else { "" })
-            }
-        };
-        kernel.log(&format!("[{}] +++ {what} +++", thread.tid));
-    }
-    kernel.exit_process(process, status, rusage);
-    Ended::Process(process.clone())
-}
-
-/// A thread that leaves: its robust futex list, then clear_child_tid, as
-/// Linux's exit_mm_release does.
-fn release_thread(thread: &Thread, mm: &Mm) {
-    let (ctid, robust) = {
-        let st = thread.state.lock().unwrap();
-        (st.clear_child_tid, st.robust_list)
-    };
-    if ctid == 0 && robust == 0 {
-        return;
-    }
-    let mem = UserMem::new(mm);
-    if robust != 0 {
-        crate::kernel::futex::exit_robust_list(&mem, robust, thread.tid);
-    }
-    if ctid != 0 && mem.write(ctid, &0u32).is_ok() {
-        if let Ok(w) = mem.full_range(ctid, 4, true) {
-            let _ = crate::host::sys::futex_wake(*w, 1, u32::MAX);
-        }
+    match ctx.hand_off.take() {
+        Some(s) => RunEnd::HandedOff(s),
+        None => RunEnd::Exit(ctx.exit.unwrap_or(ExitStatus::Code(0))),
     }
 }
 
@@ -250,8 +202,8 @@ impl ThreadCtx {
         // Its CPU time until this child started is its own.
         let child_start = self.thread.state.lock().unwrap().cpu_base;
         parent.state.lock().unwrap().cpu_end = Some(child_start);
-        if let Ended::Process(p) = finish_thread(self.kernel, &parent, status) {
-            p.release_vfork_parent();
+        if let Ended::Process(exited) = exit::exit_thread(self.kernel, &parent, status) {
+            exited.release_vfork_parent();
         }
     }
 

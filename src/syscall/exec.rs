@@ -100,8 +100,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     }
     if let Err(e) = kernel.spawn_thread(thread, start) {
         // It never ran: gone without a trace (no exit, no SIGCHLD).
-        child.release_resources(kernel.phys);
-        kernel.tasks.forget_unborn(pid);
+        crate::kernel::exit::discard_unborn(kernel, &child);
         return Err(e);
     }
     if flags & CLONE_VFORK != 0 {
@@ -322,11 +321,7 @@ pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
 const P_ALL: i32 = 0;
 const P_PID: i32 = 1;
 const P_PGID: i32 = 2;
-const CLD_EXITED: i32 = 1;
-const CLD_KILLED: i32 = 2;
-const CLD_DUMPED: i32 = 3;
-const CLD_STOPPED: i32 = 5;
-const CLD_CONTINUED: i32 = 6;
+use crate::kernel::abi::{CLD_CONTINUED, CLD_DUMPED, CLD_EXITED, CLD_KILLED, CLD_STOPPED};
 
 pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (idtype, id, infop, options, rusage) = (int(a[0]), a[1] as u32, a[2], int(a[3]), a[4]);
