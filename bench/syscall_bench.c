@@ -22,6 +22,12 @@
  *   vfork_exec  vfork + execve(this program, trivial) + wait
  *   spawn       posix_spawn(this program, trivial) + wait
  *   spawn_sh    posix_spawn(BUSYBOX sh -c :) + wait
+ *   wake_futex, wake_sigsuspend, wake_sigtimedwait
+ *               a wait another thread ends: FUTEX_WAKE each way, a signal
+ *               ending sigsuspend, a signal ending sigwaitinfo
+ *   wake_stop_cont
+ *               a child stops itself, which ends the parent's wait4
+ *               (WUNTRACED), and the parent's SIGCONT continues it
  *   sigsys_raw  one seccomp SECCOMP_RET_TRAP -> SIGSYS handler -> sigreturn
  *               round trip with no emulator at all; measured in a forked
  *               child because a seccomp filter cannot be removed
@@ -611,6 +617,30 @@ static int loop_wake_sigtimedwait(unsigned long iters)
     return 0;
 }
 
+/* A child that stops itself again each time it is continued: each
+ * iteration, its stop wakes the parent's wait4 (WUNTRACED) and the
+ * parent's SIGCONT wakes it, another process's event each way. */
+static int loop_wake_stop_cont(unsigned long iters)
+{
+    char *args[] = {(char *)self_path, "--child-stopper", NULL};
+    pid_t pid;
+    int e = posix_spawn(&pid, self_path, NULL, NULL, args, environ);
+    if (e)
+        return e;
+    int status;
+    for (unsigned long i = 0; i < iters && !e; i++) {
+        if (waitpid(pid, &status, WUNTRACED) != pid)
+            e = errno;
+        else if (!WIFSTOPPED(status))
+            e = ECHILD;
+        else if (kill(pid, SIGCONT) < 0)
+            e = errno;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return e;
+}
+
 /* ---- sigsys_raw and the SIGSYS emulator floors ---- */
 
 static volatile unsigned long sigsys_count;
@@ -984,6 +1014,7 @@ static const struct op ops[] = {
     {"wake_futex", loop_wake_futex, NEED_WAKER, WAKE_FUTEX, NOT_SIGSYS},
     {"wake_sigsuspend", loop_wake_sigsuspend, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
     {"wake_sigtimedwait", loop_wake_sigtimedwait, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
+    {"wake_stop_cont", loop_wake_stop_cont, 0, 0, NOT_SIGSYS},
     {"sigsys_raw", loop_sigsys, 0, 0, SIGSYS_RAW},
     {"sigsys_floor_getpid", loop_floor_getpid, 0, 0, SIGSYS_FLOOR},
     {"sigsys_floor_fstat", loop_floor_fstat, NEED_FILE, 0, SIGSYS_FLOOR},
@@ -1025,6 +1056,9 @@ int main(int argc, char **argv)
     /* The trivial children the process benchmarks start. */
     if (argc >= 2 && !strcmp(argv[1], "--child-exit"))
         return 0;
+    if (argc >= 2 && !strcmp(argv[1], "--child-stopper"))
+        for (;;)
+            raise(SIGSTOP);
     if (argc == 4 && !strcmp(argv[1], "--child-echo")) {
         int r = atoi(argv[2]), w = atoi(argv[3]);
         char c;

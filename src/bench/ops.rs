@@ -30,6 +30,7 @@ pub const OPS: &[Op] = &[
     Op { name: "wake_futex", label: "futex wake round trip, 2 threads" },
     Op { name: "wake_sigsuspend", label: "sigsuspend woken by a thread's signal" },
     Op { name: "wake_sigtimedwait", label: "sigwaitinfo woken by a thread's signal" },
+    Op { name: "wake_stop_cont", label: "wait4 woken by a child's stop + its SIGCONT" },
 ];
 
 /// The raw SIGSYS round trip, measured natively only: the floor of any

@@ -182,7 +182,7 @@ impl Report {
         // From the kernel-foundations issue: a wait ends within 2x of
         // native's time when another thread wakes it, on every entry path.
         for sys in ["nomu-zpoline", "nomu-seccomp", "nomu-split", "nomu-sysemu"] {
-            for op in ["wake_futex", "wake_sigsuspend", "wake_sigtimedwait"] {
+            for op in ["wake_futex", "wake_sigsuspend", "wake_sigtimedwait", "wake_stop_cont"] {
                 ratio_goal(sys, op, 2.0);
             }
         }

@@ -299,9 +299,12 @@ impl Kernel {
                     st.pending.discard(s);
                 }
             }
-            if process.stopped.swap(0, std::sync::atomic::Ordering::AcqRel) != 0 {
+            if self.tasks.stop_event(process, task::StopEvent::Continued) {
+                // Only now may its threads run: one that stops the process
+                // again records its stop after this continue, never before
+                // (regression: a quick re-stop was overwritten by the
+                // continue, and the parent's wait4 waited forever).
                 process.continued.notify();
-                self.tasks.stop_event(process.pid, task::StopEvent::Continued);
                 self.notify_parent_stop(process, abi::CLD_CONTINUED, libc::SIGCONT);
             }
         } else if stops.contains(&sig) {
@@ -326,16 +329,9 @@ impl Kernel {
     /// The default action of a stop signal: every thread of the process
     /// parks at its next trap until SIGCONT or SIGKILL.
     pub fn stop_process(&self, process: &Process, sig: i32) {
-        let running = process.stopped.compare_exchange(
-            0,
-            sig,
-            std::sync::atomic::Ordering::AcqRel,
-            std::sync::atomic::Ordering::Acquire,
-        );
-        if running.is_err() {
+        if !self.tasks.stop_event(process, task::StopEvent::Stopped(sig)) {
             return;
         }
-        self.tasks.stop_event(process.pid, task::StopEvent::Stopped(sig));
         self.notify_parent_stop(process, abi::CLD_STOPPED, sig);
         for t in process.threads.lock().unwrap().iter() {
             self.interrupt(t);

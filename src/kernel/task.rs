@@ -198,12 +198,28 @@ impl Tasks {
         }
     }
 
-    /// Records a stop or continue of `pid` for its parent's wait.
-    pub fn stop_event(&self, pid: u32, event: StopEvent) {
-        if let Some(t) = self.table.lock().unwrap().get_mut(&pid) {
+    /// Stops or continues `process` and records that for its parent's
+    /// wait, as one step under the table's lock (so a stop and a continue
+    /// racing each other are recorded in the order they happened). False
+    /// when there was nothing to do: already stopped, or not stopped.
+    pub fn stop_event(&self, process: &Process, event: StopEvent) -> bool {
+        use std::sync::atomic::Ordering;
+        let mut table = self.table.lock().unwrap();
+        let changed = match event {
+            StopEvent::Stopped(sig) => {
+                process.stopped.compare_exchange(0, sig, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            }
+            StopEvent::Continued => process.stopped.swap(0, Ordering::AcqRel) != 0,
+        };
+        if !changed {
+            return false;
+        }
+        if let Some(t) = table.get_mut(&process.pid) {
             t.stop_event = Some(event);
         }
+        drop(table);
         self.changed.notify();
+        true
     }
 
     /// The parent of `pid`, if alive.
