@@ -2,6 +2,7 @@
 //! issue's goals checked against them; printed as tables and written as JSON.
 
 use super::ops::{floor_op, Op, Outcome, FLOOR_OPS, SIGSYS_RAW};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -392,38 +393,7 @@ impl Report {
 
     pub fn json(&self) -> String {
         let m = &self.machine;
-        let mut out = String::from("{\n");
-        let _ = writeln!(
-            out,
-            "  \"machine\": {{\"cpu_model\": {}, \"cores\": {}, \"kernel\": {}, \"os\": {}, \"date\": {}}},",
-            json_str(&m.cpu_model),
-            m.cores,
-            json_str(&m.kernel),
-            json_str(&m.os),
-            json_str(&m.date)
-        );
-        let _ = writeln!(
-            out,
-            "  \"config\": {{\"cpu\": {}, \"rounds\": {}, \"bench_args\": [{}], \"keeps\": \"each op's best min_ns over the rounds\"}},",
-            self.cpu.map_or("null".into(), |c| c.to_string()),
-            self.rounds,
-            self.bench_args.iter().map(|a| json_str(a)).collect::<Vec<_>>().join(", ")
-        );
-        let _ = writeln!(out, "  \"raw_sigsys_ns\": {},", json_num(self.raw_sigsys()));
-        let floors: Vec<String> =
-            FLOOR_OPS.iter().map(|op| format!("{}: {}", json_str(op), json_num(self.floor(op)))).collect();
-        let _ = writeln!(out, "  \"sigsys_floor_ns\": {{{}}},", floors.join(", "));
-        let ops: Vec<String> = self
-            .ops
-            .iter()
-            .map(|o| format!("{{\"name\": {}, \"label\": {}}}", json_str(o.name), json_str(o.label)))
-            .collect();
-        let _ = writeln!(out, "  \"ops\": [{}],", ops.join(", "));
-        out.push_str("  \"systems\": [\n");
-        let systems: Vec<String> = self.systems.iter().map(|s| self.system_json(s)).collect();
-        out.push_str(&systems.join(",\n"));
-        out.push_str("\n  ],\n  \"goals\": [\n");
-        let goals: Vec<String> = self
+        let goals: Vec<Value> = self
             .goals()
             .iter()
             .map(|g| {
@@ -432,57 +402,60 @@ impl Report {
                     Verdict::Missed => ("missed", None),
                     Verdict::Unknown(w) => ("unknown", Some(w.as_str())),
                 };
-                format!(
-                    "    {{\"goal\": {}, \"verdict\": \"{verdict}\", \"detail\": {}, \"why_unknown\": {}}}",
-                    json_str(&g.text),
-                    json_str(&g.detail),
-                    why.map_or("null".into(), json_str)
-                )
+                json!({"goal": g.text, "verdict": verdict, "detail": g.detail, "why_unknown": why})
             })
             .collect();
-        out.push_str(&goals.join(",\n"));
-        out.push_str("\n  ]\n}\n");
+        let floors: serde_json::Map<String, Value> =
+            FLOOR_OPS.iter().map(|op| (op.to_string(), json_num(self.floor(op)))).collect();
+        let doc = json!({
+            "machine": {"cpu_model": m.cpu_model, "cores": m.cores, "kernel": m.kernel, "os": m.os, "date": m.date},
+            "config": {
+                "cpu": self.cpu,
+                "rounds": self.rounds,
+                "bench_args": self.bench_args,
+                "keeps": "each op's best min_ns over the rounds",
+            },
+            "raw_sigsys_ns": json_num(self.raw_sigsys()),
+            "sigsys_floor_ns": floors,
+            "ops": self.ops.iter().map(|o| json!({"name": o.name, "label": o.label})).collect::<Vec<_>>(),
+            "systems": self.systems.iter().map(|s| self.system_json(s)).collect::<Vec<_>>(),
+            "goals": goals,
+        });
+        let mut out = serde_json::to_string_pretty(&doc).expect("a JSON value serializes");
+        out.push('\n');
         out
     }
 
-    fn system_json(&self, s: &SystemReport) -> String {
-        let head = format!(
-            "    {{\"name\": {}, \"how\": {}, \"version\": {}",
-            json_str(&s.id),
-            json_str(&s.how),
-            json_str(&s.version)
-        );
+    fn system_json(&self, s: &SystemReport) -> Value {
+        let mut sys = json!({"name": s.id, "how": s.how, "version": s.version});
+        let fields = sys.as_object_mut().expect("an object");
         match &s.state {
-            State::Skipped(why) => format!("{head}, \"status\": \"skipped\", \"reason\": {}}}", json_str(why)),
+            State::Skipped(why) => {
+                fields.insert("status".into(), json!("skipped"));
+                fields.insert("reason".into(), json!(why));
+            }
             State::Ran { results, failures } => {
                 let mut names: Vec<String> = self.ops.iter().map(|o| o.name.to_string()).collect();
                 if s.id == "native" {
                     names.push(SIGSYS_RAW.into());
                     names.extend(FLOOR_OPS.iter().filter_map(|op| floor_op(op)));
                 }
-                let res: Vec<String> = names
+                let res: serde_json::Map<String, Value> = names
                     .iter()
-                    .map(String::as_str)
                     .filter_map(|op| {
-                        let r = results.get(op)?;
-                        Some(match r {
-                            Ok(ns) => format!(
-                                "\"{op}\": {{\"ns\": {}, \"ratio\": {}}}",
-                                json_num(Some(*ns)),
-                                json_num(self.ratio(&s.id, op))
-                            ),
-                            Err(e) => format!("\"{op}\": {{\"error\": {}}}", json_str(e)),
-                        })
+                        let r = match results.get(op.as_str())? {
+                            Ok(ns) => json!({"ns": json_num(Some(*ns)), "ratio": json_num(self.ratio(&s.id, op))}),
+                            Err(e) => json!({"error": e}),
+                        };
+                        Some((op.clone(), r))
                     })
                     .collect();
-                let status = if s.ran() { "ran" } else { "failed" };
-                format!(
-                    "{head}, \"status\": \"{status}\", \"failures\": [{}],\n      \"results\": {{{}}}}}",
-                    failures.iter().map(|f| json_str(f)).collect::<Vec<_>>().join(", "),
-                    res.join(", ")
-                )
+                fields.insert("status".into(), json!(if s.ran() { "ran" } else { "failed" }));
+                fields.insert("failures".into(), json!(failures));
+                fields.insert("results".into(), Value::Object(res));
             }
         }
+        sys
     }
 }
 
@@ -503,28 +476,11 @@ pub fn fmt_ratio(r: f64) -> String {
     }
 }
 
-pub fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn json_num(v: Option<f64>) -> String {
+/// A measurement in JSON: to the thousandth, null when there is none.
+fn json_num(v: Option<f64>) -> Value {
     match v {
-        Some(x) if x.is_finite() => format!("{x:.3}"),
-        _ => "null".into(),
+        Some(x) if x.is_finite() => json!((x * 1000.0).round() / 1000.0),
+        _ => Value::Null,
     }
 }
 
@@ -538,11 +494,6 @@ mod tests {
         assert_eq!(iso_date(0), "1970-01-01T00:00:00Z");
         assert_eq!(iso_date(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(iso_date(1_700_000_000), "2023-11-14T22:13:20Z");
-    }
-
-    #[test]
-    fn json_strings_escape() {
-        assert_eq!(json_str("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
     }
 
     fn ran(id: &str, r: &[(&str, f64)]) -> SystemReport {
@@ -585,8 +536,9 @@ mod tests {
         assert!(matches!(find("nomu-seccomp vfork_exec").verdict, Verdict::Unknown(_)));
         let text = report.text();
         assert!(text.contains("nomu-zpoline") && text.contains("not implemented yet"));
-        let json = report.json();
-        assert!(json.contains("\"getpid\": {\"ns\": 2200.000, \"ratio\": 22.000}"));
+        let json: Value = serde_json::from_str(&report.json()).unwrap();
+        let seccomp = json["systems"].as_array().unwrap().iter().find(|s| s["name"] == "nomu-seccomp").unwrap();
+        assert_eq!(seccomp["results"]["getpid"], json!({"ns": 2200.0, "ratio": 22.0}));
     }
 
     #[test]
@@ -612,6 +564,8 @@ mod tests {
         let text = report.text();
         assert!(text.contains("SIGSYS emulator floor"));
         assert!(text.contains("4000 (+1500)") && text.contains("6.0x"), "{text}");
-        assert!(report.json().contains("\"sigsys_floor_ns\": {\"getpid\": null, \"fstat\": null, \"stat\": 2500.000"));
+        let json: Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(json["sigsys_floor_ns"]["getpid"], Value::Null);
+        assert_eq!(json["sigsys_floor_ns"]["stat"], json!(2500.0));
     }
 }
