@@ -286,6 +286,57 @@ impl Pending {
     }
 }
 
+/// What becomes of a syscall that a signal interrupted with one of the
+/// kernel's restart codes, once signal delivery is done (Linux's
+/// handle_signal, and its no-handler path in arch_do_signal_or_restart).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AfterSignal {
+    /// Its `syscall` instruction runs again.
+    Restart,
+    /// It returns EINTR to the handler's caller.
+    Eintr,
+}
+
+/// `handler_flags`: the sa_flags of the handler that is about to run, or
+/// None when no handler runs (the signal was ignored, or stopped and
+/// continued the process): then every restart code restarts.
+pub fn after_signal(e: super::errno::Errno, handler_flags: Option<u64>) -> AfterSignal {
+    use super::errno::Errno;
+    let restart = match handler_flags {
+        None => true,
+        Some(flags) => e == Errno::ERESTARTNOINTR || (e == Errno::ERESTARTSYS && flags & libc::SA_RESTART as u64 != 0),
+    };
+    if restart {
+        AfterSignal::Restart
+    } else {
+        AfterSignal::Eintr
+    }
+}
+
+#[cfg(test)]
+mod restart_tests {
+    use super::*;
+    use crate::kernel::errno::Errno;
+
+    #[test]
+    fn restart_codes_as_linux_treats_them() {
+        let sa_restart = Some(libc::SA_RESTART as u64);
+        // No handler runs: every restart code restarts.
+        for e in [Errno::ERESTARTSYS, Errno::ERESTARTNOINTR, Errno::ERESTARTNOHAND] {
+            assert_eq!(after_signal(e, None), AfterSignal::Restart, "{e:?}");
+        }
+        // A handler without SA_RESTART: only ERESTARTNOINTR restarts.
+        assert_eq!(after_signal(Errno::ERESTARTSYS, Some(0)), AfterSignal::Eintr);
+        assert_eq!(after_signal(Errno::ERESTARTNOHAND, Some(0)), AfterSignal::Eintr);
+        assert_eq!(after_signal(Errno::ERESTARTNOINTR, Some(0)), AfterSignal::Restart);
+        // With SA_RESTART: ERESTARTSYS restarts, ERESTARTNOHAND (pause,
+        // sigsuspend, nanosleep's kind) never does.
+        assert_eq!(after_signal(Errno::ERESTARTSYS, sa_restart), AfterSignal::Restart);
+        assert_eq!(after_signal(Errno::ERESTARTNOHAND, sa_restart), AfterSignal::Eintr);
+        assert_eq!(after_signal(Errno::ERESTARTNOINTR, sa_restart), AfterSignal::Restart);
+    }
+}
+
 #[cfg(test)]
 mod pending_tests {
     use super::*;

@@ -14,8 +14,27 @@ pub struct Zombie {
     pub rusage: libc::rusage,
 }
 
-pub struct Task {
-    pub process: Arc<Process>,
+/// What the table needs of a process: its pid, and whether it ignores
+/// SIGCHLD. Unit tests put stand-ins of their own in the table.
+pub trait Member: Clone {
+    fn pid(&self) -> u32;
+    /// Its children are reaped as they end, never left as zombies
+    /// (SIGCHLD ignored, or SA_NOCLDWAIT).
+    fn reaps_children(&self) -> bool;
+}
+
+impl Member for Arc<Process> {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn reaps_children(&self) -> bool {
+        self.signals.lock().unwrap().reaps_children()
+    }
+}
+
+pub struct Task<P = Arc<Process>> {
+    pub process: P,
     pub ppid: u32,
     pub pgid: u32,
     pub sid: u32,
@@ -66,9 +85,8 @@ pub const FIRST_PID: u32 = 1;
 /// orphans once the first program has ended.
 const NOMU: u32 = 0;
 
-#[derive(Default)]
-pub struct Tasks {
-    table: Mutex<BTreeMap<u32, Task>>,
+pub struct Tasks<P = Arc<Process>> {
+    table: Mutex<BTreeMap<u32, Task<P>>>,
     /// A task exited or stopped or continued (for waiting parents).
     pub changed: Event,
     /// The first program exited, or the last live process did: nomu's own
@@ -77,9 +95,15 @@ pub struct Tasks {
     root_exited: Condvar,
 }
 
-impl Tasks {
-    pub fn insert(&self, task: Task) {
-        self.table.lock().unwrap().insert(task.process.pid, task);
+impl<P> Default for Tasks<P> {
+    fn default() -> Self {
+        Tasks { table: Mutex::new(BTreeMap::new()), changed: Event::default(), root_exited: Condvar::new() }
+    }
+}
+
+impl<P: Member> Tasks<P> {
+    pub fn insert(&self, task: Task<P>) {
+        self.table.lock().unwrap().insert(task.process.pid(), task);
     }
 
     pub fn ppid(&self, pid: u32) -> u32 {
@@ -91,7 +115,7 @@ impl Tasks {
         self.table.lock().unwrap().get(&pid).map(|t| (t.pgid, t.sid))
     }
 
-    pub fn process(&self, pid: u32) -> Option<Arc<Process>> {
+    pub fn process(&self, pid: u32) -> Option<P> {
         self.table.lock().unwrap().get(&pid).filter(|t| t.zombie.is_none()).map(|t| t.process.clone())
     }
 
@@ -101,13 +125,13 @@ impl Tasks {
     }
 
     /// Live processes in a process group.
-    pub fn group_members(&self, pgid: u32) -> Vec<Arc<Process>> {
+    pub fn group_members(&self, pgid: u32) -> Vec<P> {
         let table = self.table.lock().unwrap();
         table.values().filter(|t| t.pgid == pgid && t.zombie.is_none()).map(|t| t.process.clone()).collect()
     }
 
     /// Every live process (kill(-1, ...)).
-    pub fn all_live(&self) -> Vec<Arc<Process>> {
+    pub fn all_live(&self) -> Vec<P> {
         self.table.lock().unwrap().values().filter(|t| t.zombie.is_none()).map(|t| t.process.clone()).collect()
     }
 
@@ -152,7 +176,7 @@ impl Tasks {
     /// zombie until reaped.
     /// `notify_parent` runs (under the table lock, as Linux sends SIGCHLD
     /// under tasklist_lock) before any waiter can see the zombie.
-    pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage, notify_parent: impl FnOnce(&Process)) {
+    pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage, notify_parent: impl FnOnce(&P)) {
         let mut table = self.table.lock().unwrap();
         let first_alive = pid != FIRST_PID && table.get(&FIRST_PID).is_some_and(|t| t.zombie.is_none());
         let heir = if first_alive { FIRST_PID } else { NOMU };
@@ -167,7 +191,7 @@ impl Tasks {
         if let Some(parent) = table.get(&ppid).filter(|p| p.zombie.is_none()) {
             notify_parent(&parent.process);
         }
-        let parent_ignores = table.get(&ppid).is_some_and(|p| p.process.signals.lock().unwrap().reaps_children());
+        let parent_ignores = table.get(&ppid).is_some_and(|p| p.process.reaps_children());
         if pid != FIRST_PID && (parent_ignores || ppid == NOMU) {
             table.remove(&pid);
         } else if let Some(t) = table.get_mut(&pid) {
@@ -198,32 +222,8 @@ impl Tasks {
         }
     }
 
-    /// Stops or continues `process` and records that for its parent's
-    /// wait, as one step under the table's lock (so a stop and a continue
-    /// racing each other are recorded in the order they happened). False
-    /// when there was nothing to do: already stopped, or not stopped.
-    pub fn stop_event(&self, process: &Process, event: StopEvent) -> bool {
-        use std::sync::atomic::Ordering;
-        let mut table = self.table.lock().unwrap();
-        let changed = match event {
-            StopEvent::Stopped(sig) => {
-                process.stopped.compare_exchange(0, sig, Ordering::AcqRel, Ordering::Acquire).is_ok()
-            }
-            StopEvent::Continued => process.stopped.swap(0, Ordering::AcqRel) != 0,
-        };
-        if !changed {
-            return false;
-        }
-        if let Some(t) = table.get_mut(&process.pid) {
-            t.stop_event = Some(event);
-        }
-        drop(table);
-        self.changed.notify();
-        true
-    }
-
     /// The parent of `pid`, if alive.
-    pub fn parent(&self, pid: u32) -> Option<Arc<Process>> {
+    pub fn parent(&self, pid: u32) -> Option<P> {
         let table = self.table.lock().unwrap();
         let ppid = table.get(&pid)?.ppid;
         table.get(&ppid).filter(|t| t.zombie.is_none()).map(|t| t.process.clone())
@@ -288,5 +288,175 @@ impl Tasks {
                 _ => table = self.root_exited.wait(table).unwrap(),
             }
         }
+    }
+}
+
+impl Tasks<Arc<Process>> {
+    /// Stops or continues `process` and records that for its parent's
+    /// wait, as one step under the table's lock (so a stop and a continue
+    /// racing each other are recorded in the order they happened). False
+    /// when there was nothing to do: already stopped, or not stopped.
+    pub fn stop_event(&self, process: &Process, event: StopEvent) -> bool {
+        use std::sync::atomic::Ordering;
+        let mut table = self.table.lock().unwrap();
+        let changed = match event {
+            StopEvent::Stopped(sig) => {
+                process.stopped.compare_exchange(0, sig, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            }
+            StopEvent::Continued => process.stopped.swap(0, Ordering::AcqRel) != 0,
+        };
+        if !changed {
+            return false;
+        }
+        if let Some(t) = table.get_mut(&process.pid) {
+            t.stop_event = Some(event);
+        }
+        drop(table);
+        self.changed.notify();
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process as the table sees it.
+    #[derive(Clone)]
+    struct Proc {
+        pid: u32,
+        ignores_sigchld: bool,
+    }
+
+    impl Member for Proc {
+        fn pid(&self) -> u32 {
+            self.pid
+        }
+        fn reaps_children(&self) -> bool {
+            self.ignores_sigchld
+        }
+    }
+
+    /// (pid, ppid, pgid, sid) rows.
+    fn table(rows: &[(u32, u32, u32, u32)]) -> Tasks<Proc> {
+        let tasks = Tasks::default();
+        for &(pid, ppid, pgid, sid) in rows {
+            let process = Proc { pid, ignores_sigchld: false };
+            tasks.insert(Task { process, ppid, pgid, sid, zombie: None, stop_event: None });
+        }
+        tasks
+    }
+
+    fn zombie(tasks: &Tasks<Proc>, pid: u32, code: i32) {
+        tasks.table.lock().unwrap().get_mut(&pid).unwrap().zombie =
+            Some(Zombie { status: ExitStatus::Code(code), rusage: crate::host::pod::zeroed() });
+    }
+
+    fn query(parent: u32, which: WaitFor) -> WaitQuery {
+        WaitQuery { parent, which, reap: true, exited: true, stopped: false, continued: false }
+    }
+
+    fn found(r: Result<Option<(u32, WaitResult)>, Errno>) -> Option<(u32, &'static str)> {
+        r.unwrap().map(|(pid, w)| {
+            (
+                pid,
+                match w {
+                    WaitResult::Exited(_) => "exited",
+                    WaitResult::Stopped(_) => "stopped",
+                    WaitResult::Continued => "continued",
+                },
+            )
+        })
+    }
+
+    #[test]
+    fn wait_selects_only_what_it_asks_for() {
+        // 1 has children 2 (group 1), 3 and 4 (group 3); 5 is 2's child.
+        let t = table(&[(1, 0, 1, 1), (2, 1, 1, 1), (3, 1, 3, 1), (4, 1, 3, 1), (5, 2, 1, 1)]);
+        // Nothing ready yet; a pid that is not a child is ECHILD.
+        assert_eq!(found(t.find_waitable(&query(1, WaitFor::Any))), None);
+        assert_eq!(t.find_waitable(&query(1, WaitFor::Pid(5))).err(), Some(Errno::ECHILD));
+        // A stop is seen only with WUNTRACED, and once.
+        t.table.lock().unwrap().get_mut(&4).unwrap().stop_event = Some(StopEvent::Stopped(libc::SIGSTOP));
+        assert_eq!(found(t.find_waitable(&query(1, WaitFor::Any))), None);
+        let untraced = WaitQuery { stopped: true, ..query(1, WaitFor::Any) };
+        assert_eq!(found(t.find_waitable(&untraced)), Some((4, "stopped")));
+        assert_eq!(found(t.find_waitable(&untraced)), None);
+        // A continue only with WCONTINUED; WNOWAIT leaves it.
+        t.table.lock().unwrap().get_mut(&4).unwrap().stop_event = Some(StopEvent::Continued);
+        let peek = WaitQuery { continued: true, reap: false, ..query(1, WaitFor::Any) };
+        assert_eq!(found(t.find_waitable(&peek)), Some((4, "continued")));
+        assert_eq!(found(t.find_waitable(&peek)), Some((4, "continued")));
+        // Groups: 0 is the caller's own (1), others by number.
+        zombie(&t, 3, 7);
+        assert_eq!(found(t.find_waitable(&query(1, WaitFor::Group(0)))), None);
+        assert_eq!(found(t.find_waitable(&query(1, WaitFor::Group(3)))), Some((3, "exited")));
+        // Reaped: gone from the table.
+        assert!(!t.exists(3));
+        assert_eq!(t.find_waitable(&query(1, WaitFor::Pid(3))).err(), Some(Errno::ECHILD));
+        // waitid without WEXITED does not count a zombie as a child at all.
+        zombie(&t, 2, 0);
+        let no_exits = WaitQuery { exited: false, stopped: true, ..query(1, WaitFor::Pid(2)) };
+        assert_eq!(t.find_waitable(&no_exits).err(), Some(Errno::ECHILD));
+        assert_eq!(found(t.find_waitable(&query(1, WaitFor::Pid(2)))), Some((2, "exited")));
+    }
+
+    #[test]
+    fn orphans_go_to_the_first_program_then_to_nomu() {
+        // 1 (the first program) -> 2 -> 3 and 4.
+        let t = table(&[(1, 0, 1, 1), (2, 1, 1, 1), (3, 2, 1, 1), (4, 2, 1, 1)]);
+        let mut told = Vec::new();
+        t.exit(2, ExitStatus::Code(0), crate::host::pod::zeroed(), |p| told.push(p.pid));
+        assert_eq!(told, [1], "the parent hears of it");
+        assert_eq!((t.ppid(3), t.ppid(4)), (FIRST_PID, FIRST_PID));
+        assert!(t.exists(2), "a zombie until its parent reaps it");
+        // The first program ends: its children go to nomu, which reaps them
+        // as they end (no zombie); it stays for nomu's own wait.
+        t.exit(1, ExitStatus::Code(3), crate::host::pod::zeroed(), |_| panic!("no guest parent"));
+        assert_eq!(t.ppid(3), NOMU);
+        assert!(!t.exists(2), "nomu reaps what it inherited dead");
+        t.exit(3, ExitStatus::Code(0), crate::host::pod::zeroed(), |_| panic!("no guest parent"));
+        assert!(!t.exists(3));
+        assert!(matches!(t.wait_for_exit(FIRST_PID), ExitStatus::Code(3)));
+    }
+
+    #[test]
+    fn a_parent_that_ignores_sigchld_leaves_no_zombies() {
+        let t = Tasks::default();
+        for (pid, ppid, ignores_sigchld) in [(1, 0, true), (2, 1, false)] {
+            let process = Proc { pid, ignores_sigchld };
+            t.insert(Task { process, ppid, pgid: 1, sid: 1, zombie: None, stop_event: None });
+        }
+        t.exit(2, ExitStatus::Code(0), crate::host::pod::zeroed(), |_| {});
+        assert!(!t.exists(2));
+        assert_eq!(t.find_waitable(&query(1, WaitFor::Any)).err(), Some(Errno::ECHILD));
+    }
+
+    #[test]
+    fn process_groups_and_sessions_follow_linux_rules() {
+        // Session 1: 1 leads it; 2 and 3 are 1's children; 4 is 2's child.
+        // Session 5: 5, a child of 1 that called setsid.
+        let t = table(&[(1, 0, 1, 1), (2, 1, 1, 1), (3, 1, 1, 1), (4, 2, 1, 1), (5, 1, 5, 5)]);
+        // A child into a group of its own, then a sibling into that group.
+        assert_eq!(t.setpgid(1, 2, 0), Ok(()));
+        assert_eq!(t.ids(2), Some((2, 1)));
+        assert_eq!(t.setpgid(1, 3, 2), Ok(()));
+        assert_eq!(t.ids(3), Some((2, 1)));
+        // Into a group that does not exist in the session: EPERM.
+        assert_eq!(t.setpgid(1, 3, 99), Err(Errno::EPERM));
+        assert_eq!(t.setpgid(1, 3, 5), Err(Errno::EPERM), "group 5 is another session's");
+        // Only oneself or one's own child: a grandchild is ESRCH, as is no one.
+        assert_eq!(t.setpgid(1, 4, 0), Err(Errno::ESRCH));
+        assert_eq!(t.setpgid(1, 42, 0), Err(Errno::ESRCH));
+        // A child in another session: EPERM; a session leader cannot move.
+        assert_eq!(t.setpgid(1, 5, 1), Err(Errno::EPERM));
+        assert_eq!(t.setpgid(1, 1, 2), Err(Errno::EPERM));
+        // setsid: not by a group leader; by anyone else, a session and a
+        // group of its own.
+        assert_eq!(t.setsid(2), Err(Errno::EPERM));
+        assert_eq!(t.setsid(4), Ok(4));
+        assert_eq!(t.ids(4), Some((4, 4)));
+        let members: Vec<u32> = t.group_members(2).iter().map(|p| p.pid).collect();
+        assert_eq!(members, [2, 3]);
     }
 }

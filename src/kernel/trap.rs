@@ -272,18 +272,12 @@ impl ThreadCtx {
         });
         let restart = |frame: &mut TrapFrame, handler: Option<&KernelSigaction>| {
             if let Some((nr, e)) = interrupted {
-                let again = match handler {
-                    None => true,
-                    Some(a) => {
-                        e == Errno::ERESTARTNOINTR
-                            || (e == Errno::ERESTARTSYS && a.flags & libc::SA_RESTART as u64 != 0)
+                match signal::after_signal(e, handler.map(|a| a.flags)) {
+                    signal::AfterSignal::Restart => {
+                        frame.regs.rip -= 2; // `syscall` and zpoline's `call *%rax` are both 2 bytes
+                        frame.regs.rax = nr;
                     }
-                };
-                if again {
-                    frame.regs.rip -= 2; // `syscall` and zpoline's `call *%rax` are both 2 bytes
-                    frame.regs.rax = nr;
-                } else {
-                    frame.regs.rax = (-Errno::EINTR.0 as i64) as u64;
+                    signal::AfterSignal::Eintr => frame.regs.rax = (-Errno::EINTR.0 as i64) as u64,
                 }
             }
         };
