@@ -1,437 +1,188 @@
 //! Linux errno values. Syscall handlers return `Err(Errno::X)`; the
 //! conversion to `-errno` in rax happens once, at the syscall exit.
+//!
+//! One table gives each errno its number, its name and its C library
+//! description; the constants, [`Errno::name`] and [`Errno::description`]
+//! are all made from it.
 
 use std::fmt;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Errno(pub i32);
 
-// The whole table, so every errno has its Linux name.
-#[allow(dead_code)]
-impl Errno {
-    pub const EPERM: Errno = Errno(1);
-    pub const ENOENT: Errno = Errno(2);
-    pub const ESRCH: Errno = Errno(3);
-    pub const EINTR: Errno = Errno(4);
-    pub const EIO: Errno = Errno(5);
-    pub const ENXIO: Errno = Errno(6);
-    pub const E2BIG: Errno = Errno(7);
-    pub const ENOEXEC: Errno = Errno(8);
-    pub const EBADF: Errno = Errno(9);
-    pub const ECHILD: Errno = Errno(10);
-    pub const EAGAIN: Errno = Errno(11);
-    pub const EWOULDBLOCK: Errno = Errno(11);
-    pub const ENOMEM: Errno = Errno(12);
-    pub const EACCES: Errno = Errno(13);
-    pub const EFAULT: Errno = Errno(14);
-    pub const ENOTBLK: Errno = Errno(15);
-    pub const EBUSY: Errno = Errno(16);
-    pub const EEXIST: Errno = Errno(17);
-    pub const EXDEV: Errno = Errno(18);
-    pub const ENODEV: Errno = Errno(19);
-    pub const ENOTDIR: Errno = Errno(20);
-    pub const EISDIR: Errno = Errno(21);
-    pub const EINVAL: Errno = Errno(22);
-    pub const ENFILE: Errno = Errno(23);
-    pub const EMFILE: Errno = Errno(24);
-    pub const ENOTTY: Errno = Errno(25);
-    pub const ETXTBSY: Errno = Errno(26);
-    pub const EFBIG: Errno = Errno(27);
-    pub const ENOSPC: Errno = Errno(28);
-    pub const ESPIPE: Errno = Errno(29);
-    pub const EROFS: Errno = Errno(30);
-    pub const EMLINK: Errno = Errno(31);
-    pub const EPIPE: Errno = Errno(32);
-    pub const EDOM: Errno = Errno(33);
-    pub const ERANGE: Errno = Errno(34);
-    pub const EDEADLK: Errno = Errno(35);
-    pub const EDEADLOCK: Errno = Errno(35);
-    pub const ENAMETOOLONG: Errno = Errno(36);
-    pub const ENOLCK: Errno = Errno(37);
-    pub const ENOSYS: Errno = Errno(38);
-    pub const ENOTEMPTY: Errno = Errno(39);
-    pub const ELOOP: Errno = Errno(40);
-    pub const ENOMSG: Errno = Errno(42);
-    pub const EIDRM: Errno = Errno(43);
-    pub const ECHRNG: Errno = Errno(44);
-    pub const EL2NSYNC: Errno = Errno(45);
-    pub const EL3HLT: Errno = Errno(46);
-    pub const EL3RST: Errno = Errno(47);
-    pub const ELNRNG: Errno = Errno(48);
-    pub const EUNATCH: Errno = Errno(49);
-    pub const ENOCSI: Errno = Errno(50);
-    pub const EL2HLT: Errno = Errno(51);
-    pub const EBADE: Errno = Errno(52);
-    pub const EBADR: Errno = Errno(53);
-    pub const EXFULL: Errno = Errno(54);
-    pub const ENOANO: Errno = Errno(55);
-    pub const EBADRQC: Errno = Errno(56);
-    pub const EBADSLT: Errno = Errno(57);
-    pub const EBFONT: Errno = Errno(59);
-    pub const ENOSTR: Errno = Errno(60);
-    pub const ENODATA: Errno = Errno(61);
-    pub const ETIME: Errno = Errno(62);
-    pub const ENOSR: Errno = Errno(63);
-    pub const ENONET: Errno = Errno(64);
-    pub const ENOPKG: Errno = Errno(65);
-    pub const EREMOTE: Errno = Errno(66);
-    pub const ENOLINK: Errno = Errno(67);
-    pub const EADV: Errno = Errno(68);
-    pub const ESRMNT: Errno = Errno(69);
-    pub const ECOMM: Errno = Errno(70);
-    pub const EPROTO: Errno = Errno(71);
-    pub const EMULTIHOP: Errno = Errno(72);
-    pub const EDOTDOT: Errno = Errno(73);
-    pub const EBADMSG: Errno = Errno(74);
-    pub const EOVERFLOW: Errno = Errno(75);
-    pub const ENOTUNIQ: Errno = Errno(76);
-    pub const EBADFD: Errno = Errno(77);
-    pub const EREMCHG: Errno = Errno(78);
-    pub const ELIBACC: Errno = Errno(79);
-    pub const ELIBBAD: Errno = Errno(80);
-    pub const ELIBSCN: Errno = Errno(81);
-    pub const ELIBMAX: Errno = Errno(82);
-    pub const ELIBEXEC: Errno = Errno(83);
-    pub const EILSEQ: Errno = Errno(84);
-    pub const ERESTART: Errno = Errno(85);
-    pub const ESTRPIPE: Errno = Errno(86);
-    pub const EUSERS: Errno = Errno(87);
-    pub const ENOTSOCK: Errno = Errno(88);
-    pub const EDESTADDRREQ: Errno = Errno(89);
-    pub const EMSGSIZE: Errno = Errno(90);
-    pub const EPROTOTYPE: Errno = Errno(91);
-    pub const ENOPROTOOPT: Errno = Errno(92);
-    pub const EPROTONOSUPPORT: Errno = Errno(93);
-    pub const ESOCKTNOSUPPORT: Errno = Errno(94);
-    pub const ENOTSUP: Errno = Errno(95);
-    pub const EOPNOTSUPP: Errno = Errno(95);
-    pub const EPFNOSUPPORT: Errno = Errno(96);
-    pub const EAFNOSUPPORT: Errno = Errno(97);
-    pub const EADDRINUSE: Errno = Errno(98);
-    pub const EADDRNOTAVAIL: Errno = Errno(99);
-    pub const ENETDOWN: Errno = Errno(100);
-    pub const ENETUNREACH: Errno = Errno(101);
-    pub const ENETRESET: Errno = Errno(102);
-    pub const ECONNABORTED: Errno = Errno(103);
-    pub const ECONNRESET: Errno = Errno(104);
-    pub const ENOBUFS: Errno = Errno(105);
-    pub const EISCONN: Errno = Errno(106);
-    pub const ENOTCONN: Errno = Errno(107);
-    pub const ESHUTDOWN: Errno = Errno(108);
-    pub const ETOOMANYREFS: Errno = Errno(109);
-    pub const ETIMEDOUT: Errno = Errno(110);
-    pub const ECONNREFUSED: Errno = Errno(111);
-    pub const EHOSTDOWN: Errno = Errno(112);
-    pub const EHOSTUNREACH: Errno = Errno(113);
-    pub const EALREADY: Errno = Errno(114);
-    pub const EINPROGRESS: Errno = Errno(115);
-    pub const ESTALE: Errno = Errno(116);
-    pub const EUCLEAN: Errno = Errno(117);
-    pub const ENOTNAM: Errno = Errno(118);
-    pub const ENAVAIL: Errno = Errno(119);
-    pub const EISNAM: Errno = Errno(120);
-    pub const EREMOTEIO: Errno = Errno(121);
-    pub const EDQUOT: Errno = Errno(122);
-    pub const ENOMEDIUM: Errno = Errno(123);
-    pub const EMEDIUMTYPE: Errno = Errno(124);
-    pub const ECANCELED: Errno = Errno(125);
-    pub const ENOKEY: Errno = Errno(126);
-    pub const EKEYEXPIRED: Errno = Errno(127);
-    pub const EKEYREVOKED: Errno = Errno(128);
-    pub const EKEYREJECTED: Errno = Errno(129);
-    pub const EOWNERDEAD: Errno = Errno(130);
-    pub const ENOTRECOVERABLE: Errno = Errno(131);
-    pub const ERFKILL: Errno = Errno(132);
-    pub const EHWPOISON: Errno = Errno(133);
+macro_rules! errno_table {
+    ($($name:ident = $num:literal, $desc:literal;)*) => {
+        // The whole table, so every errno has its Linux name.
+        #[allow(dead_code)]
+        impl Errno {
+            $(pub const $name: Errno = Errno($num);)*
 
+            /// The symbolic name, e.g. "ENOENT".
+            pub fn name(self) -> &'static str {
+                match self.0 {
+                    $($num => stringify!($name),)*
+                    _ => "E?",
+                }
+            }
+
+            /// The C library's description, e.g. "No such file or directory".
+            pub fn description(self) -> &'static str {
+                match self.0 {
+                    $($num => $desc,)*
+                    _ => "Unknown error",
+                }
+            }
+        }
+    };
+}
+
+errno_table! {
+    EPERM = 1, "Operation not permitted";
+    ENOENT = 2, "No such file or directory";
+    ESRCH = 3, "No such process";
+    EINTR = 4, "Interrupted system call";
+    EIO = 5, "Input/output error";
+    ENXIO = 6, "No such device or address";
+    E2BIG = 7, "Argument list too long";
+    ENOEXEC = 8, "Exec format error";
+    EBADF = 9, "Bad file descriptor";
+    ECHILD = 10, "No child processes";
+    EAGAIN = 11, "Resource temporarily unavailable";
+    ENOMEM = 12, "Cannot allocate memory";
+    EACCES = 13, "Permission denied";
+    EFAULT = 14, "Bad address";
+    ENOTBLK = 15, "Block device required";
+    EBUSY = 16, "Device or resource busy";
+    EEXIST = 17, "File exists";
+    EXDEV = 18, "Invalid cross-device link";
+    ENODEV = 19, "No such device";
+    ENOTDIR = 20, "Not a directory";
+    EISDIR = 21, "Is a directory";
+    EINVAL = 22, "Invalid argument";
+    ENFILE = 23, "Too many open files in system";
+    EMFILE = 24, "Too many open files";
+    ENOTTY = 25, "Inappropriate ioctl for device";
+    ETXTBSY = 26, "Text file busy";
+    EFBIG = 27, "File too large";
+    ENOSPC = 28, "No space left on device";
+    ESPIPE = 29, "Illegal seek";
+    EROFS = 30, "Read-only file system";
+    EMLINK = 31, "Too many links";
+    EPIPE = 32, "Broken pipe";
+    EDOM = 33, "Numerical argument out of domain";
+    ERANGE = 34, "Numerical result out of range";
+    EDEADLK = 35, "Resource deadlock avoided";
+    ENAMETOOLONG = 36, "File name too long";
+    ENOLCK = 37, "No locks available";
+    ENOSYS = 38, "Function not implemented";
+    ENOTEMPTY = 39, "Directory not empty";
+    ELOOP = 40, "Too many levels of symbolic links";
+    ENOMSG = 42, "No message of desired type";
+    EIDRM = 43, "Identifier removed";
+    ECHRNG = 44, "Channel number out of range";
+    EL2NSYNC = 45, "Level 2 not synchronized";
+    EL3HLT = 46, "Level 3 halted";
+    EL3RST = 47, "Level 3 reset";
+    ELNRNG = 48, "Link number out of range";
+    EUNATCH = 49, "Protocol driver not attached";
+    ENOCSI = 50, "No CSI structure available";
+    EL2HLT = 51, "Level 2 halted";
+    EBADE = 52, "Invalid exchange";
+    EBADR = 53, "Invalid request descriptor";
+    EXFULL = 54, "Exchange full";
+    ENOANO = 55, "No anode";
+    EBADRQC = 56, "Invalid request code";
+    EBADSLT = 57, "Invalid slot";
+    EBFONT = 59, "Bad font file format";
+    ENOSTR = 60, "Device not a stream";
+    ENODATA = 61, "No data available";
+    ETIME = 62, "Timer expired";
+    ENOSR = 63, "Out of streams resources";
+    ENONET = 64, "Machine is not on the network";
+    ENOPKG = 65, "Package not installed";
+    EREMOTE = 66, "Object is remote";
+    ENOLINK = 67, "Link has been severed";
+    EADV = 68, "Advertise error";
+    ESRMNT = 69, "Srmount error";
+    ECOMM = 70, "Communication error on send";
+    EPROTO = 71, "Protocol error";
+    EMULTIHOP = 72, "Multihop attempted";
+    EDOTDOT = 73, "RFS specific error";
+    EBADMSG = 74, "Bad message";
+    EOVERFLOW = 75, "Value too large for defined data type";
+    ENOTUNIQ = 76, "Name not unique on network";
+    EBADFD = 77, "File descriptor in bad state";
+    EREMCHG = 78, "Remote address changed";
+    ELIBACC = 79, "Can not access a needed shared library";
+    ELIBBAD = 80, "Accessing a corrupted shared library";
+    ELIBSCN = 81, ".lib section in a.out corrupted";
+    ELIBMAX = 82, "Attempting to link in too many shared libraries";
+    ELIBEXEC = 83, "Cannot exec a shared library directly";
+    EILSEQ = 84, "Invalid or incomplete multibyte or wide character";
+    ERESTART = 85, "Interrupted system call should be restarted";
+    ESTRPIPE = 86, "Streams pipe error";
+    EUSERS = 87, "Too many users";
+    ENOTSOCK = 88, "Socket operation on non-socket";
+    EDESTADDRREQ = 89, "Destination address required";
+    EMSGSIZE = 90, "Message too long";
+    EPROTOTYPE = 91, "Protocol wrong type for socket";
+    ENOPROTOOPT = 92, "Protocol not available";
+    EPROTONOSUPPORT = 93, "Protocol not supported";
+    ESOCKTNOSUPPORT = 94, "Socket type not supported";
+    EOPNOTSUPP = 95, "Operation not supported";
+    EPFNOSUPPORT = 96, "Protocol family not supported";
+    EAFNOSUPPORT = 97, "Address family not supported by protocol";
+    EADDRINUSE = 98, "Address already in use";
+    EADDRNOTAVAIL = 99, "Cannot assign requested address";
+    ENETDOWN = 100, "Network is down";
+    ENETUNREACH = 101, "Network is unreachable";
+    ENETRESET = 102, "Network dropped connection on reset";
+    ECONNABORTED = 103, "Software caused connection abort";
+    ECONNRESET = 104, "Connection reset by peer";
+    ENOBUFS = 105, "No buffer space available";
+    EISCONN = 106, "Transport endpoint is already connected";
+    ENOTCONN = 107, "Transport endpoint is not connected";
+    ESHUTDOWN = 108, "Cannot send after transport endpoint shutdown";
+    ETOOMANYREFS = 109, "Too many references: cannot splice";
+    ETIMEDOUT = 110, "Connection timed out";
+    ECONNREFUSED = 111, "Connection refused";
+    EHOSTDOWN = 112, "Host is down";
+    EHOSTUNREACH = 113, "No route to host";
+    EALREADY = 114, "Operation already in progress";
+    EINPROGRESS = 115, "Operation now in progress";
+    ESTALE = 116, "Stale file handle";
+    EUCLEAN = 117, "Structure needs cleaning";
+    ENOTNAM = 118, "Not a XENIX named type file";
+    ENAVAIL = 119, "No XENIX semaphores available";
+    EISNAM = 120, "Is a named type file";
+    EREMOTEIO = 121, "Remote I/O error";
+    EDQUOT = 122, "Disk quota exceeded";
+    ENOMEDIUM = 123, "No medium found";
+    EMEDIUMTYPE = 124, "Wrong medium type";
+    ECANCELED = 125, "Operation canceled";
+    ENOKEY = 126, "Required key not available";
+    EKEYEXPIRED = 127, "Key has expired";
+    EKEYREVOKED = 128, "Key has been revoked";
+    EKEYREJECTED = 129, "Key was rejected by service";
+    EOWNERDEAD = 130, "Owner died";
+    ENOTRECOVERABLE = 131, "State not recoverable";
+    ERFKILL = 132, "Operation not possible due to RF-kill";
+    EHWPOISON = 133, "Memory page has hardware error";
     // Kernel-internal: a blocking call was interrupted by a signal. They
     // never reach the guest: delivery turns them into EINTR or a restart.
-    pub const ERESTARTSYS: Errno = Errno(512);
-    pub const ERESTARTNOINTR: Errno = Errno(513);
-    pub const ERESTARTNOHAND: Errno = Errno(514);
+    ERESTARTSYS = 512, "To be restarted";
+    ERESTARTNOINTR = 513, "To be restarted";
+    ERESTARTNOHAND = 514, "To be restarted";
+}
+
+#[allow(dead_code)]
+impl Errno {
+    pub const EWOULDBLOCK: Errno = Errno::EAGAIN;
+    pub const EDEADLOCK: Errno = Errno::EDEADLK;
+    pub const ENOTSUP: Errno = Errno::EOPNOTSUPP;
 
     pub fn is_restart(self) -> bool {
         (512..=516).contains(&self.0)
-    }
-
-    /// The symbolic name, e.g. "ENOENT".
-    pub fn name(self) -> &'static str {
-        match self.0 {
-            512 => "ERESTARTSYS",
-            513 => "ERESTARTNOINTR",
-            514 => "ERESTARTNOHAND",
-            1 => "EPERM",
-            2 => "ENOENT",
-            3 => "ESRCH",
-            4 => "EINTR",
-            5 => "EIO",
-            6 => "ENXIO",
-            7 => "E2BIG",
-            8 => "ENOEXEC",
-            9 => "EBADF",
-            10 => "ECHILD",
-            11 => "EAGAIN",
-            12 => "ENOMEM",
-            13 => "EACCES",
-            14 => "EFAULT",
-            15 => "ENOTBLK",
-            16 => "EBUSY",
-            17 => "EEXIST",
-            18 => "EXDEV",
-            19 => "ENODEV",
-            20 => "ENOTDIR",
-            21 => "EISDIR",
-            22 => "EINVAL",
-            23 => "ENFILE",
-            24 => "EMFILE",
-            25 => "ENOTTY",
-            26 => "ETXTBSY",
-            27 => "EFBIG",
-            28 => "ENOSPC",
-            29 => "ESPIPE",
-            30 => "EROFS",
-            31 => "EMLINK",
-            32 => "EPIPE",
-            33 => "EDOM",
-            34 => "ERANGE",
-            35 => "EDEADLK",
-            36 => "ENAMETOOLONG",
-            37 => "ENOLCK",
-            38 => "ENOSYS",
-            39 => "ENOTEMPTY",
-            40 => "ELOOP",
-            42 => "ENOMSG",
-            43 => "EIDRM",
-            44 => "ECHRNG",
-            45 => "EL2NSYNC",
-            46 => "EL3HLT",
-            47 => "EL3RST",
-            48 => "ELNRNG",
-            49 => "EUNATCH",
-            50 => "ENOCSI",
-            51 => "EL2HLT",
-            52 => "EBADE",
-            53 => "EBADR",
-            54 => "EXFULL",
-            55 => "ENOANO",
-            56 => "EBADRQC",
-            57 => "EBADSLT",
-            59 => "EBFONT",
-            60 => "ENOSTR",
-            61 => "ENODATA",
-            62 => "ETIME",
-            63 => "ENOSR",
-            64 => "ENONET",
-            65 => "ENOPKG",
-            66 => "EREMOTE",
-            67 => "ENOLINK",
-            68 => "EADV",
-            69 => "ESRMNT",
-            70 => "ECOMM",
-            71 => "EPROTO",
-            72 => "EMULTIHOP",
-            73 => "EDOTDOT",
-            74 => "EBADMSG",
-            75 => "EOVERFLOW",
-            76 => "ENOTUNIQ",
-            77 => "EBADFD",
-            78 => "EREMCHG",
-            79 => "ELIBACC",
-            80 => "ELIBBAD",
-            81 => "ELIBSCN",
-            82 => "ELIBMAX",
-            83 => "ELIBEXEC",
-            84 => "EILSEQ",
-            85 => "ERESTART",
-            86 => "ESTRPIPE",
-            87 => "EUSERS",
-            88 => "ENOTSOCK",
-            89 => "EDESTADDRREQ",
-            90 => "EMSGSIZE",
-            91 => "EPROTOTYPE",
-            92 => "ENOPROTOOPT",
-            93 => "EPROTONOSUPPORT",
-            94 => "ESOCKTNOSUPPORT",
-            95 => "EOPNOTSUPP",
-            96 => "EPFNOSUPPORT",
-            97 => "EAFNOSUPPORT",
-            98 => "EADDRINUSE",
-            99 => "EADDRNOTAVAIL",
-            100 => "ENETDOWN",
-            101 => "ENETUNREACH",
-            102 => "ENETRESET",
-            103 => "ECONNABORTED",
-            104 => "ECONNRESET",
-            105 => "ENOBUFS",
-            106 => "EISCONN",
-            107 => "ENOTCONN",
-            108 => "ESHUTDOWN",
-            109 => "ETOOMANYREFS",
-            110 => "ETIMEDOUT",
-            111 => "ECONNREFUSED",
-            112 => "EHOSTDOWN",
-            113 => "EHOSTUNREACH",
-            114 => "EALREADY",
-            115 => "EINPROGRESS",
-            116 => "ESTALE",
-            117 => "EUCLEAN",
-            118 => "ENOTNAM",
-            119 => "ENAVAIL",
-            120 => "EISNAM",
-            121 => "EREMOTEIO",
-            122 => "EDQUOT",
-            123 => "ENOMEDIUM",
-            124 => "EMEDIUMTYPE",
-            125 => "ECANCELED",
-            126 => "ENOKEY",
-            127 => "EKEYEXPIRED",
-            128 => "EKEYREVOKED",
-            129 => "EKEYREJECTED",
-            130 => "EOWNERDEAD",
-            131 => "ENOTRECOVERABLE",
-            132 => "ERFKILL",
-            133 => "EHWPOISON",
-            _ => "E?",
-        }
-    }
-
-    /// The C library's description, e.g. "No such file or directory".
-    pub fn description(self) -> &'static str {
-        match self.0 {
-            512..=516 => "To be restarted",
-            1 => "Operation not permitted",
-            2 => "No such file or directory",
-            3 => "No such process",
-            4 => "Interrupted system call",
-            5 => "Input/output error",
-            6 => "No such device or address",
-            7 => "Argument list too long",
-            8 => "Exec format error",
-            9 => "Bad file descriptor",
-            10 => "No child processes",
-            11 => "Resource temporarily unavailable",
-            12 => "Cannot allocate memory",
-            13 => "Permission denied",
-            14 => "Bad address",
-            15 => "Block device required",
-            16 => "Device or resource busy",
-            17 => "File exists",
-            18 => "Invalid cross-device link",
-            19 => "No such device",
-            20 => "Not a directory",
-            21 => "Is a directory",
-            22 => "Invalid argument",
-            23 => "Too many open files in system",
-            24 => "Too many open files",
-            25 => "Inappropriate ioctl for device",
-            26 => "Text file busy",
-            27 => "File too large",
-            28 => "No space left on device",
-            29 => "Illegal seek",
-            30 => "Read-only file system",
-            31 => "Too many links",
-            32 => "Broken pipe",
-            33 => "Numerical argument out of domain",
-            34 => "Numerical result out of range",
-            35 => "Resource deadlock avoided",
-            36 => "File name too long",
-            37 => "No locks available",
-            38 => "Function not implemented",
-            39 => "Directory not empty",
-            40 => "Too many levels of symbolic links",
-            42 => "No message of desired type",
-            43 => "Identifier removed",
-            44 => "Channel number out of range",
-            45 => "Level 2 not synchronized",
-            46 => "Level 3 halted",
-            47 => "Level 3 reset",
-            48 => "Link number out of range",
-            49 => "Protocol driver not attached",
-            50 => "No CSI structure available",
-            51 => "Level 2 halted",
-            52 => "Invalid exchange",
-            53 => "Invalid request descriptor",
-            54 => "Exchange full",
-            55 => "No anode",
-            56 => "Invalid request code",
-            57 => "Invalid slot",
-            59 => "Bad font file format",
-            60 => "Device not a stream",
-            61 => "No data available",
-            62 => "Timer expired",
-            63 => "Out of streams resources",
-            64 => "Machine is not on the network",
-            65 => "Package not installed",
-            66 => "Object is remote",
-            67 => "Link has been severed",
-            68 => "Advertise error",
-            69 => "Srmount error",
-            70 => "Communication error on send",
-            71 => "Protocol error",
-            72 => "Multihop attempted",
-            73 => "RFS specific error",
-            74 => "Bad message",
-            75 => "Value too large for defined data type",
-            76 => "Name not unique on network",
-            77 => "File descriptor in bad state",
-            78 => "Remote address changed",
-            79 => "Can not access a needed shared library",
-            80 => "Accessing a corrupted shared library",
-            81 => ".lib section in a.out corrupted",
-            82 => "Attempting to link in too many shared libraries",
-            83 => "Cannot exec a shared library directly",
-            84 => "Invalid or incomplete multibyte or wide character",
-            85 => "Interrupted system call should be restarted",
-            86 => "Streams pipe error",
-            87 => "Too many users",
-            88 => "Socket operation on non-socket",
-            89 => "Destination address required",
-            90 => "Message too long",
-            91 => "Protocol wrong type for socket",
-            92 => "Protocol not available",
-            93 => "Protocol not supported",
-            94 => "Socket type not supported",
-            95 => "Operation not supported",
-            96 => "Protocol family not supported",
-            97 => "Address family not supported by protocol",
-            98 => "Address already in use",
-            99 => "Cannot assign requested address",
-            100 => "Network is down",
-            101 => "Network is unreachable",
-            102 => "Network dropped connection on reset",
-            103 => "Software caused connection abort",
-            104 => "Connection reset by peer",
-            105 => "No buffer space available",
-            106 => "Transport endpoint is already connected",
-            107 => "Transport endpoint is not connected",
-            108 => "Cannot send after transport endpoint shutdown",
-            109 => "Too many references: cannot splice",
-            110 => "Connection timed out",
-            111 => "Connection refused",
-            112 => "Host is down",
-            113 => "No route to host",
-            114 => "Operation already in progress",
-            115 => "Operation now in progress",
-            116 => "Stale file handle",
-            117 => "Structure needs cleaning",
-            118 => "Not a XENIX named type file",
-            119 => "No XENIX semaphores available",
-            120 => "Is a named type file",
-            121 => "Remote I/O error",
-            122 => "Disk quota exceeded",
-            123 => "No medium found",
-            124 => "Wrong medium type",
-            125 => "Operation canceled",
-            126 => "Required key not available",
-            127 => "Key has expired",
-            128 => "Key has been revoked",
-            129 => "Key was rejected by service",
-            130 => "Owner died",
-            131 => "State not recoverable",
-            132 => "Operation not possible due to RF-kill",
-            133 => "Memory page has hardware error",
-            _ => "Unknown error",
-        }
     }
 }
 
@@ -444,5 +195,25 @@ impl fmt::Debug for Errno {
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.name(), self.description())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_are_the_c_librarys() {
+        for n in 1..134 {
+            let e = Errno(n);
+            if e.name() == "E?" {
+                continue;
+            }
+            let host = std::io::Error::from_raw_os_error(n).to_string();
+            assert_eq!(format!("{} (os error {n})", e.description()), host, "{}", e.name());
+        }
+        assert_eq!((Errno::EAGAIN.name(), Errno::EWOULDBLOCK), ("EAGAIN", Errno::EAGAIN));
+        assert_eq!(Errno::ERESTARTNOHAND.name(), "ERESTARTNOHAND");
+        assert_eq!(Errno(9999).to_string(), "E? (Unknown error)");
     }
 }

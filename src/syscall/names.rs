@@ -3,7 +3,9 @@
 
 pub const MAX_SYSCALL: usize = 450;
 
-pub static SYSCALL_NAMES: [&str; MAX_SYSCALL + 1] = [
+/// The names, indexed by number (empty: no syscall has that number). A
+/// const, so the syscall table takes each definition's name from it.
+pub const NAMES: [&str; MAX_SYSCALL + 1] = [
     "read",
     "write",
     "open",
@@ -456,3 +458,5 @@ pub static SYSCALL_NAMES: [&str; MAX_SYSCALL + 1] = [
     "futex_waitv",
     "set_mempolicy_home_node",
 ];
+
+pub static SYSCALL_NAMES: [&str; MAX_SYSCALL + 1] = NAMES;
