@@ -33,6 +33,27 @@ impl FileKind {
     }
 }
 
+/// What an open file description is: which implementation of the file
+/// operations serves it (syscall::file_ops). Decided from the host file
+/// the first time it matters, or by nomu when it opens one of its own.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FileType {
+    /// A host file whose I/O never waits: regular files, directories,
+    /// block devices, nomu's /proc files (memfds).
+    HostFile,
+    /// A pipe, socket or character device of the host: I/O may wait for a
+    /// peer, and a signal must end the wait.
+    Stream,
+    /// A terminal: a stream with job control and termios.
+    Terminal,
+    /// The null device (1, 3), served without a host call.
+    NullDevice,
+    /// The zero device (1, 5): reads zeroes, maps as anonymous memory.
+    ZeroDevice,
+    /// One of nomu's /proc directories, listed by nomu (None: /proc).
+    ProcDir(Option<u32>),
+}
+
 /// Which file, in which version: equal identities mean the same bytes
 /// (as far as a host can tell without reading them).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -50,12 +71,13 @@ pub struct OpenFile {
     /// File type and device, read from the host on first use (most files
     /// never need it, and open is a hot path).
     meta: OnceLock<(FileKind, u64)>,
-    /// Whether it is a terminal, asked once (it cannot change).
-    tty: OnceLock<bool>,
+    /// Its type, worked out once (it cannot change).
+    file_type: OnceLock<FileType>,
     /// O_RDONLY, O_WRONLY, O_RDWR (or 3: neither), asked once (F_SETFL
     /// cannot change it).
     access: OnceLock<i32>,
-    /// Whether poll always finds it ready (see [`OpenFile::always_ready`]).
+    /// Whether poll always finds it ready, worked out once (see
+    /// [`OpenFile::always_ready`]).
     always_ready: OnceLock<bool>,
     /// The null device's attributes and the `inode_changes` count they
     /// were read at (see [`OpenFile::null_device_stat`]).
@@ -82,7 +104,7 @@ impl OpenFile {
             access: OnceLock::new(),
             always_ready: OnceLock::new(),
             null_stat: Mutex::new(None),
-            tty: OnceLock::new(),
+            file_type: OnceLock::new(),
             path,
             path_only,
             proc_dir: None,
@@ -104,8 +126,17 @@ impl OpenFile {
         self.meta().0
     }
 
-    pub fn is_tty(&self) -> bool {
-        *self.tty.get_or_init(|| self.kind() == FileKind::CharDevice && hostfs::isatty(self.fd()))
+    pub fn file_type(&self) -> FileType {
+        if let Some(dir) = self.proc_dir {
+            return FileType::ProcDir(dir);
+        }
+        *self.file_type.get_or_init(|| match self.meta() {
+            (FileKind::CharDevice, dev) if dev == libc::makedev(1, 3) => FileType::NullDevice,
+            (FileKind::CharDevice, dev) if dev == libc::makedev(1, 5) => FileType::ZeroDevice,
+            (FileKind::CharDevice, _) if hostfs::isatty(self.fd()) => FileType::Terminal,
+            (FileKind::CharDevice | FileKind::Fifo | FileKind::Socket, _) => FileType::Stream,
+            _ => FileType::HostFile,
+        })
     }
 
     pub fn access_mode(&self) -> i32 {
@@ -122,25 +153,10 @@ impl OpenFile {
         matches!(self.access_mode(), libc::O_WRONLY | libc::O_RDWR)
     }
 
-    /// /dev/null, or a regular file or directory on a filesystem without a
-    /// poll method:
-    /// Linux's poll reports it readable and writable at once
-    /// (DEFAULT_POLLMASK), so nomu answers without asking the host. Files
-    /// of other filesystems (procfs, sysfs, cgroup, FUSE... some of whose
-    /// files do poll) go to the host.
-    pub fn always_ready(&self) -> bool {
-        const DEFAULT_POLL_FILESYSTEMS: [i64; 5] = [
-            0xef53,      // ext2/3/4
-            0x0102_1994, // tmpfs
-            0x5846_5342, // xfs
-            0x9123_683e, // btrfs
-            0x794c_7630, // overlayfs
-        ];
-        *self.always_ready.get_or_init(|| {
-            self.is_null_device()
-                || matches!(self.kind(), FileKind::Regular | FileKind::Directory)
-                    && hostfs::fs_type(self.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
-        })
+    /// Whether poll always finds it ready: `work_out` (its type's answer)
+    /// runs the first time only, as select over many files is a hot path.
+    pub fn always_ready(&self, work_out: impl FnOnce() -> bool) -> bool {
+        *self.always_ready.get_or_init(work_out)
     }
 
     pub fn identity(&self) -> Option<FileIdentity> {
@@ -152,11 +168,6 @@ impl OpenFile {
             mtime: (st.st_mtime, st.st_mtime_nsec),
             ctime: (st.st_ctime, st.st_ctime_nsec),
         })
-    }
-
-    /// The null device (1, 3), whose write never reads its buffer.
-    pub fn is_null_device(&self) -> bool {
-        self.meta() == (FileKind::CharDevice, libc::makedev(1, 3))
     }
 
     /// The null device's attributes, without a host call when they cannot

@@ -218,9 +218,8 @@ fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
         return Err(Errno::EFAULT);
     };
     match t {
-        Target::File(f) if f.is_null_device() => return fstat_null_device(ctx, f, buf),
+        Target::File(f) => return super::file_ops::of(f).fstat(ctx, f, buf),
         Target::Object(fd) => hostfs::fstat_into(fd.as_fd(), *out)?,
-        Target::File(f) => hostfs::fstat_into(f.fd(), *out)?,
         t => {
             let (dir, name, flags) = t.at();
             hostfs::fstatat_into(dir, &name, flags, *out)?
@@ -239,14 +238,6 @@ fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
     }
 }
 
-/// fstat of an open null device: nomu keeps its attributes (see
-/// [`OpenFile::null_device_stat`]).
-fn fstat_null_device(ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
-    let changes = ctx.kernel().inode_changes.load(std::sync::atomic::Ordering::SeqCst);
-    ctx.mem().write(buf, &f.null_device_stat(changes)?)?;
-    Ok(0)
-}
-
 pub fn sys_stat(ctx: &mut Ctx, a: &Args) -> SysResult {
     stat_into(ctx, &ctx.target(AT_FDCWD, a[0], true, false)?, a[1])
 }
@@ -257,12 +248,7 @@ pub fn sys_lstat(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.file(a[0])?;
-    if f.is_null_device() {
-        return fstat_null_device(ctx, &f, a[1]);
-    }
-    let out = ctx.mem().full_range(a[1], std::mem::size_of::<libc::stat>(), true)?;
-    hostfs::fstat_into(f.fd(), *out)?;
-    Ok(0)
+    super::file_ops::of(&f).fstat(ctx, &f, a[1])
 }
 
 pub fn sys_newfstatat(ctx: &mut Ctx, a: &Args) -> SysResult {

@@ -1,11 +1,12 @@
 //! Descriptor I/O: read/write and friends, ioctl, fcntl, dup, pipe, close.
 
+use super::file_ops::{self, FIONREAD};
 use super::{int, Args, Ctx, SysResult};
-use crate::fs::file::{FileKind, OpenFile};
+use crate::fs::file::OpenFile;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::host::sys as hostsys;
-use crate::kernel::abi::{GuestIovec, Termios};
+use crate::kernel::abi::GuestIovec;
 use crate::kernel::errno::Errno;
 use crate::mm::uaccess::Pinned;
 use std::os::fd::AsRawFd;
@@ -41,7 +42,7 @@ impl Ctx<'_, '_> {
 /// so that a signal interrupts the wait (ERESTARTSYS: restarted under
 /// SA_RESTART, else EINTR). Regular files never block.
 pub fn wait_ready(ctx: &Ctx, f: &OpenFile, events: i16) -> Result<(), Errno> {
-    if !matches!(f.kind(), FileKind::Fifo | FileKind::Socket | FileKind::CharDevice) || f.is_null_device() {
+    if !file_ops::of(f).may_block() {
         return Ok(());
     }
     let mut pfd = [libc::pollfd { fd: f.fd().as_raw_fd(), events, revents: 0 }];
@@ -66,136 +67,14 @@ fn count(len: u64) -> usize {
     (len as usize).min(MAX_RW_COUNT)
 }
 
-/// Terminal job control: a process outside the terminal's foreground group
-/// that reads it (SIGTTIN) or changes its settings (SIGTTOU) gets its group
-/// stopped by that signal, and the call is restarted once it continues; if
-/// the signal is blocked or ignored, reads fail with EIO and settings go
-/// through (Linux's tty_check_change / job_control).
-fn tty_job_control(ctx: &Ctx, f: &OpenFile, sig: i32) -> Result<(), Errno> {
-    if !f.is_tty() {
-        return Ok(());
-    }
-    let kernel = ctx.kernel();
-    let Some((pgid, _)) = kernel.tasks.ids(ctx.process().pid) else { return Ok(()) };
-    if pgid == kernel.foreground_pgrp() {
-        return Ok(());
-    }
-    let blocked = ctx.t.thread.state.lock().unwrap().sigmask & crate::kernel::signal::bit(sig) != 0;
-    let ignored = ctx.process().signals.lock().unwrap().get(sig).handler == crate::kernel::signal::SIG_IGN;
-    if blocked || ignored {
-        return if sig == libc::SIGTTIN { Err(Errno::EIO) } else { Ok(()) };
-    }
-    for p in kernel.tasks.group_members(pgid) {
-        kernel.signal_process(&p, crate::kernel::signal::SigInfo::kernel(sig));
-    }
-    Err(Errno::ERESTARTSYS)
-}
-
-/// /dev/null, served by nomu without a host call: Linux's read_null and
-/// write_null never touch the buffer, but vfs_read/vfs_write check the
-/// descriptor's mode and that the buffer lies in user space first.
-fn null_device_io(f: &OpenFile, write: bool, buf: u64, len: u64) -> SysResult {
-    let allowed = if write { f.writable() } else { f.readable() };
-    if !allowed {
-        return Err(Errno::EBADF);
-    }
-    if !crate::mm::uaccess::access_ok(buf, len) {
-        return Err(Errno::EFAULT);
-    }
-    Ok(if write { count(len) as u64 } else { 0 })
-}
-
 pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
-    if f.is_null_device() {
-        return null_device_io(&f, false, a[1], a[2]);
-    }
-    tty_job_control(ctx, &f, libc::SIGTTIN)?;
-    let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    if buf.len() < count(a[2]) && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
-        // A pipe read that would fault part-way fails whole, consuming
-        // nothing (Linux copies each pipe buffer in one piece).
-        let mut avail = [0u8; 4];
-        hostfs::ioctl(f.fd(), FIONREAD, Some(&mut avail), 0)?;
-        if u32::from_ne_bytes(avail) as usize > buf.len() {
-            return Err(Errno::EFAULT);
-        }
-    }
-    if may_block(&f) {
-        return blocking_io(ctx, &f, false, &[*buf]);
-    }
-    hostfs::read(f.fd(), *buf).map(|n| n as u64)
+    file_ops::of(&f).read(ctx, &f, a[1], count(a[2]))
 }
 
 pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
-    if f.is_null_device() {
-        return null_device_io(&f, true, a[1], a[2]);
-    }
-    let buf = ctx.mem().range(a[1], count(a[2]), false)?;
-    write_ranges(ctx, &f, &[*buf])
-}
-
-/// Writes guest buffers (to a pipe without ever blocking in the host).
-fn write_ranges(ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
-    if may_block(f) {
-        return blocking_io(ctx, f, true, ranges);
-    }
-    hostfs::writev(f.fd(), ranges).map(|n| n as u64)
-}
-
-/// The part of `ranges` after its first `skip` bytes.
-fn ranges_after(ranges: &[GuestRange], mut skip: usize) -> Vec<GuestRange> {
-    let mut out = Vec::with_capacity(ranges.len());
-    for r in ranges {
-        if skip >= r.len() {
-            skip -= r.len();
-            continue;
-        }
-        out.push(GuestRange::new(r.addr() + skip, r.len() - skip).unwrap());
-        skip = 0;
-    }
-    out
-}
-
-/// Whether I/O on `f` can wait for a peer (pipes, sockets, terminals and
-/// other character devices); regular files and directories never do.
-fn may_block(f: &OpenFile) -> bool {
-    matches!(f.kind(), FileKind::Fifo | FileKind::Socket | FileKind::CharDevice)
-}
-
-/// I/O that may wait: one host call that blocks as long as the guest's
-/// would, ended by a kick (see host::blocking), so a signal, exit_group or
-/// execve never waits for it. A write goes on until all is written (writes
-/// up to PIPE_BUF stay atomic: the host writes them whole); one cut short
-/// by a signal gives the partial count, as on Linux.
-fn blocking_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> SysResult {
-    let total: usize = ranges.iter().map(|r| r.len()).sum();
-    let mut done = 0usize;
-    loop {
-        let rest = if done == 0 { None } else { Some(ranges_after(ranges, done)) };
-        let rest = rest.as_deref().unwrap_or(ranges);
-        let moved = ctx.t.block_in_host(|| {
-            if write {
-                hostfs::writev_interruptible(f.fd(), rest)
-            } else {
-                hostfs::readv_interruptible(f.fd(), rest)
-            }
-        });
-        match moved {
-            Ok(n) => {
-                done += n;
-                // A write the host cut short (a kick, a non-blocking pipe
-                // with some room) goes on unless a signal is what cut it.
-                if !write || n == 0 || done >= total || ctx.t.signal_pending() {
-                    return Ok(done as u64);
-                }
-            }
-            // EAGAIN after some bytes went, or a signal: their count.
-            Err(_) if done > 0 => return Ok(done as u64),
-            Err(e) => return Err(e),
-        }
-    }
+    file_ops::of(&f).write(ctx, &f, a[1], count(a[2]))
 }
 
 pub fn sys_pread64(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -261,22 +140,15 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Er
 pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
     let ranges = iov_ranges(ctx, a[1], a[2], true)?;
-    if may_block(&f) {
-        return blocking_io(ctx, &f, false, &ranges);
-    }
-    hostfs::readv(f.fd(), &ranges).map(|n| n as u64)
+    file_ops::of(&f).readv(ctx, &f, &ranges)
 }
 
 pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
-    if f.is_null_device() && !f.writable() {
-        return Err(Errno::EBADF);
-    }
+    let ops = file_ops::of(&f);
+    ops.writev_ignores_buffers(&f)?;
     let ranges = iov_ranges(ctx, a[1], a[2], false)?;
-    if f.is_null_device() {
-        return Ok(ranges.iter().map(|r| r.len() as u64).sum());
-    }
-    write_ranges(ctx, &f, &ranges)
+    ops.writev(ctx, &f, &ranges)
 }
 
 pub fn sys_sendfile(ctx: &mut Ctx, a: &Args) -> SysResult {
@@ -326,54 +198,11 @@ pub fn sys_ftruncate(ctx: &mut Ctx, a: &Args) -> SysResult {
     hostfs::ftruncate(f.fd(), a[1] as i64).map(|_| 0)
 }
 
-/// getdents64 over one of nomu's /proc directories.
-fn proc_getdents(ctx: &Ctx, f: &OpenFile, dir: Option<u32>, buf: u64, len: usize) -> SysResult {
-    let entries = crate::fs::procfs::list(ctx.kernel(), dir);
-    let mut pos = f.dir_pos.lock().unwrap();
-    let mut out = Vec::new();
-    for (i, (name, kind)) in entries.iter().enumerate().skip(*pos) {
-        // struct linux_dirent64: ino, off, reclen, type, name, NUL, padded to 8.
-        let reclen = (19 + name.len() + 1).next_multiple_of(8);
-        if out.len() + reclen > len {
-            if out.is_empty() {
-                return Err(Errno::EINVAL);
-            }
-            break;
-        }
-        let mut rec = vec![0u8; reclen];
-        rec[0..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
-        rec[8..16].copy_from_slice(&(i as u64 + 1).to_le_bytes());
-        rec[16..18].copy_from_slice(&(reclen as u16).to_le_bytes());
-        rec[18] = *kind;
-        rec[19..19 + name.len()].copy_from_slice(name);
-        out.extend(rec);
-        *pos = i + 1;
-    }
-    ctx.mem().write_bytes(buf, &out)?;
-    Ok(out.len() as u64)
-}
-
 pub fn sys_getdents64(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
-    if let Some(dir) = f.proc_dir {
-        return proc_getdents(ctx, &f, dir, a[1], count(a[2]));
-    }
-    if f.kind() != FileKind::Directory {
-        return Err(Errno::ENOTDIR);
-    }
-    let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    hostfs::getdents64(f.fd(), *buf).map(|n| n as u64)
+    file_ops::of(&f).getdents(ctx, &f, a[1], count(a[2]))
 }
 
-const TCGETS: u64 = 0x5401;
-const TCSETS: u64 = 0x5402;
-const TCSETSW: u64 = 0x5403;
-const TCSETSF: u64 = 0x5404;
-const TIOCGPGRP: u64 = 0x540f;
-const TIOCSPGRP: u64 = 0x5410;
-const TIOCGWINSZ: u64 = 0x5413;
-const TIOCSWINSZ: u64 = 0x5414;
-const FIONREAD: u64 = 0x541b;
 const FIONBIO: u64 = 0x5421;
 const FIONCLEX: u64 = 0x5450;
 const FIOCLEX: u64 = 0x5451;
@@ -399,53 +228,7 @@ pub fn sys_ioctl(ctx: &mut Ctx, a: &Args) -> SysResult {
             mem.write_bytes(arg, &n)?;
             Ok(0)
         }
-        _ if !f.is_tty() => Err(Errno::ENOTTY),
-        TCGETS => {
-            let mut t = [0u8; std::mem::size_of::<Termios>()];
-            hostfs::ioctl(f.fd(), req, Some(&mut t), 0)?;
-            mem.write_bytes(arg, &t)?;
-            Ok(0)
-        }
-        TCSETS | TCSETSW | TCSETSF => {
-            tty_job_control(ctx, &f, libc::SIGTTOU)?;
-            let mut t = [0u8; std::mem::size_of::<Termios>()];
-            mem.read_into(arg, &mut t)?;
-            hostfs::ioctl(f.fd(), req, Some(&mut t), 0).map(|_| 0)
-        }
-        TIOCGWINSZ => {
-            let mut w = [0u8; 8];
-            hostfs::ioctl(f.fd(), req, Some(&mut w), 0)?;
-            mem.write_bytes(arg, &w)?;
-            Ok(0)
-        }
-        TIOCSWINSZ => {
-            let mut w = [0u8; 8];
-            mem.read_into(arg, &mut w)?;
-            hostfs::ioctl(f.fd(), req, Some(&mut w), 0).map(|_| 0)
-        }
-        // The host terminal's foreground group is nomu's; the guest's is
-        // kept here, and the terminal's signals go to it.
-        TIOCGPGRP => {
-            mem.write(arg, &(ctx.kernel().foreground_pgrp() as i32))?;
-            Ok(0)
-        }
-        TIOCSPGRP => {
-            tty_job_control(ctx, &f, libc::SIGTTOU)?;
-            let pgrp: i32 = mem.read(arg)?;
-            if pgrp <= 0 {
-                return Err(Errno::EINVAL);
-            }
-            let tasks = &ctx.kernel().tasks;
-            let my_sid = tasks.ids(ctx.process().pid).map(|(_, s)| s);
-            let in_session =
-                tasks.group_members(pgrp as u32).iter().any(|p| tasks.ids(p.pid).map(|(_, s)| s) == my_sid);
-            if !in_session {
-                return Err(Errno::EPERM);
-            }
-            ctx.kernel().foreground.store(pgrp as u32, std::sync::atomic::Ordering::Relaxed);
-            Ok(0)
-        }
-        _ => Err(Errno::ENOTTY),
+        _ => file_ops::of(&f).ioctl(ctx, &f, req, arg),
     }
 }
 

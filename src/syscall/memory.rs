@@ -1,7 +1,7 @@
 //! mmap, munmap, mprotect, mremap, brk, madvise, msync.
 
+use super::file_ops::MapSource;
 use super::{int, Args, Ctx, SysResult};
-use crate::fs::file::FileKind;
 use crate::kernel::errno::Errno;
 use crate::mm::space::{Backing, Placement, Vma, VmaKind};
 use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
@@ -45,23 +45,17 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
     let mut vma = Vma::new(0, prot, VmaKind::Anon);
     vma.shared = shared;
     let file = if let Some(f) = open_file {
-        match f.kind() {
-            FileKind::Regular => {}
-            FileKind::CharDevice if f.path.ends_with(b"/dev/zero") => {}
-            FileKind::Directory | FileKind::CharDevice | FileKind::Fifo | FileKind::Socket => {
-                return Err(Errno::ENODEV)
-            }
-            _ => return Err(Errno::EACCES),
-        }
+        let source = super::file_ops::of(&f).mmap(&f)?;
         if !f.readable() || (shared && prot & libc::PROT_WRITE != 0 && !f.writable()) {
             return Err(Errno::EACCES);
         }
-        if f.kind() == FileKind::Regular {
-            vma.kind = VmaKind::File;
-            vma.backing = Some(Backing { file: f.clone(), offset: off });
-            Some(f)
-        } else {
-            None
+        match source {
+            MapSource::File => {
+                vma.kind = VmaKind::File;
+                vma.backing = Some(Backing { file: f.clone(), offset: off });
+                Some(f)
+            }
+            MapSource::Anonymous => None,
         }
     } else {
         None

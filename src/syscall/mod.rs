@@ -5,6 +5,7 @@
 //! `Err(Errno)`; the conversion to `-errno` in rax happens once, here.
 
 mod exec;
+mod file_ops;
 mod fs;
 mod info;
 mod io;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -126,6 +127,38 @@ int main(void)
 	fd = open("/dev/zero", O_WRONLY);
 	CHECK_EQ(write(fd, "data", 4), 4); /* discarded, like /dev/null */
 	CHECK_OK(close(fd));
+	/* Mapped, it is zeroed private memory, whatever path named it (the
+	 * device is the zero device; regression: nomu knew it by its path and
+	 * refused it through a symlink with ENODEV). */
+	char link[] = "/tmp/nomu-zero-XXXXXX";
+	int tmp = mkstemp(link);
+	CHECK(tmp >= 0);
+	close(tmp);
+	unlink(link);
+	CHECK_OK(symlink("/dev/zero", link));
+	const char *zero_paths[] = {"/dev/zero", link};
+	for (int i = 0; i < 2; i++) {
+		fd = open(zero_paths[i], O_RDWR);
+		CHECK(fd >= 0);
+		unsigned char *z = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+		CHECK(z != MAP_FAILED);
+		if (z != MAP_FAILED) {
+			CHECK(z[0] == 0 && z[8191] == 0);
+			z[100] = 7;
+			CHECK(z[100] == 7);
+			munmap(z, 8192);
+		}
+		CHECK_OK(close(fd));
+	}
+	unlink(link);
+	/* Devices without a mapping of their own: ENODEV. */
+	const char *unmappable[] = {"/dev/null", "/dev/urandom"};
+	for (int i = 0; i < 2; i++) {
+		fd = open(unmappable[i], O_RDONLY);
+		CHECK(fd >= 0);
+		CHECK(mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED && errno == ENODEV);
+		CHECK_OK(close(fd));
+	}
 
 	printf("== /dev/urandom\n");
 	fd = open("/dev/urandom", O_RDONLY);

@@ -1,0 +1,415 @@
+//! File descriptions as types: one implementation of [`FileOps`] per
+//! [`FileType`], so a handler asks the file what to do instead of testing
+//! what kind it is. A new kind of file (socket, epoll, eventfd, signalfd,
+//! timerfd, memfd_secret) is a new type here, not a branch in every
+//! handler.
+//!
+//! The defaults are a host file's: one host call, which never waits.
+
+use super::{Ctx, SysResult};
+use crate::fs::file::{FileKind, FileType, OpenFile};
+use crate::host::fs as hostfs;
+use crate::host::physmem::GuestRange;
+use crate::kernel::abi::Termios;
+use crate::kernel::errno::Errno;
+
+/// What a mapping of a file gets.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MapSource {
+    /// The file's bytes (read in; written back when shared).
+    File,
+    /// Zeroed pages, as anonymous memory (/dev/zero).
+    Anonymous,
+}
+
+pub trait FileOps: Sync {
+    /// read(2) of up to `len` bytes into the guest's `buf`.
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        let buf = ctx.mem().range(buf, len, true)?;
+        hostfs::read(f.fd(), *buf).map(|n| n as u64)
+    }
+
+    /// write(2) of `len` bytes from the guest's `buf`.
+    fn write(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        let buf = ctx.mem().range(buf, len, false)?;
+        self.writev(ctx, f, &[*buf])
+    }
+
+    /// Reads into checked guest ranges, in order.
+    fn readv(&self, _ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        hostfs::readv(f.fd(), ranges).map(|n| n as u64)
+    }
+
+    /// Writes checked guest ranges, in order.
+    fn writev(&self, _ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        hostfs::writev(f.fd(), ranges).map(|n| n as u64)
+    }
+
+    /// Whether writev may skip parsing the iovec's buffers: false, or
+    /// EBADF for a description not open for writing (the null device).
+    fn writev_ignores_buffers(&self, _f: &OpenFile) -> Result<bool, Errno> {
+        Ok(false)
+    }
+
+    /// fstat into the guest's `buf`.
+    fn fstat(&self, ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
+        let out = ctx.mem().full_range(buf, std::mem::size_of::<libc::stat>(), true)?;
+        hostfs::fstat_into(f.fd(), *out)?;
+        Ok(0)
+    }
+
+    /// getdents64 into the guest's `buf`.
+    fn getdents(&self, _ctx: &Ctx, _f: &OpenFile, _buf: u64, _len: usize) -> SysResult {
+        Err(Errno::ENOTDIR)
+    }
+
+    /// Whether I/O may wait for a peer (then a signal must end the wait).
+    fn may_block(&self) -> bool {
+        false
+    }
+
+    /// Whether poll finds it readable and writable at once, always (Linux's
+    /// DEFAULT_POLLMASK for a file without a poll method), so nomu answers
+    /// without asking the host.
+    fn always_ready(&self, _f: &OpenFile) -> bool {
+        false
+    }
+
+    /// What mmap of it maps, or why it cannot be mapped.
+    fn mmap(&self, f: &OpenFile) -> Result<MapSource, Errno> {
+        match f.kind() {
+            FileKind::Regular => Ok(MapSource::File),
+            FileKind::Directory | FileKind::CharDevice | FileKind::Fifo | FileKind::Socket => Err(Errno::ENODEV),
+            _ => Err(Errno::EACCES),
+        }
+    }
+
+    /// An ioctl that is not one every descriptor answers (FIOCLEX...).
+    fn ioctl(&self, _ctx: &Ctx, _f: &OpenFile, _req: u64, _arg: u64) -> SysResult {
+        Err(Errno::ENOTTY)
+    }
+}
+
+/// The operations of `f`'s type.
+pub fn of(f: &OpenFile) -> &'static dyn FileOps {
+    match f.file_type() {
+        FileType::HostFile => &HostFile,
+        FileType::Stream => &Stream,
+        FileType::Terminal => &Terminal,
+        FileType::NullDevice => &NullDevice,
+        FileType::ZeroDevice => &ZeroDevice,
+        FileType::ProcDir(_) => &ProcDir,
+    }
+}
+
+/// Regular files, directories, block devices, nomu's /proc files.
+struct HostFile;
+
+impl FileOps for HostFile {
+    fn getdents(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        if f.kind() != FileKind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        let buf = ctx.mem().range(buf, len, true)?;
+        hostfs::getdents64(f.fd(), *buf).map(|n| n as u64)
+    }
+
+    /// Regular files and directories on a filesystem without a poll method.
+    /// Files of other filesystems (procfs, sysfs, cgroup, FUSE... some of
+    /// whose files do poll) go to the host.
+    fn always_ready(&self, f: &OpenFile) -> bool {
+        const DEFAULT_POLL_FILESYSTEMS: [i64; 5] = [
+            0xef53,      // ext2/3/4
+            0x0102_1994, // tmpfs
+            0x5846_5342, // xfs
+            0x9123_683e, // btrfs
+            0x794c_7630, // overlayfs
+        ];
+        f.always_ready(|| {
+            matches!(f.kind(), FileKind::Regular | FileKind::Directory)
+                && hostfs::fs_type(f.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
+        })
+    }
+}
+
+/// Pipes, sockets and character devices: I/O waits for a peer.
+struct Stream;
+
+impl FileOps for Stream {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        let buf = ctx.mem().range(buf, len, true)?;
+        if buf.len() < len && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
+            // A pipe read that would fault part-way fails whole, consuming
+            // nothing (Linux copies each pipe buffer in one piece).
+            let mut avail = [0u8; 4];
+            hostfs::ioctl(f.fd(), FIONREAD, Some(&mut avail), 0)?;
+            if u32::from_ne_bytes(avail) as usize > buf.len() {
+                return Err(Errno::EFAULT);
+            }
+        }
+        blocking_io(ctx, f, false, &[*buf])
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        blocking_io(ctx, f, false, ranges)
+    }
+
+    fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        blocking_io(ctx, f, true, ranges)
+    }
+
+    fn may_block(&self) -> bool {
+        true
+    }
+}
+
+/// A terminal: a stream whose reads and settings obey job control.
+struct Terminal;
+
+impl FileOps for Terminal {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        tty_job_control(ctx, libc::SIGTTIN)?;
+        Stream.read(ctx, f, buf, len)
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        Stream.readv(ctx, f, ranges)
+    }
+
+    fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        Stream.writev(ctx, f, ranges)
+    }
+
+    fn may_block(&self) -> bool {
+        true
+    }
+
+    fn ioctl(&self, ctx: &Ctx, f: &OpenFile, req: u64, arg: u64) -> SysResult {
+        let mem = ctx.mem();
+        match req {
+            TCGETS => {
+                let mut t = [0u8; std::mem::size_of::<Termios>()];
+                hostfs::ioctl(f.fd(), req, Some(&mut t), 0)?;
+                mem.write_bytes(arg, &t)?;
+                Ok(0)
+            }
+            TCSETS | TCSETSW | TCSETSF => {
+                tty_job_control(ctx, libc::SIGTTOU)?;
+                let mut t = [0u8; std::mem::size_of::<Termios>()];
+                mem.read_into(arg, &mut t)?;
+                hostfs::ioctl(f.fd(), req, Some(&mut t), 0).map(|_| 0)
+            }
+            TIOCGWINSZ => {
+                let mut w = [0u8; 8];
+                hostfs::ioctl(f.fd(), req, Some(&mut w), 0)?;
+                mem.write_bytes(arg, &w)?;
+                Ok(0)
+            }
+            TIOCSWINSZ => {
+                let mut w = [0u8; 8];
+                mem.read_into(arg, &mut w)?;
+                hostfs::ioctl(f.fd(), req, Some(&mut w), 0).map(|_| 0)
+            }
+            // The host terminal's foreground group is nomu's; the guest's is
+            // kept here, and the terminal's signals go to it.
+            TIOCGPGRP => {
+                mem.write(arg, &(ctx.kernel().foreground_pgrp() as i32))?;
+                Ok(0)
+            }
+            TIOCSPGRP => {
+                tty_job_control(ctx, libc::SIGTTOU)?;
+                let pgrp: i32 = mem.read(arg)?;
+                if pgrp <= 0 {
+                    return Err(Errno::EINVAL);
+                }
+                let tasks = &ctx.kernel().tasks;
+                let my_sid = tasks.ids(ctx.process().pid).map(|(_, s)| s);
+                let in_session =
+                    tasks.group_members(pgrp as u32).iter().any(|p| tasks.ids(p.pid).map(|(_, s)| s) == my_sid);
+                if !in_session {
+                    return Err(Errno::EPERM);
+                }
+                ctx.kernel().foreground.store(pgrp as u32, std::sync::atomic::Ordering::Relaxed);
+                Ok(0)
+            }
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+}
+
+/// /dev/null, served by nomu without a host call: Linux's read_null and
+/// write_null never touch the buffer, but vfs_read/vfs_write check the
+/// descriptor's mode and that the buffer lies in user space first.
+struct NullDevice;
+
+impl NullDevice {
+    fn io(f: &OpenFile, write: bool, buf: u64, len: usize) -> SysResult {
+        let allowed = if write { f.writable() } else { f.readable() };
+        if !allowed {
+            return Err(Errno::EBADF);
+        }
+        if !crate::mm::uaccess::access_ok(buf, len as u64) {
+            return Err(Errno::EFAULT);
+        }
+        Ok(if write { len as u64 } else { 0 })
+    }
+}
+
+impl FileOps for NullDevice {
+    fn read(&self, _ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        Self::io(f, false, buf, len)
+    }
+
+    fn write(&self, _ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        Self::io(f, true, buf, len)
+    }
+
+    fn writev(&self, _ctx: &Ctx, _f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        Ok(ranges.iter().map(|r| r.len() as u64).sum())
+    }
+
+    fn writev_ignores_buffers(&self, f: &OpenFile) -> Result<bool, Errno> {
+        if f.writable() {
+            Ok(true)
+        } else {
+            Err(Errno::EBADF)
+        }
+    }
+
+    /// Its attributes, kept by nomu (see [`OpenFile::null_device_stat`]).
+    fn fstat(&self, ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
+        let changes = ctx.kernel().inode_changes.load(std::sync::atomic::Ordering::SeqCst);
+        ctx.mem().write(buf, &f.null_device_stat(changes)?)?;
+        Ok(0)
+    }
+
+    fn always_ready(&self, _f: &OpenFile) -> bool {
+        true
+    }
+
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+/// /dev/zero: the host's reads (which never wait), nomu's mappings.
+struct ZeroDevice;
+
+impl FileOps for ZeroDevice {
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Ok(MapSource::Anonymous)
+    }
+}
+
+/// A directory of nomu's /proc: nomu lists it; its descriptor underneath
+/// is a host directory (for fstat), never read.
+struct ProcDir;
+
+impl FileOps for ProcDir {
+    fn getdents(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        let FileType::ProcDir(dir) = f.file_type() else { return Err(Errno::ENOTDIR) };
+        let entries = crate::fs::procfs::list(ctx.kernel(), dir);
+        let mut pos = f.dir_pos.lock().unwrap();
+        let mut out = Vec::new();
+        for (i, (name, kind)) in entries.iter().enumerate().skip(*pos) {
+            // struct linux_dirent64: ino, off, reclen, type, name, NUL, padded to 8.
+            let reclen = (19 + name.len() + 1).next_multiple_of(8);
+            if out.len() + reclen > len {
+                if out.is_empty() {
+                    return Err(Errno::EINVAL);
+                }
+                break;
+            }
+            let mut rec = vec![0u8; reclen];
+            rec[0..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+            rec[8..16].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+            rec[16..18].copy_from_slice(&(reclen as u16).to_le_bytes());
+            rec[18] = *kind;
+            rec[19..19 + name.len()].copy_from_slice(name);
+            out.extend(rec);
+            *pos = i + 1;
+        }
+        ctx.mem().write_bytes(buf, &out)?;
+        Ok(out.len() as u64)
+    }
+}
+
+pub const TCGETS: u64 = 0x5401;
+const TCSETS: u64 = 0x5402;
+const TCSETSW: u64 = 0x5403;
+const TCSETSF: u64 = 0x5404;
+const TIOCGPGRP: u64 = 0x540f;
+const TIOCSPGRP: u64 = 0x5410;
+const TIOCGWINSZ: u64 = 0x5413;
+const TIOCSWINSZ: u64 = 0x5414;
+pub const FIONREAD: u64 = 0x541b;
+
+/// Terminal job control: a process outside the terminal's foreground group
+/// that reads it (SIGTTIN) or changes its settings (SIGTTOU) gets its group
+/// stopped by that signal, and the call is restarted once it continues; if
+/// the signal is blocked or ignored, reads fail with EIO and settings go
+/// through (Linux's tty_check_change / job_control).
+fn tty_job_control(ctx: &Ctx, sig: i32) -> Result<(), Errno> {
+    let kernel = ctx.kernel();
+    let Some((pgid, _)) = kernel.tasks.ids(ctx.process().pid) else { return Ok(()) };
+    if pgid == kernel.foreground_pgrp() {
+        return Ok(());
+    }
+    let blocked = ctx.t.thread.state.lock().unwrap().sigmask & crate::kernel::signal::bit(sig) != 0;
+    let ignored = ctx.process().signals.lock().unwrap().get(sig).handler == crate::kernel::signal::SIG_IGN;
+    if blocked || ignored {
+        return if sig == libc::SIGTTIN { Err(Errno::EIO) } else { Ok(()) };
+    }
+    for p in kernel.tasks.group_members(pgid) {
+        kernel.signal_process(&p, crate::kernel::signal::SigInfo::kernel(sig));
+    }
+    Err(Errno::ERESTARTSYS)
+}
+
+/// The part of `ranges` after its first `skip` bytes.
+fn ranges_after(ranges: &[GuestRange], mut skip: usize) -> Vec<GuestRange> {
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        if skip >= r.len() {
+            skip -= r.len();
+            continue;
+        }
+        out.push(GuestRange::new(r.addr() + skip, r.len() - skip).unwrap());
+        skip = 0;
+    }
+    out
+}
+
+/// I/O that may wait: one host call that blocks as long as the guest's
+/// would, ended by a kick (see host::blocking), so a signal, exit_group or
+/// execve never waits for it. A write goes on until all is written (writes
+/// up to PIPE_BUF stay atomic: the host writes them whole); one cut short
+/// by a signal gives the partial count, as on Linux.
+fn blocking_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> SysResult {
+    let total: usize = ranges.iter().map(|r| r.len()).sum();
+    let mut done = 0usize;
+    loop {
+        let rest = if done == 0 { None } else { Some(ranges_after(ranges, done)) };
+        let rest = rest.as_deref().unwrap_or(ranges);
+        let moved = ctx.t.block_in_host(|| {
+            if write {
+                hostfs::writev_interruptible(f.fd(), rest)
+            } else {
+                hostfs::readv_interruptible(f.fd(), rest)
+            }
+        });
+        match moved {
+            Ok(n) => {
+                done += n;
+                // A write the host cut short (a kick, a non-blocking pipe
+                // with some room) goes on unless a signal is what cut it.
+                if !write || n == 0 || done >= total || ctx.t.signal_pending() {
+                    return Ok(done as u64);
+                }
+            }
+            // EAGAIN after some bytes went, or a signal: their count.
+            Err(_) if done > 0 => return Ok(done as u64),
+            Err(e) => return Err(e),
+        }
+    }
+}
