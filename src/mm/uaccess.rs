@@ -78,6 +78,27 @@ impl<'a> UserMem<'a> {
         Ok(Pinned { space: self.space.clone(), range })
     }
 
+    /// Runs `call` (a host call that never blocks: fstat into the guest's
+    /// buffer, a futex wake) on the whole of [addr, addr+len) with the
+    /// address space locked, as a copy runs: cheaper than a pin. EFAULT
+    /// without calling it when the range is not all accessible.
+    pub fn with_full_range<T>(
+        &self,
+        addr: u64,
+        len: usize,
+        write: bool,
+        call: impl FnOnce(GuestRange) -> Result<T, Errno>,
+    ) -> Result<T, Errno> {
+        let space = self.space.lock().unwrap();
+        if space.accessible_prefix(addr as usize, len, write) != len {
+            return Err(Errno::EFAULT);
+        }
+        let range = GuestRange::new(addr as usize, len).ok_or(Errno::EFAULT)?;
+        let r = call(range);
+        drop(space);
+        r
+    }
+
     /// The whole of [addr, addr+len), pinned, or EFAULT.
     pub fn full_range(&self, addr: u64, len: usize, write: bool) -> Result<Pinned, Errno> {
         let r = self.range(addr, len, write)?;

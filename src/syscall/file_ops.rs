@@ -53,8 +53,8 @@ pub trait FileOps: Sync {
 
     /// fstat into the guest's `buf`.
     fn fstat(&self, ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
-        let out = ctx.mem().full_range(buf, std::mem::size_of::<libc::stat>(), true)?;
-        hostfs::fstat_into(f.fd(), *out)?;
+        ctx.mem()
+            .with_full_range(buf, std::mem::size_of::<libc::stat>(), true, |out| hostfs::fstat_into(f.fd(), out))?;
         Ok(0)
     }
 
@@ -70,7 +70,8 @@ pub trait FileOps: Sync {
 
     /// Whether poll finds it readable and writable at once, always (Linux's
     /// DEFAULT_POLLMASK for a file without a poll method), so nomu answers
-    /// without asking the host.
+    /// without asking the host. Asked once per description (see
+    /// [`ready_at_once`]).
     fn always_ready(&self, _f: &OpenFile) -> bool {
         false
     }
@@ -102,6 +103,13 @@ pub fn of(f: &OpenFile) -> &'static dyn FileOps {
     }
 }
 
+/// Whether poll finds `f` ready at once, its type's answer kept in the
+/// description: select over many files is a hot path (lmbench's
+/// lat_select), where one cached load per descriptor is all it may cost.
+pub fn ready_at_once(f: &OpenFile) -> bool {
+    f.always_ready(|| of(f).always_ready(f))
+}
+
 /// Regular files, directories, block devices, nomu's /proc files.
 struct HostFile;
 
@@ -125,10 +133,8 @@ impl FileOps for HostFile {
             0x9123_683e, // btrfs
             0x794c_7630, // overlayfs
         ];
-        f.always_ready(|| {
-            matches!(f.kind(), FileKind::Regular | FileKind::Directory)
-                && hostfs::fs_type(f.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
-        })
+        matches!(f.kind(), FileKind::Regular | FileKind::Directory)
+            && hostfs::fs_type(f.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
     }
 }
 

@@ -213,19 +213,25 @@ fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysRes
 /// buffer. With a bad buffer the lookup still runs first, so its errors
 /// win over EFAULT (as on Linux).
 fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
-    let Ok(out) = ctx.mem().full_range(buf, std::mem::size_of::<libc::stat>(), true) else {
-        stat_target(t)?;
-        return Err(Errno::EFAULT);
-    };
-    match t {
-        Target::File(f) => return super::file_ops::of(f).fstat(ctx, f, buf),
-        Target::Object(fd) => hostfs::fstat_into(fd.as_fd(), *out)?,
+    let r = match t {
+        Target::File(f) => super::file_ops::of(f).fstat(ctx, f, buf).map(drop),
+        Target::Object(fd) => ctx
+            .mem()
+            .with_full_range(buf, std::mem::size_of::<libc::stat>(), true, |out| hostfs::fstat_into(fd.as_fd(), out)),
         t => {
             let (dir, name, flags) = t.at();
-            hostfs::fstatat_into(dir, &name, flags, *out)?
+            ctx.mem().with_full_range(buf, std::mem::size_of::<libc::stat>(), true, |out| {
+                hostfs::fstatat_into(dir, &name, flags, out)
+            })
         }
+    };
+    match r {
+        Err(Errno::EFAULT) => {
+            stat_target(t)?;
+            Err(Errno::EFAULT)
+        }
+        r => r.map(|()| 0),
     }
-    Ok(0)
 }
 
 fn stat_target(t: &Target) -> Result<libc::stat, Errno> {

@@ -231,7 +231,7 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
             if bitset == 0 {
                 return Err(Errno::EINVAL);
             }
-            hostsys::futex_wake(*word()?, val, bitset).map(|n| n as u64)
+            ctx.mem().with_full_range(uaddr, 4, false, |w| hostsys::futex_wake(w, val, bitset)).map(|n| n as u64)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP => {
             if !a[4].is_multiple_of(4) {

@@ -34,7 +34,7 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
         for (i, p) in fds.iter().enumerate().filter(|(_, p)| p.fd >= 0) {
             match table.get(p.fd) {
                 Err(_) => revents[i] = libc::POLLNVAL,
-                Ok(e) if super::file_ops::of(&e.file).always_ready(&e.file) => revents[i] = DEFAULT_POLLMASK & p.events,
+                Ok(e) if super::file_ops::ready_at_once(&e.file) => revents[i] = DEFAULT_POLLMASK & p.events,
                 Ok(e) => to_host.push((i, e.file.clone())),
             }
         }
