@@ -110,6 +110,10 @@ pub fn prepare(
     let mut target = file.to_vec();
     for _ in 0..=MAX_SCRIPT_DEPTH {
         let (abs, f) = open_exec(kernel, &cwd, &target)?;
+        // Linux's deny_write_access at open: a file open for writing cannot
+        // run, a `#!` script no more than an ELF program (the script's mark
+        // goes when its interpreter takes its place).
+        let program = RunningProgram::new(f.fd())?;
         let mut head = vec![0u8; BINPRM_BUF_SIZE];
         let n = hostfs::pread_local(f.fd(), &mut head, 0)?;
         head.truncate(n);
@@ -122,6 +126,7 @@ pub fn prepare(
             new_argv.extend(argv.drain(..).skip(1));
             argv = new_argv;
             target = interp;
+            drop(program);
             continue;
         }
         let mut space = AddressSpace::new(kernel.phys);
@@ -130,7 +135,7 @@ pub fn prepare(
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
         return Ok(Prepared {
             space,
-            program: RunningProgram::new(f.fd())?,
+            program,
             exe: abs,
             cmdline: argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect(),
             start: StartState { regs, fs_base: 0, gs_base: 0 },

@@ -92,5 +92,23 @@ int main(int argc, char **argv)
 	CHECK_OK(stat(copy, &st));
 	CHECK_EQ(st.st_size, 0);
 	CHECK_OK(unlink(copy));
+
+	/* A #! script open for writing cannot run either (Linux denies writes
+	 * to every file execve opens, the script too, while it opens them);
+	 * closed, it runs. */
+	printf("== a script open for writing\n");
+	char script[] = "/tmp/nomu-textbusy-sh-XXXXXX";
+	w = mkstemp(script);
+	CHECK(w >= 0);
+	const char body[] = "#!/bin/sh\nexit 3\n";
+	CHECK_EQ(write(w, body, sizeof body - 1), (long)sizeof body - 1);
+	CHECK_OK(fchmod(w, 0755));
+	char *run[] = {script, NULL};
+	CHECK_EQ(posix_spawn(&c, script, NULL, NULL, run, environ), ETXTBSY);
+	close(w);
+	CHECK_EQ(posix_spawn(&c, script, NULL, NULL, run, environ), 0);
+	CHECK_EQ(waitpid(c, &status, 0), c);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+	CHECK_OK(unlink(script));
 	return checks_done();
 }
