@@ -15,6 +15,7 @@ mod host;
 mod kernel;
 mod loader;
 mod mm;
+mod sync;
 mod syscall;
 
 fn main() {

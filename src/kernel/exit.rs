@@ -33,10 +33,9 @@ use super::abi::{CLD_DUMPED, CLD_EXITED, CLD_KILLED};
 use super::process::{ExitStatus, Process, Thread};
 use super::signal::{self, SigInfo};
 use super::Kernel;
-use crate::mm::space::AddressSpace;
 use crate::mm::uaccess::UserMem;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How a guest thread's end came out.
 pub enum Ended {
@@ -163,9 +162,10 @@ impl<'a> LastThread<'a> {
 /// states; a CLONE_VM sharer still using it keeps it (the last user frees
 /// it the same way, in AddressSpace's drop).
 fn release_mm(kernel: &'static Kernel, process: &Process) {
-    let mm = process.set_mm(Arc::new(Mutex::new(AddressSpace::new(kernel.phys))));
+    let mm = process.set_mm(crate::mm::space::new_shared(kernel.phys));
     if let Ok(space) = Arc::try_unwrap(mm) {
-        space.into_inner().unwrap_or_else(|e| e.into_inner()).release_all();
+        let Ok(mut space) = space.into_inner();
+        space.release_all();
     }
     drop(process.program.lock().unwrap().take());
 }

@@ -4,7 +4,6 @@ use super::signal::{AltStack, Pending, SignalActions};
 use super::waiter::Event;
 use crate::fs::fdtable::FdTable;
 use crate::mm::phys::PhysicalMemory;
-use crate::mm::space::AddressSpace;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,16 +57,17 @@ pub const RLIM_NLIMITS: usize = 16;
 
 /// An address space as processes hold it: shared by a vfork child and its
 /// parent until the child execs.
-pub type Mm = Arc<Mutex<AddressSpace>>;
+/// A process's address space, shareable (CLONE_VM).
+pub type Mm = crate::mm::space::SharedSpace;
 
 pub struct Process {
     pub pid: u32,
     mm: Mutex<Mm>,
-    pub files: Mutex<FdTable>,
+    pub files: crate::sync::OrderedMutex<FdTable, { crate::sync::FILES }>,
     /// Absolute guest path of the working directory.
     pub cwd: Mutex<Vec<u8>>,
     pub umask: AtomicU32,
-    pub signals: Mutex<SignalActions>,
+    pub signals: crate::sync::OrderedMutex<SignalActions, { crate::sync::SIGNALS }>,
     pub rlimits: Mutex<[libc::rlimit; RLIM_NLIMITS]>,
     /// The guest path of the running program (AT_EXECFN, /proc/self/exe).
     pub exe: Mutex<Vec<u8>>,
@@ -81,7 +81,7 @@ pub struct Process {
     /// Notified when vfork_released is set.
     pub vfork_release: Event,
     /// The process's threads.
-    pub threads: Mutex<Vec<Arc<Thread>>>,
+    pub threads: crate::sync::OrderedMutex<Vec<Arc<Thread>>, { crate::sync::THREADS }>,
     /// Set by exit_group or a fatal signal: every thread leaves, and this is
     /// the process's status.
     pub group_exit: GroupExit,
@@ -102,23 +102,21 @@ impl Process {
     /// The first process: nomu's own limits, an empty address space.
     pub fn new_init(pid: u32, phys: &'static PhysicalMemory) -> Process {
         let rlimits = std::array::from_fn(|r| crate::host::sys::getrlimit(r as u32));
-        let mm = Arc::new(Mutex::new(AddressSpace::new(phys)));
+        let mm = crate::mm::space::new_shared(phys);
         Process::with(pid, mm, FdTable::default(), b"/".to_vec(), 0o022, SignalActions::default(), rlimits, Vec::new())
     }
 
     /// A child created by vfork (or clone with CLONE_VM): it borrows the
     /// parent's memory and inherits copies of everything else.
     pub fn new_child(parent: &Process, pid: u32) -> Process {
-        Process::with(
-            pid,
-            parent.mm(),
-            parent.files.lock().unwrap().clone(),
-            parent.cwd.lock().unwrap().clone(),
-            parent.umask.load(Ordering::Relaxed),
-            parent.signals.lock().unwrap().clone(),
-            *parent.rlimits.lock().unwrap(),
-            parent.exe.lock().unwrap().clone(),
-        )
+        // One lock at a time (arguments' guards would all live to the end
+        // of the call, out of the order in src/sync.rs).
+        let files = parent.files.lock().unwrap().clone();
+        let signals = parent.signals.lock().unwrap().clone();
+        let cwd = parent.cwd.lock().unwrap().clone();
+        let rlimits = *parent.rlimits.lock().unwrap();
+        let exe = parent.exe.lock().unwrap().clone();
+        Process::with(pid, parent.mm(), files, cwd, parent.umask.load(Ordering::Relaxed), signals, rlimits, exe)
     }
 
     /// What a process inherits is given; the rest starts fresh.
@@ -136,17 +134,17 @@ impl Process {
         Process {
             pid,
             mm: Mutex::new(mm),
-            files: Mutex::new(files),
+            files: crate::sync::OrderedMutex::new(files),
             cwd: Mutex::new(cwd),
             umask: AtomicU32::new(umask),
-            signals: Mutex::new(signals),
+            signals: crate::sync::OrderedMutex::new(signals),
             rlimits: Mutex::new(rlimits),
             cmdline: Mutex::new(exe.iter().copied().chain([0]).collect()),
             exe: Mutex::new(exe),
             program: Mutex::new(None),
             vfork_released: AtomicBool::new(false),
             vfork_release: Event::new(),
-            threads: Mutex::new(Vec::new()),
+            threads: crate::sync::OrderedMutex::new(Vec::new()),
             group_exit: GroupExit::default(),
             real_timer: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
@@ -224,7 +222,7 @@ impl Default for ThreadState {
 pub struct Thread {
     pub tid: u32,
     pub process: Arc<Process>,
-    pub state: Mutex<ThreadState>,
+    pub state: crate::sync::OrderedMutex<ThreadState, { crate::sync::STATE }>,
     /// The host thread running this guest thread (0 until it starts), for
     /// kicking it out of guest code when a signal arrives.
     pub host_tid: AtomicI32,
@@ -259,7 +257,7 @@ impl Thread {
         Thread {
             tid,
             process,
-            state: Mutex::new(ThreadState::default()),
+            state: crate::sync::OrderedMutex::new(ThreadState::default()),
             host_tid: AtomicI32::new(0),
             kill_requested: AtomicBool::new(false),
             signal_hint: AtomicBool::new(false),

@@ -5,7 +5,7 @@ use super::errno::Errno;
 use super::process::{ExitStatus, Process};
 use super::waiter::Event;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar};
 
 /// What an exited, not yet reaped process leaves for its parent.
 #[derive(Clone, Copy)]
@@ -86,7 +86,7 @@ pub const FIRST_PID: u32 = 1;
 const NOMU: u32 = 0;
 
 pub struct Tasks<P = Arc<Process>> {
-    table: Mutex<BTreeMap<u32, Task<P>>>,
+    table: crate::sync::OrderedMutex<BTreeMap<u32, Task<P>>, { crate::sync::TASKS }>,
     /// A task exited or stopped or continued (for waiting parents).
     pub changed: Event,
     /// The first program exited, or the last live process did: nomu's own
@@ -97,7 +97,11 @@ pub struct Tasks<P = Arc<Process>> {
 
 impl<P> Default for Tasks<P> {
     fn default() -> Self {
-        Tasks { table: Mutex::new(BTreeMap::new()), changed: Event::default(), root_exited: Condvar::new() }
+        Tasks {
+            table: crate::sync::OrderedMutex::new(BTreeMap::new()),
+            changed: Event::default(),
+            root_exited: Condvar::new(),
+        }
     }
 }
 
@@ -218,7 +222,7 @@ impl<P: Member> Tasks<P> {
     pub fn wait_until_none_alive(&self) {
         let mut table = self.table.lock().unwrap();
         while table.values().any(|t| t.zombie.is_none()) {
-            table = self.root_exited.wait(table).unwrap();
+            table = table.wait(&self.root_exited);
         }
     }
 
@@ -285,7 +289,7 @@ impl<P: Member> Tasks<P> {
             match table.get(&pid) {
                 Some(Task { zombie: Some(z), .. }) => return z.status,
                 None => return ExitStatus::Code(0),
-                _ => table = self.root_exited.wait(table).unwrap(),
+                _ => table = table.wait(&self.root_exited),
             }
         }
     }

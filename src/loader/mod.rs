@@ -73,7 +73,7 @@ impl Prepared {
     /// The point of no return: the old image (if any) goes away here.
     /// Returns the register state the first guest thread starts from.
     pub fn install(self, process: &Process) -> StartState {
-        drop(process.set_mm(std::sync::Arc::new(std::sync::Mutex::new(self.space))));
+        drop(process.set_mm(std::sync::Arc::new(crate::sync::OrderedMutex::new(self.space))));
         *process.program.lock().unwrap() = Some(self.program);
         *process.exe.lock().unwrap() = self.exe;
         *process.cmdline.lock().unwrap() = self.cmdline;

@@ -18,14 +18,13 @@ use super::buddy::BuddyAllocator;
 use super::PAGE_SIZE;
 use crate::host::physmem::{PhysMem, Prot};
 use crate::kernel::errno::Errno;
-use std::sync::Mutex;
 
 /// The protection pages have while free (and when freshly allocated).
 pub const RW: Prot = libc::PROT_READ | libc::PROT_WRITE;
 
 pub struct PhysicalMemory {
     mem: &'static PhysMem,
-    buddy: Mutex<Pages>,
+    buddy: crate::sync::OrderedMutex<Pages, { crate::sync::PHYS }>,
     /// Told of every range freed or wiped (the entry path forgets what it
     /// knew of code there).
     on_free: std::sync::OnceLock<Box<dyn Fn(usize, usize) + Send + Sync>>,
@@ -113,7 +112,7 @@ impl PhysicalMemory {
             dirty_free: 0,
             prot: vec![RW as u8; npages],
         };
-        PhysicalMemory { mem, buddy: Mutex::new(pages), on_free: std::sync::OnceLock::new() }
+        PhysicalMemory { mem, buddy: crate::sync::OrderedMutex::new(pages), on_free: std::sync::OnceLock::new() }
     }
 
     /// Sets the function told of every range freed or wiped (once).

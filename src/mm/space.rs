@@ -87,6 +87,15 @@ pub enum Placement {
     Allocated(usize),
 }
 
+/// An address space that threads and CLONE_VM processes share, locked at
+/// its place in the lock order (src/sync.rs).
+pub type SharedSpace = Arc<crate::sync::OrderedMutex<AddressSpace, { crate::sync::MM }>>;
+
+/// A new, empty shared address space.
+pub fn new_shared(phys: &'static PhysicalMemory) -> SharedSpace {
+    Arc::new(crate::sync::OrderedMutex::new(AddressSpace::new(phys)))
+}
+
 pub struct AddressSpace {
     phys: &'static PhysicalMemory,
     vmas: BTreeMap<usize, Vma>,

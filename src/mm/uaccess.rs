@@ -13,13 +13,12 @@
 //! the call) is [`Pinned`]: a munmap meanwhile defers freeing its pages
 //! until the pin goes.
 
-use super::space::AddressSpace;
+use super::space::SharedSpace;
 use super::PAGE_SIZE;
 use crate::host::physmem::{GuestRange, PhysMem};
 use crate::host::pod::{self, Pod};
 use crate::host::safecopy;
 use crate::kernel::errno::Errno;
-use std::sync::{Arc, Mutex};
 
 /// The top of the x86-64 user address space (47-bit).
 pub const TASK_SIZE_MAX: u64 = (1 << 47) - 4096;
@@ -32,13 +31,13 @@ pub fn access_ok(addr: u64, len: u64) -> bool {
 }
 
 pub struct UserMem<'a> {
-    space: &'a Arc<Mutex<AddressSpace>>,
+    space: &'a SharedSpace,
 }
 
 /// A checked guest range whose pages stay owned by its address space while
 /// this lives (see the module comment); derefs to the range.
 pub struct Pinned {
-    space: Arc<Mutex<AddressSpace>>,
+    space: SharedSpace,
     range: GuestRange,
 }
 
@@ -58,7 +57,7 @@ impl Drop for Pinned {
 }
 
 impl<'a> UserMem<'a> {
-    pub fn new(space: &'a Arc<Mutex<AddressSpace>>) -> UserMem<'a> {
+    pub fn new(space: &'a SharedSpace) -> UserMem<'a> {
         UserMem { space }
     }
 

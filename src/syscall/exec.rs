@@ -78,7 +78,9 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     if flags & CLONE_CHILD_CLEARTID != 0 {
         thread.state.lock().unwrap().clear_child_tid = ctid;
     }
-    thread.state.lock().unwrap().sigmask = ctx.t.thread.state.lock().unwrap().sigmask;
+    // One thread's state at a time (src/sync.rs).
+    let sigmask = ctx.t.thread.state.lock().unwrap().sigmask;
+    thread.state.lock().unwrap().sigmask = sigmask;
     // The child resumes right after the syscall with rax = 0, on its own
     // stack if it was given one, else on the parent's (vfork).
     let mut regs = *ctx.frame.regs;
@@ -135,11 +137,12 @@ fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls
         ctx.mem().write(ctid, &(tid as i32))?;
     }
     {
+        let sigmask = ctx.t.thread.state.lock().unwrap().sigmask;
         let mut st = thread.state.lock().unwrap();
         if flags & CLONE_CHILD_CLEARTID != 0 {
             st.clear_child_tid = ctid;
         }
-        st.sigmask = ctx.t.thread.state.lock().unwrap().sigmask;
+        st.sigmask = sigmask;
     }
     let mut regs = *ctx.frame.regs;
     regs.rax = 0;

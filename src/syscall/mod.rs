@@ -49,7 +49,7 @@ impl Ctx<'_, '_> {
     }
 
     /// The calling process's address space.
-    pub fn space(&self) -> &std::sync::Mutex<crate::mm::space::AddressSpace> {
+    pub fn space(&self) -> &crate::mm::space::SharedSpace {
         &self.t.mm
     }
 
