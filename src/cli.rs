@@ -233,7 +233,7 @@ fn run(m: &ArgMatches) -> i32 {
                 eprintln!("nomu: {prog}: {} ({})", e.message, e.errno.description());
             }
             // What a shell answers: 127 not found, 126 found but not runnable.
-            return if e.errno == crate::kernel::errno::Errno::ENOENT { 127 } else { 126 };
+            return if e.errno == crate::abi::errno::Errno::ENOENT { 127 } else { 126 };
         }
     };
     match status {

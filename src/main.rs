@@ -5,6 +5,7 @@
 // modules that talk to the CPU and the host may use it.
 #![deny(unsafe_code)]
 
+mod abi;
 mod bench;
 mod cli;
 #[allow(unsafe_code)]

@@ -257,7 +257,7 @@ fn install_from_outer(base: usize) {
     let r = unsafe { nomu_sigaltstack_from(&ss, (ss.ss_sp as usize + ss.ss_size) & !15) };
     crate::host::sys::swap_sigmask(old);
     if r < 0 {
-        panic!("sigaltstack: {}", crate::kernel::errno::Errno(-r as i32).description());
+        panic!("sigaltstack: {}", crate::abi::errno::Errno(-r as i32).description());
     }
     note_tcb(base);
 }

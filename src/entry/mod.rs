@@ -97,7 +97,7 @@ pub fn i386_syscall_fault(regs: &mut GuestRegs) -> Trap {
 
 /// The fault of i386_syscall_fault; its #GP error code names IDT vector 0x80.
 pub const I386_SYSCALL_FAULT: Fault =
-    Fault { signo: libc::SIGSEGV, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 13, err: (0x80 << 3) | 2 };
+    Fault { signo: libc::SIGSEGV, code: crate::abi::SI_KERNEL, addr: 0, trapno: 13, err: (0x80 << 3) | 2 };
 
 #[derive(Clone, Copy, Debug)]
 pub enum Trap {
@@ -153,16 +153,15 @@ pub trait ExtendedState {
 /// `image` (an xsave area plus 4 bytes), so sigframe.rs can treat an image
 /// an entry path made itself as one the host saved.
 pub fn write_frame_sw_bytes(image: &mut [u8], features: u64) {
-    const SW_RESERVED: usize = 464;
-    const XSAVE_HEADER: usize = 512;
+    use crate::abi::xsave;
     let size = image.len() - 4;
-    let sw = &mut image[SW_RESERVED..XSAVE_HEADER];
+    let sw = &mut image[xsave::SW_RESERVED..xsave::HEADER];
     sw.fill(0);
-    sw[0..4].copy_from_slice(&0x4650_5853u32.to_le_bytes()); // FP_XSTATE_MAGIC1
+    sw[0..4].copy_from_slice(&xsave::FP_XSTATE_MAGIC1.to_le_bytes());
     sw[4..8].copy_from_slice(&((size + 4) as u32).to_le_bytes()); // extended_size
     sw[8..16].copy_from_slice(&features.to_le_bytes());
     sw[16..20].copy_from_slice(&(size as u32).to_le_bytes());
-    image[size..].copy_from_slice(&0x4650_5845u32.to_le_bytes()); // FP_XSTATE_MAGIC2
+    image[size..].copy_from_slice(&xsave::FP_XSTATE_MAGIC2.to_le_bytes());
 }
 
 /// An image already in memory (the seccomp path's signal frame).

@@ -57,8 +57,7 @@ const BACK_TO_NOMU: u64 = 0;
 const RESUME_GUEST: u64 = 1;
 const LEAVE_GUEST: u64 = 2;
 
-const RFLAGS_NT: u64 = 1 << 14;
-const RFLAGS_AC: u64 = 1 << 18;
+use crate::abi::rflags::{AC as RFLAGS_AC, NT as RFLAGS_NT};
 
 /// What a guest thread starts from: its registers, its xsave image (0: the
 /// initial state) and fs base, laid out as [`nomu_resume_guest`] reads them.
@@ -375,7 +374,7 @@ pub(super) struct Ucontext {
     pub(super) sigmask: u64,
 }
 
-pub(super) const RFLAGS_IF: u64 = 0x200;
+pub(super) use crate::abi::rflags::IF as RFLAGS_IF;
 
 pub(super) const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
@@ -485,7 +484,7 @@ struct SockFprog {
 
 /// Traps every syscall whose instruction pointer lies in [lo, hi) — guest
 /// memory — and allows the rest (nomu's own code).
-fn install_filter(lo: u64, hi: u64) -> Result<(), crate::kernel::errno::Errno> {
+fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
     const LD_ABS: u16 = 0x20;
     const JEQ: u16 = 0x15;
     const JGT: u16 = 0x25;
@@ -668,7 +667,7 @@ fn finish_exit_tail(regs: &mut GuestRegs) -> bool {
 /// non-canonical rip takes it at the way back's last instruction (iretq
 /// here, zpoline's jump), as if at that rip.
 const BAD_RETURN_FAULT: Fault =
-    Fault { signo: libc::SIGSEGV, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 13, err: 0 };
+    Fault { signo: libc::SIGSEGV, code: crate::abi::SI_KERNEL, addr: 0, trapno: 13, err: 0 };
 
 /// Called by `nomu_trap_entry` for a host signal on a thread that has no
 /// kernel stack in force (see there): one of nomu's own threads, or a guest

@@ -464,7 +464,7 @@ impl Child {
         let tid = unsafe { nomu_split_clone(flags, (area + MBOX_OFFSET) as u64, 0, mb as u64) };
         if tid < 0 {
             unmap_area(area);
-            return Err(format!("clone: {}", crate::kernel::errno::Errno(-tid as i32)));
+            return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
         }
         let child = Child { area, tid: tid as i32 };
         children().push((crate::host::sys::gettid(), child.tid));
@@ -656,7 +656,7 @@ fn child_lost(kernel: &mut dyn GuestKernel, why: &str) -> Option<StartState> {
     let mut xstate: Option<&mut [u8]> = None;
     let mut frame =
         TrapFrame { regs: &mut regs, fs_base: 0, gs_base: 0, reset_xstate: true, xstate: &mut xstate, new_site: None };
-    let kill = Fault { signo: libc::SIGKILL, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
+    let kill = Fault { signo: libc::SIGKILL, code: crate::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
     match kernel.on_trap(Trap::Fault(kill), &mut frame) {
         Resume::Exit => None,
         Resume::Guest => Some(StartState { regs: *frame.regs, fs_base: frame.fs_base, gs_base: frame.gs_base }),

@@ -51,9 +51,7 @@ const TRACEE_KICK: i32 = libc::SIGUSR2;
 
 const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
-// The legacy-area and header offsets of an xsave image (see sigframe.rs).
-const SW_RESERVED: usize = 464;
-const XSAVE_HEADER: usize = 512;
+use crate::abi::xsave::{HEADER as XSAVE_HEADER, SW_RESERVED};
 const XFEATURE_FP_SSE: u64 = 0b11;
 const XFEATURE_PKRU: u64 = 1 << 9;
 /// Where rax sits in `struct user` (PTRACE_POKEUSER's offsets).
@@ -124,7 +122,7 @@ extern "C" {
     fn nomu_sysemu_clone(flags: u64, ppid: u64) -> i64;
 }
 
-fn ptrace(req: i64, pid: i32, addr: u64, data: u64) -> Result<i64, crate::kernel::errno::Errno> {
+fn ptrace(req: i64, pid: i32, addr: u64, data: u64) -> Result<i64, crate::abi::errno::Errno> {
     // SAFETY: every caller passes a request on one of our own tracees with
     // addr/data that are values or pointers to buffers of the size the
     // request writes or reads.
@@ -222,7 +220,7 @@ impl Tracee {
             pid
         };
         if pid < 0 {
-            return Err(format!("clone: {}", crate::kernel::errno::Errno(-pid as i32)));
+            return Err(format!("clone: {}", crate::abi::errno::Errno(-pid as i32)));
         }
         let pid = pid as i32;
         let owner = crate::host::sys::gettid();
@@ -265,7 +263,7 @@ impl Tracee {
             if r == self.pid {
                 break;
             }
-            if r < 0 && last_errno() == crate::kernel::errno::Errno::EINTR {
+            if r < 0 && last_errno() == crate::abi::errno::Errno::EINTR {
                 continue;
             }
             status = -1;
@@ -341,7 +339,7 @@ impl Tracee {
                 return;
             }
         }
-        if !self.set_xstate(clean) && last_errno() != crate::kernel::errno::Errno::ESRCH {
+        if !self.set_xstate(clean) && last_errno() != crate::abi::errno::Errno::ESRCH {
             fatal(&format!("PTRACE_SETREGSET of the clean xstate: {}", last_errno()));
         }
     }
@@ -589,7 +587,7 @@ fn same_regs(a: &GuestRegs, b: &GuestRegs) -> bool {
 /// was a write (or a fetch, when the address is the instruction pointer);
 /// a fault on an unmapped page is reported as a read.
 fn fault_regs(signo: i32, code: i32, addr: u64, rip: u64) -> (u64, u64) {
-    use crate::kernel::abi::SI_KERNEL;
+    use crate::abi::SI_KERNEL;
     const SEGV_ACCERR: i32 = 2;
     const BUS_ADRALN: i32 = 1;
     const FPE_INTDIV: i32 = 1;
@@ -739,8 +737,7 @@ impl EntryPath for SysemuEntry {
                 // with its last known registers; a new tracee takes over
                 // if the kernel goes on.
                 crate::host::sys::write_all(2, b"nomu: sysemu entry: a traced process was killed\n");
-                let fault =
-                    Fault { signo: libc::SIGKILL, code: crate::kernel::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
+                let fault = Fault { signo: libc::SIGKILL, code: crate::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
                 let mut regs = to_guest(&hregs, hregs.rax);
                 let mut none: Option<&mut [u8]> = None;
                 let mut frame = TrapFrame {
@@ -796,7 +793,7 @@ impl EntryPath for SysemuEntry {
             }
             if reset {
                 tracee.reset_xstate();
-            } else if fetched && !tracee.store_xstate() && last_errno() != crate::kernel::errno::Errno::ESRCH {
+            } else if fetched && !tracee.store_xstate() && last_errno() != crate::abi::errno::Errno::ESRCH {
                 // The kernel only writes back images it checked; go on
                 // with the state the tracee had.
                 crate::host::sys::write_all(2, b"nomu: sysemu entry: the host refused an xstate image\n");

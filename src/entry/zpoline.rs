@@ -680,9 +680,8 @@ fn materialize(tcb: &mut Tcb) {
     // SAFETY: the save area lies in the same kernel stack mapping, past the image.
     let saved = unsafe { std::slice::from_raw_parts((tcb.z_xsave as usize + SSE_SAVE_OFFSET) as *const u8, 256) };
     const XMM: usize = 160;
-    const XSTATE_BV: usize = 512;
     image[XMM..XMM + 256].copy_from_slice(saved);
-    image[XSTATE_BV] |= 2; // SSE: restore the xmm registers from the image
+    image[crate::abi::xsave::XSTATE_BV] |= 2; // SSE: restore the xmm registers from the image
     super::write_frame_sw_bytes(image, crate::host::cpu::xcr0());
     tcb.z_full = 1;
 }
@@ -698,18 +697,13 @@ fn xstate_image(tcb: &Tcb) -> &'static mut [u8] {
 /// Puts the xsave image in the initial FPU state, with the software bytes
 /// a Linux signal frame carries (so sigframe.rs can treat it as one).
 fn reset_xstate(image: &mut [u8]) {
-    const XSAVE_HEADER: usize = 512;
-    image[..XSAVE_HEADER + 64].fill(0);
+    image[..crate::abi::xsave::COMPONENTS].fill(0);
     image[0..2].copy_from_slice(&0x037fu16.to_le_bytes()); // FCW
-    image[24..28].copy_from_slice(&0x1f80u32.to_le_bytes()); // MXCSR
+    image[crate::abi::xsave::MXCSR..][..4].copy_from_slice(&0x1f80u32.to_le_bytes());
     super::write_frame_sw_bytes(image, crate::host::cpu::xcr0());
 }
 
-const RFLAGS_TF: u64 = 1 << 8;
-const RFLAGS_DF: u64 = 1 << 10;
-const RFLAGS_NT: u64 = 1 << 14;
-const RFLAGS_AC: u64 = 1 << 18;
-const RFLAGS_ID: u64 = 1 << 21;
+use crate::abi::rflags::{AC as RFLAGS_AC, DF as RFLAGS_DF, ID as RFLAGS_ID, NT as RFLAGS_NT, TF as RFLAGS_TF};
 
 /// Called by the stub on the kernel stack, with nomu's fs base installed.
 /// Returns 0 to resume the guest with `regs`, 1 to leave guest mode.

@@ -2,7 +2,7 @@
 //! table only; nomu's own host descriptors are never reachable from it.
 
 use super::file::OpenFile;
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use std::sync::Arc;
 
 #[derive(Clone)]

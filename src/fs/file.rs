@@ -2,9 +2,9 @@
 //! descriptor, so offsets and status flags are shared exactly as Linux
 //! shares them: between dup'ed descriptors, not between separate opens.
 
+use crate::abi::errno::Errno;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
-use crate::kernel::errno::Errno;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Mutex, OnceLock};
 

@@ -6,8 +6,8 @@
 //! absolute ones included, can never leave the root, and magic links
 //! (/proc/self/fd/N of nomu itself) are refused by the host.
 
+use crate::abi::errno::Errno;
 use crate::host::fs as hostfs;
-use crate::kernel::errno::Errno;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 

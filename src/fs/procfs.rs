@@ -3,7 +3,7 @@
 //! loadavg). Files are generated when opened, directories listed from the
 //! process table; nothing here reaches the host's own /proc.
 
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use crate::kernel::process::Process;
 use crate::kernel::Kernel;
 

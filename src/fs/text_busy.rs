@@ -4,8 +4,8 @@
 //! so the host never sees them run: nomu counts running programs' files
 //! and files open for writing itself.
 
+use crate::abi::errno::Errno;
 use crate::host::fs as hostfs;
-use crate::kernel::errno::Errno;
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
 use std::sync::Mutex;

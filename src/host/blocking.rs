@@ -13,7 +13,7 @@
 //! and one that comes after the `syscall` returned leaves its result alone:
 //! no kick is lost and no wait needs a timeout to notice one.
 
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use std::arch::global_asm;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,7 +6,7 @@
 
 use super::physmem::GuestRange;
 use super::syscall::{args, syscall, syscall_retry};
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use std::ffi::{CStr, CString};
 use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};

@@ -38,7 +38,7 @@ pub mod safecopy;
 pub mod sys;
 pub mod syscall;
 
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 
 /// The errno of the last failed libc call on this thread.
 pub fn last_errno() -> Errno {

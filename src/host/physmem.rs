@@ -6,7 +6,7 @@
 //! until the guest touches it.
 
 use super::{check, last_errno};
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 

@@ -3,7 +3,7 @@
 use super::check;
 use super::physmem::GuestRange;
 use super::syscall::{args, syscall, syscall_retry};
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use std::sync::atomic::AtomicU32;
 
 type R<T> = Result<T, Errno>;

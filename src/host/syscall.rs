@@ -17,7 +17,7 @@
 //!
 //! [`fill_return_stack`]: crate::host::fill_return_stack
 
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use std::arch::global_asm;
 
 global_asm!(

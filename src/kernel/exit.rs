@@ -29,10 +29,10 @@
 //! A process that never ran (its first thread could not start) has no exit
 //! to report: [`discard_unborn`] frees what it had and sends no SIGCHLD.
 
-use super::abi::{CLD_DUMPED, CLD_EXITED, CLD_KILLED};
 use super::process::{ExitStatus, Process, Thread};
 use super::signal::{self, SigInfo};
 use super::Kernel;
+use crate::abi::{CLD_DUMPED, CLD_EXITED, CLD_KILLED};
 use crate::mm::uaccess::UserMem;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,7 +1,5 @@
 //! The kernel proper: Linux semantics, with no `unsafe` of its own.
 
-pub mod abi;
-pub mod errno;
 pub mod exit;
 pub mod futex;
 pub mod process;
@@ -12,12 +10,12 @@ pub mod timer;
 pub mod trap;
 pub mod waiter;
 
+use crate::abi::errno::Errno;
 use crate::entry::EntryPath;
 use crate::fs::file::OpenFile;
 use crate::fs::path::Root;
 use crate::host::physmem::PhysMem;
 use crate::mm::phys::PhysicalMemory;
-use errno::Errno;
 use process::{ExitStatus, PidAllocator, Process, Thread};
 use signal::SigInfo;
 use std::os::fd::AsRawFd;
@@ -305,7 +303,7 @@ impl Kernel {
                 // (regression: a quick re-stop was overwritten by the
                 // continue, and the parent's wait4 waited forever).
                 process.continued.notify();
-                self.notify_parent_stop(process, abi::CLD_CONTINUED, libc::SIGCONT);
+                self.notify_parent_stop(process, crate::abi::CLD_CONTINUED, libc::SIGCONT);
             }
         } else if stops.contains(&sig) {
             for t in &threads {
@@ -332,7 +330,7 @@ impl Kernel {
         if !self.tasks.stop_event(process, task::StopEvent::Stopped(sig)) {
             return;
         }
-        self.notify_parent_stop(process, abi::CLD_STOPPED, sig);
+        self.notify_parent_stop(process, crate::abi::CLD_STOPPED, sig);
         for t in process.threads.lock().unwrap().iter() {
             self.interrupt(t);
         }

@@ -3,9 +3,9 @@
 //! pointer to the xsave image, siginfo), so handlers that read or edit the
 //! ucontext work, and rt_sigreturn that undoes them.
 
-use super::abi::KernelSigaction;
-use super::errno::Errno;
 use super::signal::{AltStack, SigInfo, SS_AUTODISARM, SS_DISABLE, SS_ONSTACK, UNBLOCKABLE};
+use crate::abi::errno::Errno;
+use crate::abi::KernelSigaction;
 use crate::entry::{GuestRegs, TrapFrame};
 use crate::mm::uaccess::UserMem;
 
@@ -28,17 +28,9 @@ const UC_SIGMASK: usize = UC + 296;
 const INFO: usize = UC + 304;
 pub const FRAME_SIZE: usize = INFO + 128;
 
-// The xsave image: legacy area, then its software-reserved bytes (464..512)
-// saying how big the whole thing is, then the xsave header.
-const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
-const SW_RESERVED: usize = 464;
-const XSAVE_HEADER: usize = 512;
-const MXCSR: usize = 24;
-const MXCSR_MASK: usize = 28;
-
-const RFLAGS_TF: u64 = 0x100;
-const RFLAGS_DF: u64 = 0x400;
-const RFLAGS_RF: u64 = 0x10000;
+// The xsave image's layout and the RFLAGS bits: src/abi.
+use crate::abi::rflags::{DF as RFLAGS_DF, RF as RFLAGS_RF, TF as RFLAGS_TF};
+use crate::abi::xsave::{FP_XSTATE_MAGIC1, HEADER as XSAVE_HEADER, MXCSR, MXCSR_MASK, SW_RESERVED};
 
 fn put(buf: &mut [u8], off: usize, v: u64) {
     buf[off..off + 8].copy_from_slice(&v.to_le_bytes());

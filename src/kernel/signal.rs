@@ -2,7 +2,7 @@
 //! comes with the process issue; today a signal whose action is the
 //! default ends the process as Linux's default action would.
 
-use super::abi::KernelSigaction;
+use crate::abi::KernelSigaction;
 
 pub const NSIG: usize = 64;
 pub const SIG_DFL: u64 = 0;
@@ -145,7 +145,7 @@ impl SignalActions {
 pub struct SigInfo(pub [u8; 128]);
 
 pub const SI_USER: i32 = 0;
-pub use super::abi::SI_KERNEL;
+pub use crate::abi::SI_KERNEL;
 pub const SI_TKILL: i32 = -6;
 
 impl SigInfo {
@@ -300,8 +300,8 @@ pub enum AfterSignal {
 /// `handler_flags`: the sa_flags of the handler that is about to run, or
 /// None when no handler runs (the signal was ignored, or stopped and
 /// continued the process): then every restart code restarts.
-pub fn after_signal(e: super::errno::Errno, handler_flags: Option<u64>) -> AfterSignal {
-    use super::errno::Errno;
+pub fn after_signal(e: crate::abi::errno::Errno, handler_flags: Option<u64>) -> AfterSignal {
+    use crate::abi::errno::Errno;
     let restart = match handler_flags {
         None => true,
         Some(flags) => e == Errno::ERESTARTNOINTR || (e == Errno::ERESTARTSYS && flags & libc::SA_RESTART as u64 != 0),
@@ -316,7 +316,7 @@ pub fn after_signal(e: super::errno::Errno, handler_flags: Option<u64>) -> After
 #[cfg(test)]
 mod restart_tests {
     use super::*;
-    use crate::kernel::errno::Errno;
+    use crate::abi::errno::Errno;
 
     #[test]
     fn restart_codes_as_linux_treats_them() {

@@ -1,9 +1,9 @@
 //! The process table: parent links, process groups and sessions, zombies
 //! and wait. One lock guards all relationships (Linux's tasklist_lock).
 
-use super::errno::Errno;
 use super::process::{ExitStatus, Process};
 use super::waiter::Event;
+use crate::abi::errno::Errno;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar};
 

@@ -1,13 +1,13 @@
 //! A guest thread as the entry path sees it: traps in, resume decisions out.
 
-use super::abi::KernelSigaction;
-use super::errno::Errno;
 use super::exit::{self, Ended, Exited};
 use super::process::{timeval_add, timeval_sub, ExitStatus, Mm, Thread};
 use super::sigframe::{self, FaultRegs};
 use super::signal::{self, DefaultAction, SigInfo};
 use super::waiter::Wake;
 use super::Kernel;
+use crate::abi::errno::Errno;
+use crate::abi::KernelSigaction;
 use crate::entry::{Fault, GuestKernel, Resume, StartState, Trap, TrapFrame};
 use crate::mm::uaccess::UserMem;
 use std::sync::Arc;

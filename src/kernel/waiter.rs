@@ -10,8 +10,8 @@
 //! condition, and sleeps only while the count is unchanged, so a notify
 //! between the check and the sleep is never lost.
 
-use super::errno::Errno;
 use super::trap::ThreadCtx;
+use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;

@@ -1,10 +1,10 @@
 //! ELF64 x86-64 loading into a fresh address space.
 
 use super::ExecError;
+use crate::abi::errno::Errno;
 use crate::fs::file::OpenFile;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
-use crate::kernel::errno::Errno;
 use crate::kernel::Kernel;
 use crate::mm::space::{
     AddressSpace, ImageOrigin, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE,

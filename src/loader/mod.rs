@@ -6,12 +6,12 @@ mod elf;
 pub mod sites;
 mod stack;
 
+use crate::abi::errno::Errno;
 use crate::entry::{GuestRegs, StartState};
 use crate::fs::file::{FileKind, OpenFile};
 use crate::fs::path;
 use crate::fs::text_busy::RunningProgram;
 use crate::host::fs as hostfs;
-use crate::kernel::errno::Errno;
 use crate::kernel::process::Process;
 use crate::kernel::Kernel;
 use crate::mm::space::AddressSpace;

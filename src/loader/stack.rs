@@ -5,8 +5,8 @@
 
 use super::elf::Image;
 use super::ExecError;
+use crate::abi::errno::Errno;
 use crate::host::{cpu, safecopy, sys as hostsys};
-use crate::kernel::errno::Errno;
 use crate::kernel::Kernel;
 use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_EXEC, PROT_READ, PROT_WRITE};
 use crate::mm::PAGE_SIZE;

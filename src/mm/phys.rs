@@ -16,8 +16,8 @@
 
 use super::buddy::BuddyAllocator;
 use super::PAGE_SIZE;
+use crate::abi::errno::Errno;
 use crate::host::physmem::{PhysMem, Prot};
-use crate::kernel::errno::Errno;
 
 /// The protection pages have while free (and when freshly allocated).
 pub const RW: Prot = libc::PROT_READ | libc::PROT_WRITE;

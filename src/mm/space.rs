@@ -7,9 +7,9 @@
 
 use super::phys::PhysicalMemory;
 use super::{is_page_aligned, page_up, PAGE_SIZE};
+use crate::abi::errno::Errno;
 use crate::fs::file::OpenFile;
 use crate::host::physmem::GuestRange;
-use crate::kernel::errno::Errno;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -15,10 +15,10 @@
 
 use super::space::SharedSpace;
 use super::PAGE_SIZE;
+use crate::abi::errno::Errno;
 use crate::host::physmem::{GuestRange, PhysMem};
 use crate::host::pod::{self, Pod};
 use crate::host::safecopy;
-use crate::kernel::errno::Errno;
 
 /// The top of the x86-64 user address space (47-bit).
 pub const TASK_SIZE_MAX: u64 = (1 << 47) - 4096;

@@ -2,9 +2,9 @@
 //! execve, wait4/waitid, and process groups and sessions.
 
 use super::{int, Args, Ctx, SysResult};
+use crate::abi::errno::Errno;
 use crate::entry::StartState;
 use crate::fs::path::PATH_MAX;
-use crate::kernel::errno::Errno;
 use crate::kernel::process::{ExitStatus, Process, Thread};
 use crate::kernel::task::{Task, WaitFor, WaitQuery, WaitResult, Zombie};
 use crate::kernel::waiter::Wake;
@@ -324,7 +324,7 @@ pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
 const P_ALL: i32 = 0;
 const P_PID: i32 = 1;
 const P_PGID: i32 = 2;
-use crate::kernel::abi::{CLD_CONTINUED, CLD_DUMPED, CLD_EXITED, CLD_KILLED, CLD_STOPPED};
+use crate::abi::{CLD_CONTINUED, CLD_DUMPED, CLD_EXITED, CLD_KILLED, CLD_STOPPED};
 
 pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (idtype, id, infop, options, rusage) = (int(a[0]), a[1] as u32, a[2], int(a[3]), a[4]);

@@ -7,11 +7,11 @@
 //! The defaults are a host file's: one host call, which never waits.
 
 use super::{Ctx, SysResult};
+use crate::abi::errno::Errno;
+use crate::abi::Termios;
 use crate::fs::file::{FileKind, FileType, OpenFile};
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
-use crate::kernel::abi::Termios;
-use crate::kernel::errno::Errno;
 
 /// What a mapping of a file gets.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -1,11 +1,11 @@
 //! Path-based calls: open, stat, directories, links, permissions, cwd.
 
 use super::{int, Args, Ctx, SysResult};
+use crate::abi::errno::Errno;
 use crate::fs::file::{FileKind, OpenFile};
 use crate::fs::path::{self, Special, PATH_MAX};
 use crate::fs::procfs::{self, ProcNode};
 use crate::host::fs as hostfs;
-use crate::kernel::errno::Errno;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;

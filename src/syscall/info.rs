@@ -1,8 +1,8 @@
 //! System information, resource limits, randomness.
 
 use super::{int, Args, Ctx, SysResult};
+use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
-use crate::kernel::errno::Errno;
 use crate::kernel::process::RLIM_NLIMITS;
 
 fn set_field(field: &mut [libc::c_char], value: &str) {

@@ -2,12 +2,12 @@
 
 use super::file_ops::{self, FIONREAD};
 use super::{int, Args, Ctx, SysResult};
+use crate::abi::errno::Errno;
+use crate::abi::GuestIovec;
 use crate::fs::file::OpenFile;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::host::sys as hostsys;
-use crate::kernel::abi::GuestIovec;
-use crate::kernel::errno::Errno;
 use crate::mm::uaccess::Pinned;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;

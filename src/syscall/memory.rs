@@ -2,7 +2,7 @@
 
 use super::file_ops::MapSource;
 use super::{int, Args, Ctx, SysResult};
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use crate::mm::space::{Backing, Placement, Vma, VmaKind};
 use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
 

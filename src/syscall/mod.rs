@@ -18,8 +18,8 @@ mod time;
 mod trace;
 mod wait;
 
+use crate::abi::errno::Errno;
 use crate::entry::TrapFrame;
-use crate::kernel::errno::Errno;
 use crate::kernel::process::Process;
 use crate::kernel::trap::ThreadCtx;
 use crate::kernel::Kernel;

@@ -1,8 +1,8 @@
 //! Identity, exit, thread bookkeeping, arch_prctl and futex.
 
 use super::{int, Args, Ctx, SysResult};
+use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
-use crate::kernel::errno::Errno;
 use crate::kernel::process::ExitStatus;
 
 /// exit(2) ends the calling thread; the process ends with its last thread.

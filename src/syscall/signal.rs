@@ -2,8 +2,8 @@
 //! stack and rt_sigreturn. Delivery itself happens in kernel::trap.
 
 use super::{int, Args, Ctx, SysResult};
-use crate::kernel::abi::KernelSigaction;
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
+use crate::abi::KernelSigaction;
 use crate::kernel::process::ExitStatus;
 use crate::kernel::sigframe;
 use crate::kernel::signal::{self, AltStack, SigInfo, NSIG, SS_AUTODISARM, SS_DISABLE, SS_ONSTACK, UNBLOCKABLE};

@@ -1,8 +1,8 @@
 //! Clocks and sleeping (no vDSO is given to guests, so these all trap).
 
 use super::{int, Args, Ctx, SysResult};
+use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
-use crate::kernel::errno::Errno;
 use crate::kernel::timer::RealTimer;
 use std::time::{Duration, Instant};
 

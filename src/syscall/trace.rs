@@ -3,7 +3,7 @@
 
 use super::table::{Arg, SyscallDef};
 use super::{int, Args, Ctx, SysResult};
-use crate::kernel::errno::Errno;
+use crate::abi::errno::Errno;
 use crate::kernel::signal;
 use std::fmt::Write;
 

@@ -3,8 +3,8 @@
 //! ThreadCtx::block), so signals interrupt it.
 
 use super::{int, Args, Ctx, SysResult};
+use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
-use crate::kernel::errno::Errno;
 use crate::kernel::signal::UNBLOCKABLE;
 use crate::kernel::waiter::Wake;
 use std::os::fd::AsRawFd;
