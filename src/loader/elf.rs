@@ -12,14 +12,10 @@ use crate::mm::space::{
 use crate::mm::{page_down, page_up, PAGE_SIZE};
 use std::sync::Arc;
 
-const ET_EXEC: u16 = 2;
-const ET_DYN: u16 = 3;
-const EM_X86_64: u16 = 62;
-const PT_LOAD: u32 = 1;
-const PT_INTERP: u32 = 3;
-const PT_PHDR: u32 = 6;
-const PT_GNU_STACK: u32 = 0x6474_e551;
-const PHDR_SIZE: usize = 56;
+use object::elf::{EM_X86_64, ET_DYN, ET_EXEC, PT_GNU_STACK, PT_INTERP, PT_LOAD, PT_PHDR};
+
+/// The size of an ELF64 program header.
+const PHDR_SIZE: usize = std::mem::size_of::<object::elf::ProgramHeader64<object::LittleEndian>>();
 /// Largest segment alignment honoured (larger ones fall back to this).
 const MAX_ALIGN: usize = 2 << 20;
 
@@ -32,16 +28,6 @@ struct Phdr {
     filesz: u64,
     memsz: u64,
     align: u64,
-}
-
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes(b[o..o + 2].try_into().unwrap())
-}
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
-}
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
 }
 
 /// What the initial stack and registers need to know about the image.
@@ -67,22 +53,29 @@ fn noexec(msg: &str) -> ExecError {
     ExecError::new(Errno::ENOEXEC, msg)
 }
 
+/// The ELF header and program headers of an untrusted file, read with the
+/// `object` crate's ELF definitions (bounds and layout checked there).
 fn parse(file: &OpenFile, head: &[u8]) -> Result<(u16, u64, u64, Vec<Phdr>), ExecError> {
-    if head.len() < 64 || &head[..4] != b"\x7fELF" {
+    use object::elf::{FileHeader64, ProgramHeader64, ELFCLASS64, ELFDATA2LSB};
+    use object::read::elf::{FileHeader, ProgramHeader};
+    use object::LittleEndian as LE;
+    if !head.starts_with(b"\x7fELF") {
         return Err(noexec("not an ELF file or #! script"));
     }
-    if head[4] != 2 || head[5] != 1 {
+    let header = FileHeader64::<LE>::parse(head).map_err(|_| noexec("not an ELF file or #! script"))?;
+    let ident = header.e_ident();
+    if ident.class != ELFCLASS64 || ident.data != ELFDATA2LSB {
         return Err(noexec("not a 64-bit little-endian ELF"));
     }
-    let (etype, machine) = (u16_at(head, 16), u16_at(head, 18));
+    let (etype, machine) = (header.e_type(LE), header.e_machine(LE));
     if machine != EM_X86_64 {
         return Err(noexec("not an x86-64 ELF"));
     }
     if etype != ET_EXEC && etype != ET_DYN {
         return Err(noexec("not an executable ELF (ET_EXEC or ET_DYN)"));
     }
-    let (entry, phoff) = (u64_at(head, 24), u64_at(head, 32));
-    let (phentsize, phnum) = (u16_at(head, 54) as usize, u16_at(head, 56) as usize);
+    let (entry, phoff) = (header.e_entry(LE), header.e_phoff(LE));
+    let (phentsize, phnum) = (header.e_phentsize(LE) as usize, header.e_phnum(LE) as usize);
     if phentsize != PHDR_SIZE || phnum == 0 || phnum * PHDR_SIZE > 65536 {
         return Err(noexec("bad program header table"));
     }
@@ -90,16 +83,18 @@ fn parse(file: &OpenFile, head: &[u8]) -> Result<(u16, u64, u64, Vec<Phdr>), Exe
     if hostfs::pread_local(file.fd(), &mut raw, phoff)? != raw.len() {
         return Err(noexec("truncated program header table"));
     }
-    let phdrs = raw
-        .chunks(PHDR_SIZE)
+    let table: &[ProgramHeader64<LE>] =
+        object::pod::slice_from_all_bytes(&raw).map_err(|_| noexec("bad program header table"))?;
+    let phdrs = table
+        .iter()
         .map(|p| Phdr {
-            p_type: u32_at(p, 0),
-            flags: u32_at(p, 4),
-            offset: u64_at(p, 8),
-            vaddr: u64_at(p, 16),
-            filesz: u64_at(p, 32),
-            memsz: u64_at(p, 40),
-            align: u64_at(p, 48),
+            p_type: p.p_type(LE),
+            flags: p.p_flags(LE),
+            offset: p.p_offset(LE),
+            vaddr: p.p_vaddr(LE),
+            filesz: p.p_filesz(LE),
+            memsz: p.p_memsz(LE),
+            align: p.p_align(LE),
         })
         .collect();
     Ok((etype, entry, phoff, phdrs))
