@@ -30,20 +30,6 @@ static int child(void)
 	return 0;
 }
 
-static int copy_file(const char *from, const char *to)
-{
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
-	if (in < 0 || out < 0)
-		return -1;
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof buf)) > 0)
-		if (write(out, buf, n) != n)
-			return -1;
-	close(in);
-	return close(out);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -52,7 +38,7 @@ int main(int argc, char **argv)
 	int tmp = mkstemp(copy);
 	CHECK(tmp >= 0);
 	close(tmp);
-	CHECK_OK(copy_file("/proc/self/exe", copy));
+	CHECK_OK(nomu_copy_file("/proc/self/exe", copy));
 	CHECK_OK(chmod(copy, 0755));
 
 	for (int round = 0; round < 20; round++) {

@@ -10,13 +10,16 @@
  *   CHECK_ERR(call, ERRNO)      call must return -1 with errno == ERRNO
  *   CHECK_EQ(a, b)              integers must be equal (both printed on failure)
  *   return checks_done();       prints "<prog>: N checks, M failed" and the exit code
+ *   nomu_copy_file(from, to)    copies a file (a program a test may spoil)
  */
 #ifndef NOMU_TEST_H
 #define NOMU_TEST_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* volatile: tests longjmp out of signal handlers */
 static volatile int nomu_checks, nomu_failed;
@@ -74,5 +77,21 @@ static inline int nomu_checks_done(const char *prog)
 	return nomu_failed ? 1 : 0;
 }
 #define checks_done() nomu_checks_done(__FILE__)
+
+/* Copies file `from` to `to` (created or truncated, mode 0755 when
+ * created): tests that run a program they may spoil run a copy. */
+static inline int nomu_copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+	if (in < 0 || out < 0)
+		return -1;
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof buf)) > 0)
+		if (write(out, buf, n) != n)
+			return -1;
+	close(in);
+	return close(out);
+}
 
 #endif

@@ -16,20 +16,6 @@
 
 extern char **environ;
 
-static int copy_file(const char *from, const char *to)
-{
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
-	if (in < 0 || out < 0)
-		return -1;
-	char buf[65536];
-	ssize_t n;
-	while ((n = read(in, buf, sizeof buf)) > 0)
-		if (write(out, buf, n) != n)
-			return -1;
-	close(in);
-	return close(out);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "wait")) {
@@ -42,7 +28,7 @@ int main(int argc, char **argv)
 	int fd = mkstemp(copy);
 	CHECK(fd >= 0);
 	close(fd);
-	CHECK_OK(copy_file(argv[0], copy));
+	CHECK_OK(nomu_copy_file(argv[0], copy));
 	CHECK_OK(chmod(copy, 0755));
 
 	printf("== a running program's file\n");
