@@ -15,6 +15,7 @@
 //!
 //! This module and `host` are the only places with `unsafe` code.
 
+mod children;
 pub mod kstack;
 pub mod seccomp;
 pub mod split;

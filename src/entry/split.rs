@@ -67,6 +67,7 @@
 //! switch. Spinning instead of sleeping only helps when each side has a CPU
 //! to itself, so it is off unless NOMU_SPLIT_SPIN is set.
 
+use super::children::Children;
 use super::kstack::{self, ThreadKernelStack};
 use super::seccomp::{xstate_of, Ucontext, FAULT_SIGNALS, GUEST_HOST_MASK, RFLAGS_IF};
 use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
@@ -74,8 +75,7 @@ use crate::host::physmem::PAGE_SIZE;
 use std::arch::global_asm;
 use std::cell::RefCell;
 use std::mem::offset_of;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 /// Size and alignment of a child's block (signal stack, start stack, mailbox).
 const AREA_SIZE: usize = 64 << 10;
@@ -385,12 +385,8 @@ fn may_spin() -> bool {
     })
 }
 
-/// nomu thread tid -> its child's tid, for `interrupt`.
-static CHILDREN: Mutex<Vec<(i32, i32)>> = Mutex::new(Vec::new());
-
-fn children() -> std::sync::MutexGuard<'static, Vec<(i32, i32)>> {
-    CHILDREN.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// Each nomu host thread's child, for `interrupt` and nomu's exit.
+static CHILDREN: Children = Children::new();
 
 /// A child process and its block, owned by the nomu thread that made it.
 struct Child {
@@ -467,7 +463,7 @@ impl Child {
             return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
         }
         let child = Child { area, tid: tid as i32 };
-        children().push((crate::host::sys::gettid(), child.tid));
+        CHILDREN.register(child.tid);
         if !child.wait_request() {
             return Err("the child died while starting".into());
         }
@@ -548,50 +544,19 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        // Out of the table first, so no kick can reach a reaped tid. A child
-        // no longer in the table was reaped at exit.
-        let listed = {
-            let mut table = children();
-            let n = table.len();
-            table.retain(|&(_, c)| c != self.tid);
-            table.len() != n
-        };
-        if listed {
-            kill_and_reap(self.tid);
-        }
+        // Killed and reaped (unless nomu's exit did that already) before its
+        // block goes.
+        CHILDREN.kill_and_reap(self.tid);
         unmap_area(self.area);
     }
 }
-
-fn kill_and_reap(tid: i32) {
-    let mut status = 0;
-    // SAFETY: killing and reaping our own child process, whose tid has not
-    // been reaped yet (it was still in the table).
-    unsafe {
-        libc::kill(tid, libc::SIGKILL);
-        libc::waitpid(tid, &mut status, libc::__WALL);
-    }
-}
-
-/// Set when nomu exits: children dying then are no news.
-static EXITING: AtomicBool = AtomicBool::new(false);
 
 /// At nomu's exit, kills and reaps every child, so none is left behind as
 /// a zombie (children do not signal their death, so a reaper that waits
 /// only for SIGCHLD children could not reap them). PR_SET_PDEATHSIG covers
 /// the deaths that skip atexit.
 extern "C" fn reap_children_at_exit() {
-    EXITING.store(true, Ordering::Relaxed);
-    let mut table = children();
-    for &(_, c) in table.iter() {
-        // SAFETY: a signal to our own, not yet reaped, child.
-        unsafe { libc::kill(c, libc::SIGKILL) };
-    }
-    for (_, c) in table.drain(..) {
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(c, &mut status, libc::__WALL) };
-    }
+    CHILDREN.reap_all();
 }
 
 fn unmap_area(area: usize) {
@@ -649,7 +614,7 @@ fn trap_of(mb: &Mailbox, uc: &mut Ucontext) -> Trap {
 /// A guest thread whose child is gone dies as if by SIGKILL. Returns the
 /// state to restart from if the kernel (against expectation) resumes it.
 fn child_lost(kernel: &mut dyn GuestKernel, why: &str) -> Option<StartState> {
-    if !EXITING.load(Ordering::Relaxed) {
+    if !CHILDREN.exiting() {
         crate::host::sys::write_all(2, format!("nomu: split entry: {why}\n").as_bytes());
     }
     let mut regs = GuestRegs::default();
@@ -673,12 +638,7 @@ impl EntryPath for SplitEntry {
     }
 
     fn interrupt(&self, host_tid: i32) {
-        let table = children();
-        if let Some(&(_, child)) = table.iter().find(|&&(t, _)| t == host_tid) {
-            // SAFETY: tgkill to our own child (the table holds only children
-            // not yet reaped) with the kick signal, which it handles.
-            unsafe { libc::syscall(libc::SYS_tgkill, child, child, CHILD_KICK) };
-        }
+        CHILDREN.signal(host_tid, CHILD_KICK);
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {

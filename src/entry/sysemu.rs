@@ -18,14 +18,13 @@
 //! tracer thread exits, PR_SET_PDEATHSIG when its parent (that same thread)
 //! does, and a thread's [`Tracee`] kills and reaps it when the thread ends.
 
+use super::children::Children;
 use super::kstack::ThreadKernelStack;
 use super::{EntryPath, ExtendedState, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 const PTRACE_POKEUSER: i64 = 6;
 const PTRACE_GETREGS: i64 = 12;
@@ -143,35 +142,13 @@ enum Stop {
     Gone(i32),
 }
 
-/// The tracee of each nomu host thread, for [`EntryPath::interrupt`]. Kept
-/// under the lock while a tracee is signalled and while it is reaped, so a
-/// kick can never reach a process that reused its pid.
-fn tracees() -> &'static Mutex<HashMap<i32, i32>> {
-    static MAP: OnceLock<Mutex<HashMap<i32, i32>>> = OnceLock::new();
-    MAP.get_or_init(Default::default)
-}
+/// The tracee of each nomu host thread, for [`EntryPath::interrupt`] and
+/// nomu's exit (EXITKILL and PDEATHSIG kill them anyway when nomu dies
+/// without exit(), a SIGKILL say).
+static TRACEES: Children = Children::new();
 
-/// Set when nomu exits: its tracees are being killed.
-static EXITING: AtomicBool = AtomicBool::new(false);
-
-/// Run by exit(): kills and reaps every tracee, so that none is left as a
-/// zombie for an init that may not reap it. (EXITKILL and PDEATHSIG kill
-/// them anyway when nomu dies without exit(), a SIGKILL say.)
 extern "C" fn reap_all_tracees() {
-    EXITING.store(true, Ordering::SeqCst);
-    let mut map = tracees().lock().unwrap_or_else(|e| e.into_inner());
-    for (_, pid) in map.drain() {
-        // SAFETY: killing our own tracee; the lock keeps its pid from being
-        // reaped and reused by another process before the kill. Its tracer
-        // may reap it first (its waitpid is on the same pid): then this
-        // waitpid fails at once with ECHILD. A killed tracee cannot report
-        // a stop any more, so the loop ends with its death.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            let mut status = 0;
-            while libc::waitpid(pid, &mut status, WALL) == pid && libc::WIFSTOPPED(status) {}
-        }
-    }
+    TRACEES.reap_all();
 }
 
 /// The clean extended state a guest thread starts with (and a signal handler
@@ -182,8 +159,6 @@ static CLEAN_XSTATE: OnceLock<Vec<u8>> = OnceLock::new();
 /// A traced host process that runs guest code for one nomu host thread.
 struct Tracee {
     pid: i32,
-    /// The nomu thread this tracee belongs to (its key in `tracees()`).
-    owner: i32,
     /// The xsave image buffer: the regset (`xsize` bytes) plus the trailing
     /// FP_XSTATE_MAGIC2 a signal frame has.
     xbuf: Vec<u8>,
@@ -223,10 +198,9 @@ impl Tracee {
             return Err(format!("clone: {}", crate::abi::errno::Errno(-pid as i32)));
         }
         let pid = pid as i32;
-        let owner = crate::host::sys::gettid();
         // Registered at once: Drop kills and reaps it whatever happens next.
-        tracees().lock().unwrap().insert(owner, pid);
-        let mut t = Tracee { pid, owner, xbuf: Vec::new(), xsize: 0, xcr0: 0, live_components: None };
+        TRACEES.register(pid);
+        let mut t = Tracee { pid, xbuf: Vec::new(), xsize: 0, xcr0: 0, live_components: None };
         match t.wait() {
             Stop::Signal(libc::SIGSTOP, _) => {}
             Stop::Gone(status) => return Err(format!("the traced process ended at once (wait status {status:#x})")),
@@ -271,7 +245,7 @@ impl Tracee {
         }
         if status == -1 || !libc::WIFSTOPPED(status) {
             // Reaped: the pid must not be signalled any more.
-            tracees().lock().unwrap().remove(&self.owner);
+            TRACEES.forget(self.pid);
             self.pid = 0;
             return Stop::Gone(status);
         }
@@ -433,16 +407,8 @@ fn spawn_or_die() -> Tracee {
 
 impl Drop for Tracee {
     fn drop(&mut self) {
-        let mut map = tracees().lock().unwrap();
-        if self.pid > 0 && map.get(&self.owner) == Some(&self.pid) {
-            map.remove(&self.owner);
-            let mut status = 0;
-            // SAFETY: killing and reaping our own child, whose pid cannot be
-            // reused before this waitpid.
-            unsafe {
-                libc::kill(self.pid, libc::SIGKILL);
-                libc::waitpid(self.pid, &mut status, WALL);
-            }
+        if self.pid > 0 {
+            TRACEES.kill_and_reap(self.pid);
         }
     }
 }
@@ -695,16 +661,10 @@ impl EntryPath for SysemuEntry {
     }
 
     fn interrupt(&self, host_tid: i32) {
-        if host_tid <= 0 {
-            return;
-        }
-        let map = tracees().lock().unwrap();
-        if let Some(&pid) = map.get(&host_tid) {
-            // SAFETY: signalling our own live (or zombie, not yet reaped)
-            // tracee; the lock keeps it from being reaped meanwhile. A
-            // tracee between guest threads keeps the kick pending: the
-            // next guest thread then gets a spurious, harmless Interrupt.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, TRACEE_KICK) };
+        // A tracee between guest threads keeps the kick pending: the next
+        // guest thread then gets a spurious, harmless Interrupt.
+        if host_tid > 0 {
+            TRACEES.signal(host_tid, TRACEE_KICK);
         }
     }
 
@@ -727,7 +687,7 @@ impl EntryPath for SysemuEntry {
         };
         loop {
             let Some((trap, r, rax)) = tracee.next_trap() else {
-                if EXITING.load(Ordering::SeqCst) {
+                if TRACEES.exiting() {
                     // nomu is exiting and killed it: wait for the end.
                     loop {
                         std::thread::park();
