@@ -20,9 +20,7 @@ fn futex_death(mem: &UserMem, addr: u64, tid: u32) {
         return;
     }
     if val & FUTEX_WAITERS != 0 {
-        if let Ok(w) = mem.full_range(addr, 4, true) {
-            let _ = crate::host::sys::futex_wake(*w, 1, u32::MAX);
-        }
+        let _ = mem.with_full_range(addr, 4, true, |w| crate::host::sys::futex_wake(w, 1, u32::MAX));
     }
 }
 

@@ -77,9 +77,9 @@ impl<'a> UserMem<'a> {
         Ok(Pinned { space: self.space.clone(), range })
     }
 
-    /// Runs `call` (a host call that never blocks: fstat into the guest's
-    /// buffer, a futex wake) on the whole of [addr, addr+len) with the
-    /// address space locked, as a copy runs: cheaper than a pin. EFAULT
+    /// Runs `call` (a copy, or a host call that never blocks: fstat into
+    /// the guest's buffer, a futex wake) on the whole of [addr, addr+len)
+    /// with the address space locked: cheaper than a pin. EFAULT
     /// without calling it when the range is not all accessible.
     pub fn with_full_range<T>(
         &self,
@@ -118,14 +118,11 @@ impl<'a> UserMem<'a> {
         if buf.is_empty() {
             return Ok(());
         }
-        let space = self.space.lock().unwrap();
-        if space.accessible_prefix(addr as usize, buf.len(), false) != buf.len() {
-            return Err(Errno::EFAULT);
-        }
-        if safecopy::copy_from_guest(buf, addr as usize) != buf.len() {
-            return Err(Errno::EFAULT);
-        }
-        Ok(())
+        let len = buf.len();
+        self.with_full_range(addr, len, false, |_| match safecopy::copy_from_guest(buf, addr as usize) {
+            n if n == len => Ok(()),
+            _ => Err(Errno::EFAULT),
+        })
     }
 
     pub fn read<T: Pod>(&self, addr: u64) -> Result<T, Errno> {
@@ -138,14 +135,10 @@ impl<'a> UserMem<'a> {
         if data.is_empty() {
             return Ok(());
         }
-        let space = self.space.lock().unwrap();
-        if space.accessible_prefix(addr as usize, data.len(), true) != data.len() {
-            return Err(Errno::EFAULT);
-        }
-        if safecopy::copy_to_guest(addr as usize, data) != data.len() {
-            return Err(Errno::EFAULT);
-        }
-        Ok(())
+        self.with_full_range(addr, data.len(), true, |_| match safecopy::copy_to_guest(addr as usize, data) {
+            n if n == data.len() => Ok(()),
+            _ => Err(Errno::EFAULT),
+        })
     }
 
     pub fn write<T: Pod>(&self, addr: u64, v: &T) -> Result<(), Errno> {
