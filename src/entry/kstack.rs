@@ -267,8 +267,8 @@ fn install_from_outer(base: usize) {
 const FAULT_SIGNAL_BITS: u64 = {
     let mut bits = 0u64;
     let mut i = 0;
-    while i < super::seccomp::FAULT_SIGNALS.len() {
-        bits |= 1 << (super::seccomp::FAULT_SIGNALS[i] - 1);
+    while i < super::FAULT_SIGNALS.len() {
+        bits |= 1 << (super::FAULT_SIGNALS[i] - 1);
         i += 1;
     }
     bits

@@ -16,6 +16,7 @@
 //! This module and `host` are the only places with `unsafe` code.
 
 mod children;
+pub mod host_signals;
 pub mod kstack;
 pub mod seccomp;
 pub mod split;
@@ -95,6 +96,16 @@ pub fn i386_syscall_fault(regs: &mut GuestRegs) -> Trap {
     regs.rip = regs.rip.wrapping_sub(2);
     Trap::Fault(I386_SYSCALL_FAULT)
 }
+
+/// The host signals a CPU exception raises in guest code.
+pub const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
+
+/// What a native bad return to user mode raises (Linux turns a faulting
+/// IRET into the user's own #GP): a guest whose sigreturn frame held a
+/// non-canonical rip takes it at the way back's last instruction (an
+/// iretq, or zpoline's jump), as if at that rip.
+pub const BAD_RETURN_FAULT: Fault =
+    Fault { signo: libc::SIGSEGV, code: crate::abi::SI_KERNEL, addr: 0, trapno: 13, err: 0 };
 
 /// The fault of i386_syscall_fault; its #GP error code names IDT vector 0x80.
 pub const I386_SYSCALL_FAULT: Fault =
@@ -274,9 +285,11 @@ impl EntryKind {
     }
 }
 
-/// Installs the entry path `kind`, or the fastest available one. The
-/// seccomp path's host handlers are installed in every case: they also
-/// catch faults in nomu's own fault-safe copies.
+/// Installs the entry path `kind`, or the fastest available one. The host
+/// signal handlers and the seccomp filter are installed in every case: the
+/// handlers also catch faults in nomu's own fault-safe copies, and the
+/// filter is how zpoline and split see guest syscalls (see
+/// [`seccomp::SeccompEntry::install`]).
 pub fn install(
     kind: Option<EntryKind>,
     physmem: &crate::host::physmem::PhysMem,
@@ -289,7 +302,8 @@ pub fn install(
         }
         None => EntryKind::ALL.into_iter().find(|k| k.availability().is_ok()).ok_or("no entry path works here")?,
     };
-    let seccomp = seccomp::SeccompEntry::install(physmem, guest_mask)?;
+    host_signals::install(guest_mask)?;
+    let seccomp = seccomp::SeccompEntry::install(physmem)?;
     Ok(match kind {
         EntryKind::Seccomp => Box::new(seccomp),
         EntryKind::Zpoline => Box::new(zpoline::ZpolineEntry::install(physmem)?),

@@ -55,8 +55,8 @@
 //! the child.
 //!
 //! The nomu thread keeps its [`ThreadKernelStack`] while it runs a guest
-//! thread: nomu's fault-safe copies rely on the seccomp path's host
-//! handlers, which find their Tcb on it.
+//! thread: nomu's fault-safe copies rely on the host signal
+//! handlers (host_signals), which find their Tcb on it.
 //!
 //! # Cost
 //! A trap costs the seccomp path's SIGSYS round trip plus two futex
@@ -68,8 +68,9 @@
 //! to itself, so it is off unless NOMU_SPLIT_SPIN is set.
 
 use super::children::Children;
+use super::host_signals::{xstate_of, Ucontext, GUEST_HOST_MASK, RFLAGS_IF};
 use super::kstack::{self, ThreadKernelStack};
-use super::seccomp::{xstate_of, Ucontext, FAULT_SIGNALS, GUEST_HOST_MASK, RFLAGS_IF};
+use super::FAULT_SIGNALS;
 use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
 use crate::host::physmem::PAGE_SIZE;
 use std::arch::global_asm;
@@ -579,7 +580,7 @@ pub fn available() -> Result<(), String> {
 }
 
 impl SplitEntry {
-    /// The seccomp path's handlers and filter must be installed already.
+    /// The host signal handlers and the seccomp filter must be installed already.
     pub fn install() -> Result<SplitEntry, String> {
         available()?;
         // SAFETY: registering a plain extern "C" function.
@@ -634,7 +635,7 @@ impl EntryPath for SplitEntry {
     }
 
     fn interrupt_kernel_side(&self, host_tid: i32) {
-        super::seccomp::kick(host_tid);
+        super::host_signals::kick(host_tid);
     }
 
     fn interrupt(&self, host_tid: i32) {
@@ -644,7 +645,7 @@ impl EntryPath for SplitEntry {
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
         let _kstack = ThreadKernelStack::enter();
         // Kicks end host calls the kernel waits in for this guest thread.
-        let _kicks = super::seccomp::KicksLetThrough::new();
+        let _kicks = super::host_signals::KicksLetThrough::new();
         let mut child = CHILD.with(|c| c.borrow_mut().take());
         let mut next = Some(start);
         let mut failures = 0;

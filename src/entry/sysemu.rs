@@ -20,7 +20,9 @@
 
 use super::children::Children;
 use super::kstack::ThreadKernelStack;
-use super::{EntryPath, ExtendedState, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
+use super::{
+    EntryPath, ExtendedState, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame, FAULT_SIGNALS,
+};
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
 use std::cell::RefCell;
@@ -42,13 +44,11 @@ const NT_X86_XSTATE: i64 = 0x202;
 const WALL: i32 = 0x4000_0000; // __WALL: our tracees have no exit signal
 
 /// The host signal that kicks a tracee out of guest code. A standard signal
-/// (not the seccomp path's real-time one), so kicks sent while the guest
+/// (not host_signals' real-time one), so kicks sent while the guest
 /// thread is in the kernel coalesce into one spurious stop instead of
 /// queueing one each. The tracee never runs a host handler: every signal it
 /// gets stops it for its tracer, which suppresses it.
 const TRACEE_KICK: i32 = libc::SIGUSR2;
-
-const FAULT_SIGNALS: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE, libc::SIGTRAP];
 
 use crate::abi::xsave::{HEADER as XSAVE_HEADER, SW_RESERVED};
 const XFEATURE_FP_SSE: u64 = 0b11;
@@ -657,7 +657,7 @@ impl EntryPath for SysemuEntry {
     }
 
     fn interrupt_kernel_side(&self, host_tid: i32) {
-        super::seccomp::kick(host_tid);
+        super::host_signals::kick(host_tid);
     }
 
     fn interrupt(&self, host_tid: i32) {
@@ -673,7 +673,7 @@ impl EntryPath for SysemuEntry {
         // stack (see kstack.rs), so the kernel runs with it entered.
         let kstack = ThreadKernelStack::enter();
         // Kicks end host calls the kernel waits in for this guest thread.
-        let kicks = super::seccomp::KicksLetThrough::new();
+        let kicks = super::host_signals::KicksLetThrough::new();
         let mut tracee = TRACEE.with(|t| t.borrow_mut().take()).filter(|t| t.pid > 0).unwrap_or_else(spawn_or_die);
         let mut hregs = loop {
             match tracee.start(&start.regs, start.fs_base, start.gs_base) {

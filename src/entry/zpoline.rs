@@ -56,13 +56,15 @@
 //! swaps fs base with rdfsbase/wrfsbase, and calls the kernel. On the way
 //! back the guest's flags come back with sahf, or popfq when DF, AC, NT or
 //! ID must. Host signals (faults, the kick) still arrive through the
-//! seccomp path's handler; kicks that land while the thread is in the stub
-//! or the kernel are remembered in the Tcb and turned into an interrupt on
-//! the way back to guest code, and one in the stub's last instructions
-//! finishes them from the saved registers.
+//! handler every path installs (host_signals), which this path plugs into
+//! as its [`SyscallRewriter`]; kicks that land while the thread is in the
+//! stub or the kernel are remembered in the Tcb and turned into an
+//! interrupt on the way back to guest code, and one in the stub's last
+//! instructions finishes them from the saved registers.
 
+use super::host_signals::{self, SyscallRewriter};
 use super::kstack::{Tcb, ThreadKernelStack, XSAVE_RESERVED};
-use super::{seccomp, EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
+use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame, BAD_RETURN_FAULT};
 use crate::host::physmem::{PhysMem, PAGE_SIZE};
 use crate::host::{last_errno, safecopy};
 use std::arch::global_asm;
@@ -297,7 +299,7 @@ pub fn available() -> Result<(), String> {
 }
 
 fn probe() -> Result<(), String> {
-    seccomp::available().map_err(|e| format!("it catches first uses through seccomp: {e}"))?;
+    super::seccomp::available().map_err(|e| format!("it catches first uses through seccomp: {e}"))?;
     if !crate::host::cpu::has_fsgsbase() {
         return Err("needs the FSGSBASE instructions (CPU or kernel lacks them)".into());
     }
@@ -440,8 +442,9 @@ fn install_trampoline() -> Result<(), String> {
 pub struct ZpolineEntry;
 
 impl ZpolineEntry {
-    /// Maps the trampoline and the site bitmap. Runs after the seccomp
-    /// path's install (its handlers and filter catch first uses).
+    /// Maps the trampoline and the site bitmap, and plugs the path into the
+    /// host signal handler. Runs after that handler and the seccomp filter
+    /// are installed (they catch first uses).
     pub fn install(physmem: &PhysMem) -> Result<ZpolineEntry, String> {
         available()?;
         let map_bitmap = |bits: usize| {
@@ -467,12 +470,13 @@ impl ZpolineEntry {
         XSTATE_SIZE.store(crate::host::cpu::xsave_size(), Ordering::Relaxed);
         install_trampoline()?;
         ACTIVE.store(true, Ordering::Release);
+        host_signals::set_rewriter(&Rewriter);
         Ok(ZpolineEntry)
     }
 }
 
 /// Whether the zpoline path is the one in use.
-pub fn active() -> bool {
+fn active() -> bool {
     ACTIVE.load(Ordering::Relaxed)
 }
 
@@ -503,7 +507,7 @@ fn site_page_bit(addr: usize) -> (&'static AtomicU64, u64) {
 /// Pages of physical memory were freed: the sites marked in them are gone
 /// with the code (a new program there may have `call *%rax` where a
 /// rewritten `syscall` was, and must not be taken for one).
-pub fn forget_sites(addr: usize, len: usize) {
+fn forget_sites(addr: usize, len: usize) {
     let pm = PhysMem::get();
     if !active() || !pm.contains(addr, len) {
         return;
@@ -544,7 +548,7 @@ fn is_site(site: u64) -> bool {
 /// Rewrites the `syscall` instruction at `site` (called on its first trap,
 /// or for a site known from an earlier run of the same file). Whether the
 /// site is now a rewritten one.
-pub fn rewrite(site: u64) -> bool {
+fn rewrite(site: u64) -> bool {
     let Some((byte, bit)) = site_bit(site) else { return false };
     let mut code = [0u8; 2];
     if safecopy::copy_from_guest(&mut code, site as usize) != 2 || (code != SYSCALL && code != REWRITTEN) {
@@ -564,7 +568,7 @@ pub fn rewrite(site: u64) -> bool {
 /// A fault of a guest that called a rewritten site with a number the sled
 /// does not cover: makes `regs` those of the syscall (rip after the site,
 /// the return address popped) and returns true.
-pub fn fault_was_syscall(regs: &mut GuestRegs, signo: i32, addr: u64) -> bool {
+fn fault_was_syscall(regs: &mut GuestRegs, signo: i32, addr: u64) -> bool {
     let landed_in_trampoline = in_trampoline(regs.rip);
     let landed_at_number = signo == libc::SIGSEGV && regs.rip == regs.rax && addr == regs.rip;
     if landed_in_trampoline || landed_at_number {
@@ -593,7 +597,7 @@ pub fn fault_was_syscall(regs: &mut GuestRegs, signo: i32, addr: u64) -> bool {
 /// the tail was installing and returns true (the kick is then an interrupt
 /// of guest code). False anywhere else (the caller leaves a note that the
 /// stub checks before its tail).
-pub fn finish_exit_tail(regs: &mut GuestRegs, tcb: &Tcb) -> bool {
+fn finish_exit_tail(regs: &mut GuestRegs, tcb: &Tcb) -> bool {
     // SAFETY: addresses of asm labels, never read.
     let (tail, tail_jmp, tail_end) =
         unsafe { (addr_of(&nomu_zpoline_tail), addr_of(&nomu_zpoline_tail_jmp), addr_of(&nomu_zpoline_tail_end)) };
@@ -614,19 +618,13 @@ pub fn finish_exit_tail(regs: &mut GuestRegs, tcb: &Tcb) -> bool {
     false
 }
 
-/// Whether `rip` is the stub's last instruction, the jump to the guest.
-pub fn at_tail_jump(rip: u64) -> bool {
-    // SAFETY: the address of an asm label, never read.
-    active() && rip == unsafe { addr_of(&nomu_zpoline_tail_jmp) }
-}
-
 /// Whether `rip` lies in the trampoline's pages.
-pub fn in_trampoline(rip: u64) -> bool {
+fn in_trampoline(rip: u64) -> bool {
     rip < TRAMPOLINE_LEN as u64
 }
 
 /// What a native jump to address 0 faults with.
-pub const NULL_FETCH_FAULT: Fault = Fault {
+const NULL_FETCH_FAULT: Fault = Fault {
     signo: libc::SIGSEGV,
     code: 1, /* SEGV_MAPERR */
     addr: 0,
@@ -634,21 +632,63 @@ pub const NULL_FETCH_FAULT: Fault = Fault {
     err: 0x14, /* user fetch */
 };
 
-/// Whether `rip` lies in the stub (where the thread is not in guest code,
-/// whatever its fs base says).
-/// Whether `rip` is the stub's first instruction, which pops the return
-/// address from the guest's stack: a guest that reached the sled with an
-/// unreadable stack faults there (the seccomp handler makes that the
-/// guest's fault).
-pub fn at_entry(rip: u64) -> bool {
-    // SAFETY: the address of an asm label, never read.
-    active() && rip == addr_of(unsafe { &nomu_zpoline_entry })
-}
+/// zpoline as the host signal handler sees it.
+struct Rewriter;
 
-pub fn in_stub(rip: u64) -> bool {
-    // SAFETY: addresses of asm labels, never read.
-    let (start, end) = unsafe { (addr_of(&nomu_zpoline_entry), addr_of(&nomu_zpoline_end)) };
-    (start..end).contains(&rip)
+impl SyscallRewriter for Rewriter {
+    fn rewrite(&self, site: u64) -> bool {
+        rewrite(site)
+    }
+
+    fn in_stub(&self, rip: u64) -> bool {
+        // SAFETY: addresses of asm labels, never read.
+        let (start, end) = unsafe { (addr_of(&nomu_zpoline_entry), addr_of(&nomu_zpoline_end)) };
+        (start..end).contains(&rip)
+    }
+
+    fn finish_exit_tail(&self, regs: &mut GuestRegs, tcb: &Tcb) -> bool {
+        finish_exit_tail(regs, tcb)
+    }
+
+    fn fault_in_stub(&self, regs: &mut GuestRegs, tcb: &Tcb) -> Option<Fault> {
+        // SAFETY: addresses of asm labels, never read.
+        let (entry, tail_jmp) = unsafe { (addr_of(&nomu_zpoline_entry), addr_of(&nomu_zpoline_tail_jmp)) };
+        if regs.rip == tail_jmp {
+            // The stub's last instruction, the jump to the guest, faulted
+            // on the guest's rip.
+            finish_exit_tail(regs, tcb);
+            Some(BAD_RETURN_FAULT)
+        } else if regs.rip == entry {
+            // The stub's first instruction pops the return address from the
+            // guest's stack: the guest reached the sled other than through a
+            // rewritten site, with a stack it cannot pop (a garbage
+            // rt_sigreturn, a wild jump). Nothing is saved yet, every
+            // register is the guest's. As natively, a fetch fault at 0
+            // (regression: nomu died of it).
+            regs.rip = 0;
+            Some(NULL_FETCH_FAULT)
+        } else {
+            None
+        }
+    }
+
+    fn fault_in_guest(&self, regs: &mut GuestRegs, signo: i32, addr: u64) -> Option<Trap> {
+        if fault_was_syscall(regs, signo, addr) {
+            Some(Trap::Syscall)
+        } else if in_trampoline(regs.rip) {
+            // The guest jumped into the trampoline (to NULL, say) and
+            // faulted there (single-stepping, or off the sled's end): as
+            // natively, a fault fetching from address 0.
+            regs.rip = 0;
+            Some(Trap::Fault(NULL_FETCH_FAULT))
+        } else {
+            None
+        }
+    }
+
+    fn owns_gs_base(&self) -> bool {
+        true
+    }
 }
 
 /// The guest's extended state on this path, made on first use: x87 and
@@ -760,7 +800,7 @@ impl EntryPath for ZpolineEntry {
     }
 
     fn interrupt(&self, host_tid: i32) {
-        seccomp::kick(host_tid);
+        host_signals::kick(host_tid);
     }
 
     fn supports_guest_gs(&self) -> bool {
@@ -795,7 +835,7 @@ impl EntryPath for ZpolineEntry {
         if let Err(e) = crate::host::sys::set_gs_base(tcb as u64) {
             panic!("zpoline: setting the gs base: {e}");
         }
-        seccomp::run_in_process(&kstack, StartState { gs_base: 0, ..start }, kernel);
+        host_signals::run_in_process(&kstack, StartState { gs_base: 0, ..start }, kernel);
         if let Some(outer) = kstack.outer_tcb() {
             let _ = crate::host::sys::set_gs_base(outer as u64);
         }

@@ -4,7 +4,7 @@
 //!
 //! The technique is musl's for cancellation points. The call runs from one
 //! labelled stretch of asm: it checks this thread's kick note, then issues
-//! the `syscall`. The kick's handler (entry::seccomp) notes every kick that
+//! the `syscall`. The kick's handler (entry::host_signals) notes every kick that
 //! lands in nomu's code, and when the interrupted instruction lies in that
 //! stretch (the note check, or the `syscall` itself: the host rewinds an
 //! interrupted blocking call to its `syscall` instruction to restart it) it

@@ -199,7 +199,7 @@ impl Kernel {
         // stack, a kick's handler would look for a Tcb on Rust's small
         // signal stack (regression: a signal sent to a child right after
         // its exec, on a new host thread, crashed nomu).
-        let kick = 1u64 << (crate::entry::seccomp::KICK_SIGNAL - 1);
+        let kick = 1u64 << (crate::entry::host_signals::KICK_SIGNAL - 1);
         let creator_mask = crate::host::sys::block_mask(kick);
         let spawned = std::thread::Builder::new()
             .name("nomu-guest".into())
