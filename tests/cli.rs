@@ -311,6 +311,47 @@ fn syscalls_lists_the_table() {
     assert!(listing.lines().last().unwrap().contains("supported"));
 }
 
+/// The table's partial notes, as "SYSCALL: NOTE" lines.
+fn partial_notes_in_the_table() -> Vec<String> {
+    let out = nomu(&["syscalls"]);
+    assert!(out.status.success());
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (head, note) = l.split_once(" partial: ")?;
+            Some(format!("{}: {note}", head.split_whitespace().nth(1)?))
+        })
+        .collect()
+}
+
+/// tests/nomu/partial_notes.c checks every partial note of the table: the
+/// notes it checks are exactly the table's, and natively Linux does what
+/// each says nomu does not (so each is a real difference).
+#[test]
+fn every_partial_note_has_a_check_and_states_a_real_difference() {
+    let prog = bin("nomu-tests/partial_notes");
+    let list = Command::new(&prog).arg("--list").output().unwrap();
+    let mut checked: Vec<String> = text(&list.stdout).lines().map(str::to_string).collect();
+    let mut table = partial_notes_in_the_table();
+    assert!(table.len() >= 10, "too few partial notes found in `nomu syscalls`: {table:?}");
+    checked.sort();
+    table.sort();
+    assert_eq!(table, checked, "a partial note without its check in tests/nomu/partial_notes.c (or the reverse)");
+    let linux = Command::new(&prog).arg("--linux").output().unwrap();
+    assert!(linux.status.success(), "natively:\n{}", text(&linux.stdout));
+}
+
+/// ...and under nomu each note is true: once nomu provides what a note
+/// says it lacks, this fails until the note goes.
+fn partial_notes_hold(e: Entry) {
+    let out = e.run(&["--", s(&bin("nomu-tests/partial_notes"))]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).lines().filter(|l| l.ends_with(": holds")).count(),
+        partial_notes_in_the_table().len()
+    );
+}
+
 fn garbage_syscalls_never_bring_nomu_down(e: Entry) {
     let out = e.run(&["--", s(&bin("nomu-tests/syscall_storm"))]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -483,4 +524,5 @@ entry_matrix!(
     exit_and_exec_end_threads_in_every_kind_of_wait,
     i386_syscall_instructions_fault_and_harm_no_later_guest,
     fuzzing_leaves_nomu_and_everything_outside_the_root_intact,
+    partial_notes_hold,
 );

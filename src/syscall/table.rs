@@ -130,13 +130,15 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(39, process::sys_getpid, &[]),
     def(40, io::sys_sendfile, &[Fd, Fd, Ptr, Uint]),
     def(56, exec::sys_clone, &[Hex, Ptr, Ptr, Ptr, Hex])
-        .partial("threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; no CLONE_FILES/FS/PARENT sharing for processes"),
+        .partial(
+            "threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
+        ),
     def(57, exec::sys_fork, &[]).partial("EINVAL, as on no-MMU Linux"),
     def(58, exec::sys_vfork, &[]),
     def(59, exec::sys_execve, &[Path, Ptr, Ptr]),
     def(60, process::sys_exit, &[Int]),
-    def(61, exec::sys_wait4, &[Int, Ptr, Hex, Ptr]).partial("exits only: no stopped/continued children yet"),
-    def(62, signal::sys_kill, &[Int, Signal]).partial("a blocked syscall of the target is not interrupted yet"),
+    def(61, exec::sys_wait4, &[Int, Ptr, Hex, Ptr]),
+    def(62, signal::sys_kill, &[Int, Signal]),
     def(63, info::sys_uname, &[Ptr]),
     def(72, io::sys_fcntl, &[Fd, Int, Hex]).partial("no record locks yet"),
     def(74, io::sys_fsync, &[Fd]),
@@ -192,8 +194,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     def(230, time::sys_clock_nanosleep, &[Int, Int, Ptr, Ptr]),
     def(231, process::sys_exit_group, &[Int]),
     def(234, signal::sys_tgkill, &[Int, Int, Signal]),
-    def(247, exec::sys_waitid, &[Int, Int, Ptr, Hex, Ptr])
-        .partial("exits only: no stopped/continued children yet"),
+    def(247, exec::sys_waitid, &[Int, Int, Ptr, Hex, Ptr]),
     def(257, fs::sys_openat, &[DirFd, Path, OpenFlags, Mode]),
     def(258, fs::sys_mkdirat, &[DirFd, Path, Mode]),
     def(262, fs::sys_newfstatat, &[DirFd, Path, Ptr, AtFlags]),
