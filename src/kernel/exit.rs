@@ -98,7 +98,9 @@ impl<'a> Exiting<'a> {
                 super::futex::exit_robust_list(&mem, robust, thread.tid);
             }
             if ctid != 0 && mem.write(ctid, &0u32).is_ok() {
-                let _ = mem.with_full_range(ctid, 4, true, |w| crate::host::sys::futex_wake(w, 1, u32::MAX));
+                if let Ok(w) = mem.checked_range(ctid, 4, true) {
+                    let _ = crate::host::sys::futex_wake(w, 1, u32::MAX);
+                }
             }
         }
         Released { exiting: self }

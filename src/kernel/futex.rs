@@ -20,7 +20,9 @@ fn futex_death(mem: &UserMem, addr: u64, tid: u32) {
         return;
     }
     if val & FUTEX_WAITERS != 0 {
-        let _ = mem.with_full_range(addr, 4, true, |w| crate::host::sys::futex_wake(w, 1, u32::MAX));
+        if let Ok(w) = mem.checked_range(addr, 4, true) {
+            let _ = crate::host::sys::futex_wake(w, 1, u32::MAX);
+        }
     }
 }
 

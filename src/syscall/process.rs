@@ -190,7 +190,7 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
     if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
-    let word = || ctx.mem().full_range(uaddr, 4, false);
+    let word = || ctx.mem().checked_range(uaddr, 4, false);
     match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
             let bitset = if cmd == FUTEX_WAIT { BITSET_ALL } else { a[5] as u32 };
@@ -218,7 +218,7 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
                 if std::mem::replace(&mut slept, true) {
                     return Ok(());
                 }
-                hostsys::futex_wait(*w, val, deadline.as_ref(), realtime, bitset)
+                hostsys::futex_wait(w, val, deadline.as_ref(), realtime, bitset)
             });
             match r {
                 Ok(()) => Ok(0),
@@ -231,15 +231,17 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
             if bitset == 0 {
                 return Err(Errno::EINVAL);
             }
-            ctx.mem().with_full_range(uaddr, 4, false, |w| hostsys::futex_wake(w, val, bitset)).map(|n| n as u64)
+            hostsys::futex_wake(word()?, val, bitset).map(|n| n as u64)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP => {
             if !a[4].is_multiple_of(4) {
                 return Err(Errno::EINVAL);
             }
             let w1 = word()?;
+            // FUTEX_WAKE_OP writes the second word: pinned, so the write
+            // cannot land in a page a racing munmap gave away.
             let w2 = ctx.mem().full_range(a[4], 4, cmd == FUTEX_WAKE_OP)?;
-            hostsys::futex_raw(*w1, cmd, val, a[3], *w2, a[5] as u32).map(|n| n as u64)
+            hostsys::futex_raw(w1, cmd, val, a[3], *w2, a[5] as u32).map(|n| n as u64)
         }
         _ => Err(Errno::ENOSYS),
     }
