@@ -385,6 +385,20 @@ pub(super) struct Ucontext {
     pub(super) sigmask: u64,
 }
 
+impl Sigcontext {
+    /// The code segment the thread ran in.
+    pub(super) fn cs(&self) -> u16 {
+        self.cs_gs_fs_ss as u16
+    }
+
+    /// Back to 64-bit code (after a `sysenter` left the thread in compat
+    /// mode), for a path that resumes the guest from this context.
+    pub(super) fn set_64bit_segments(&mut self) {
+        let gs_fs = self.cs_gs_fs_ss & 0x0000_ffff_ffff_0000;
+        self.cs_gs_fs_ss = gs_fs | super::USER_CS as u64 | (super::USER_DS as u64) << 48;
+    }
+}
+
 pub(super) use crate::abi::rflags::IF as RFLAGS_IF;
 
 /// The host signal that kicks a guest thread out of guest code so the
@@ -658,7 +672,9 @@ unsafe extern "C" fn nomu_handle_trap(
     let mut new_site = None;
     // SAFETY: the host's siginfo for this SIGSYS.
     let trap = if signo == libc::SIGSYS && !unsafe { super::sigsys_is_64bit(info) } {
-        super::i386_syscall_fault(&mut uc.mcontext.regs)
+        // The way back (iretq) uses nomu's own 64-bit segments.
+        let cs = uc.mcontext.cs();
+        super::i386_syscall_fault(&mut uc.mcontext.regs, cs)
     } else if signo == libc::SIGSYS {
         // First use of this syscall instruction: next time it calls the
         // rewriter's stub.

@@ -75,7 +75,7 @@ pub struct Fault {
 
 /// The syscall ABI a SIGSYS reports for the 64-bit `syscall` instruction
 /// (seccomp's si_arch); `int $0x80` and `sysenter` enter the i386 one.
-const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+pub(super) const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 
 /// Whether the SIGSYS described by `info` is a 64-bit syscall.
 ///
@@ -87,13 +87,28 @@ pub unsafe fn sigsys_is_64bit(info: *const libc::siginfo_t) -> bool {
     unsafe { (info as *const u8).add(28).cast::<u32>().read_unaligned() == AUDIT_ARCH_X86_64 }
 }
 
+/// The host's user code and stack segments for 64-bit code, and the code
+/// segment of compat mode (__USER32_CS). A host frame shows USER32_CS after
+/// an Intel CPU's `sysenter`: the host's entry for it switches the thread to
+/// compat mode, takes the stack pointer from rbp and the return address from
+/// its own landing pad, so the instruction's address is lost.
+pub const USER_CS: u16 = 0x33;
+pub const USER_DS: u16 = 0x2b;
+pub const USER32_CS: u16 = 0x23;
+
 /// What a guest's i386 syscall (`int $0x80`; `sysenter` on CPUs where it
 /// reaches the kernel) raises: nomu has no i386 ABI, so it is Linux with
 /// IA32 emulation off, a general protection fault on the instruction
-/// (SIGSEGV, SI_KERNEL, address 0). `regs.rip` (after the 2-byte
-/// instruction) moves back onto it.
-pub fn i386_syscall_fault(regs: &mut GuestRegs) -> Trap {
-    regs.rip = regs.rip.wrapping_sub(2);
+/// (SIGSEGV, SI_KERNEL, address 0). After `int $0x80`, `regs.rip` (after
+/// the 2-byte instruction) moves back onto it. After `sysenter` (`cs` is
+/// USER32_CS) the CPU kept neither rip nor rsp: the fault is taken where
+/// the host would have returned, on the stack at rbp, as natively (where
+/// only a handler on an alternate stack can run); the caller puts the
+/// 64-bit segments back.
+pub fn i386_syscall_fault(regs: &mut GuestRegs, cs: u16) -> Trap {
+    if cs != USER32_CS {
+        regs.rip = regs.rip.wrapping_sub(2);
+    }
     Trap::Fault(I386_SYSCALL_FAULT)
 }
 
@@ -108,7 +123,7 @@ pub const BAD_RETURN_FAULT: Fault =
     Fault { signo: libc::SIGSEGV, code: crate::abi::SI_KERNEL, addr: 0, trapno: 13, err: 0 };
 
 /// The fault of i386_syscall_fault; its #GP error code names IDT vector 0x80.
-pub const I386_SYSCALL_FAULT: Fault =
+const I386_SYSCALL_FAULT: Fault =
     Fault { signo: libc::SIGSEGV, code: crate::abi::SI_KERNEL, addr: 0, trapno: 13, err: (0x80 << 3) | 2 };
 
 #[derive(Clone, Copy, Debug)]

@@ -58,7 +58,13 @@ struct SockFprog {
 }
 
 /// Traps every syscall whose instruction pointer lies in [lo, hi) — guest
-/// memory — and allows the rest (nomu's own code).
+/// memory — and every syscall of another ABI than x86-64's, wherever it
+/// comes from; allows the rest (nomu's own code). The ABI check is not
+/// redundant: an Intel CPU's `sysenter` enters the host's i386 syscall path
+/// with the instruction pointer already set to a landing pad outside guest
+/// memory, so the range check alone would let a guest's i386 syscall run on
+/// the host, past nomu's root (tests/nomu/i386_entry.c). nomu itself makes
+/// none.
 fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
     const LD_ABS: u16 = 0x20;
     const JEQ: u16 = 0x15;
@@ -67,6 +73,7 @@ fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
     const RET: u16 = 0x06;
     const RET_TRAP: u32 = 0x0003_0000;
     const RET_ALLOW: u32 = 0x7fff_0000;
+    const ARCH: u32 = 4; // offsetof(struct seccomp_data, arch)
     const IP_LO: u32 = 8; // offsetof(struct seccomp_data, instruction_pointer)
     const IP_HI: u32 = 12;
     let f = |code, jt, jf, k| SockFilter { code, jt, jf, k };
@@ -74,18 +81,20 @@ fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
     let (hi_hi, hi_lo) = ((hi >> 32) as u32, hi as u32);
     // Jump offsets count from the next instruction; see the labels at right.
     let prog = [
-        f(LD_ABS, 0, 0, IP_HI),  // 0
-        f(JGT, 3, 0, lo_hi),     // 1: ip_hi > lo_hi -> 5
-        f(JEQ, 0, 8, lo_hi),     // 2: else unless equal -> ALLOW
-        f(LD_ABS, 0, 0, IP_LO),  // 3
-        f(JGE, 0, 6, lo_lo),     // 4: ip_lo < lo_lo -> ALLOW
-        f(LD_ABS, 0, 0, IP_HI),  // 5: ip >= lo
-        f(JGT, 4, 0, hi_hi),     // 6: ip_hi > hi_hi -> ALLOW
-        f(JEQ, 0, 2, hi_hi),     // 7: ip_hi < hi_hi -> TRAP
-        f(LD_ABS, 0, 0, IP_LO),  // 8
-        f(JGE, 1, 0, hi_lo),     // 9: ip_lo >= hi_lo -> ALLOW
-        f(RET, 0, 0, RET_TRAP),  // 10
-        f(RET, 0, 0, RET_ALLOW), // 11
+        f(LD_ABS, 0, 0, ARCH),                   // 0
+        f(JEQ, 0, 10, super::AUDIT_ARCH_X86_64), // 1: another ABI -> TRAP
+        f(LD_ABS, 0, 0, IP_HI),                  // 2
+        f(JGT, 3, 0, lo_hi),                     // 3: ip_hi > lo_hi -> 7
+        f(JEQ, 0, 8, lo_hi),                     // 4: else unless equal -> ALLOW
+        f(LD_ABS, 0, 0, IP_LO),                  // 5
+        f(JGE, 0, 6, lo_lo),                     // 6: ip_lo < lo_lo -> ALLOW
+        f(LD_ABS, 0, 0, IP_HI),                  // 7: ip >= lo
+        f(JGT, 4, 0, hi_hi),                     // 8: ip_hi > hi_hi -> ALLOW
+        f(JEQ, 0, 2, hi_hi),                     // 9: ip_hi < hi_hi -> TRAP
+        f(LD_ABS, 0, 0, IP_LO),                  // 10
+        f(JGE, 1, 0, hi_lo),                     // 11: ip_lo >= hi_lo -> ALLOW
+        f(RET, 0, 0, RET_TRAP),                  // 12
+        f(RET, 0, 0, RET_ALLOW),                 // 13
     ];
     let fprog = SockFprog { len: prog.len() as u16, filter: prog.as_ptr() };
     // SAFETY: prctl and seccomp with valid arguments; fprog outlives the call.

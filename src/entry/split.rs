@@ -599,7 +599,10 @@ fn trap_of(mb: &Mailbox, uc: &mut Ucontext) -> Trap {
         // SAFETY: the host wrote this SIGSYS's siginfo on the parked
         // child's signal stack.
         if !unsafe { super::sigsys_is_64bit(info) } {
-            return super::i386_syscall_fault(&mut uc.mcontext.regs);
+            let cs = uc.mcontext.cs();
+            // The child resumes from this context with rt_sigreturn.
+            uc.mcontext.set_64bit_segments();
+            return super::i386_syscall_fault(&mut uc.mcontext.regs, cs);
         }
         return Trap::Syscall;
     }

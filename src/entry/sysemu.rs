@@ -356,14 +356,21 @@ impl Tracee {
             // points after the syscall instruction.
             Stop::Syscall => {
                 let mut regs = regs;
-                // PTRACE_SYSEMU stops for i386 syscalls too; the instruction
-                // before rip tells them apart (memory is shared).
+                // PTRACE_SYSEMU stops for i386 syscalls too: after
+                // `sysenter` the thread is in compat mode, after `int $0x80`
+                // the instruction before rip tells (memory is shared).
                 let mut insn = [0u8; 2];
-                let i386 = safecopy::copy_from_guest(&mut insn, regs.rip.wrapping_sub(2) as usize) == 2
-                    && insn == [0xcd, 0x80];
+                let cs = regs.cs as u16;
+                let i386 = cs == super::USER32_CS
+                    || safecopy::copy_from_guest(&mut insn, regs.rip.wrapping_sub(2) as usize) == 2
+                        && insn == [0xcd, 0x80];
                 let trap = if i386 {
-                    regs.rip = regs.rip.wrapping_sub(2); // onto the instruction, as the fault
-                    Trap::Fault(super::I386_SYSCALL_FAULT)
+                    let mut g = to_guest(&regs, regs.rax);
+                    let trap = super::i386_syscall_fault(&mut g, cs);
+                    regs.rip = g.rip;
+                    regs.cs = super::USER_CS as u64;
+                    regs.ss = super::USER_DS as u64;
+                    trap
                 } else {
                     Trap::Syscall
                 };
