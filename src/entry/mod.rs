@@ -317,6 +317,10 @@ pub fn install(
         }
         None => EntryKind::ALL.into_iter().find(|k| k.availability().is_ok()).ok_or("no entry path works here")?,
     };
+    // Every path's waits sleep on two words at once (kernel/waiter.rs).
+    if !crate::host::sys::has_futex_waitv() {
+        return Err("nomu needs Linux 5.16 or later (FUTEX_WAITV)".into());
+    }
     host_signals::install(guest_mask)?;
     let seccomp = seccomp::SeccompEntry::install(physmem)?;
     Ok(match kind {

@@ -106,7 +106,64 @@ pub fn wait_word(word: &AtomicU32, val: u32, timeout: Option<std::time::Duration
     unsafe { super::blocking::syscall(libc::SYS_futex, call) }.map(drop)
 }
 
-/// Wakes every thread waiting in wait_word on `word`.
+/// Waits while every one of `words` holds its value, until `deadline`
+/// (CLOCK_MONOTONIC, as Instant), until one is woken with wake_word; one
+/// sleep on several words (FUTEX_WAITV, Linux 5.16). Through host::blocking,
+/// so a kick ends it (EINTR). EAGAIN: a word had changed already.
+pub fn wait_words(words: &[(&AtomicU32, u32)], deadline: Option<std::time::Instant>) -> R<()> {
+    #[repr(C)]
+    struct FutexWaitv {
+        val: u64,
+        uaddr: u64,
+        flags: u32,
+        reserved: u32,
+    }
+    const FUTEX2_SIZE_U32: u32 = 2;
+    const FUTEX2_PRIVATE: u32 = 128;
+    const MAX: usize = 4;
+    assert!(words.len() <= MAX);
+    let waiters: [FutexWaitv; MAX] = std::array::from_fn(|i| match words.get(i) {
+        Some((w, v)) => FutexWaitv {
+            val: *v as u64,
+            uaddr: w.as_ptr() as u64,
+            flags: FUTEX2_SIZE_U32 | FUTEX2_PRIVATE,
+            reserved: 0,
+        },
+        None => FutexWaitv { val: 0, uaddr: 0, flags: 0, reserved: 0 },
+    });
+    // The timeout is absolute on the clock named: now plus what is left.
+    let abs = deadline.map(|d| {
+        let left = d.saturating_duration_since(std::time::Instant::now());
+        let now = monotonic_now();
+        let nanos = now.tv_nsec as u64 + left.subsec_nanos() as u64;
+        libc::timespec {
+            tv_sec: now
+                .tv_sec
+                .saturating_add(left.as_secs().min(i64::MAX as u64) as i64 + (nanos / 1_000_000_000) as i64),
+            tv_nsec: (nanos % 1_000_000_000) as i64,
+        }
+    });
+    let ts = abs.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let call = [waiters.as_ptr() as u64, words.len() as u64, 0, ts as u64, libc::CLOCK_MONOTONIC as u64, 0];
+    // SAFETY: the waiters name live 4-byte atomics; ts is null or valid.
+    unsafe { super::blocking::syscall(libc::SYS_futex_waitv, call) }.map(drop)
+}
+
+/// Whether this host has FUTEX_WAITV (an empty list is EINVAL there).
+pub fn has_futex_waitv() -> bool {
+    // SAFETY: no waiters, no timeout: the host checks the count and returns.
+    unsafe { libc::syscall(libc::SYS_futex_waitv, 0usize, 0u32, 0u32, 0usize, 0) };
+    super::last_errno() != Errno::ENOSYS
+}
+
+fn monotonic_now() -> libc::timespec {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts
+}
+
+/// Wakes every thread waiting in wait_word or wait_words on `word`.
 pub fn wake_word(word: &AtomicU32) {
     let op = libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG;
     // SAFETY: word is a live 4-byte atomic; FUTEX_WAKE does not write it.

@@ -22,6 +22,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use task::{Task, Tasks};
+use waiter::Waiting;
 
 pub struct Config {
     pub root: std::path::PathBuf,
@@ -373,11 +374,23 @@ impl Kernel {
         if host_tid == crate::host::sys::gettid() {
             return; // the caller itself, which looks before it goes back
         }
-        self.entry.interrupt(host_tid);
-        // SeqCst, against block_in_host's store and look: either it sees
-        // what was queued, or this sees it waiting.
-        if thread.blocked_in_host.load(Ordering::SeqCst) {
-            self.entry.interrupt_kernel_side(host_tid);
+        // Against the waiter's store of where it waits and its look at
+        // what is queued: either it sees what was queued, or this sees it
+        // waiting.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        match Waiting::of(thread) {
+            // Inside a syscall, in wait_for: moving its own word ends the
+            // wait, and it delivers before it goes back to guest code, so
+            // its host thread (or guest process) needs no kick.
+            Waiting::OnWords => {
+                thread.wake_word.fetch_add(1, Ordering::SeqCst);
+                crate::host::sys::wake_word(&thread.wake_word);
+            }
+            Waiting::InHostCall => {
+                self.entry.interrupt(host_tid);
+                self.entry.interrupt_kernel_side(host_tid);
+            }
+            Waiting::No => self.entry.interrupt(host_tid),
         }
     }
 

@@ -4,7 +4,7 @@ use super::signal::{AltStack, Pending, SignalActions};
 use super::waiter::Event;
 use crate::fs::fdtable::FdTable;
 use crate::mm::phys::PhysicalMemory;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -232,10 +232,13 @@ pub struct Thread {
     /// delivery, under the state lock, when nothing is left pending. Lets
     /// the syscall return path skip the lock when no signal is waiting.
     pub signal_hint: AtomicBool,
-    /// The thread waits in a host call that a kick ends (see
-    /// ThreadCtx::block_in_host): on an entry path whose kernel side runs
-    /// on a host thread of its own, that thread must be kicked too.
-    pub blocked_in_host: AtomicBool,
+    /// Where the thread waits, if it does (super::waiter::Waiting), so
+    /// Kernel::interrupt knows how to end the wait.
+    pub waiting: AtomicU8,
+    /// A futex word of the thread's own that its waits on words also sleep
+    /// on: a signal for it moves and wakes this word instead of kicking its
+    /// host thread (see kernel/waiter.rs).
+    pub wake_word: AtomicU32,
     /// The thread has left its thread group (see trap::finish_thread).
     pub left: AtomicBool,
 }
@@ -261,7 +264,8 @@ impl Thread {
             host_tid: AtomicI32::new(0),
             kill_requested: AtomicBool::new(false),
             signal_hint: AtomicBool::new(false),
-            blocked_in_host: AtomicBool::new(false),
+            waiting: AtomicU8::new(super::waiter::Waiting::No as u8),
+            wake_word: AtomicU32::new(0),
             left: AtomicBool::new(false),
         }
     }

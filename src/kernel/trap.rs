@@ -128,7 +128,7 @@ impl ThreadCtx {
     /// Whether this thread must leave (exit_group elsewhere, execve elsewhere).
     fn must_leave(&self) -> Option<ExitStatus> {
         // SeqCst (a plain load on x86) against Kernel::interrupt's look at
-        // blocked_in_host.
+        // where the thread waits.
         if self.thread.kill_requested.load(std::sync::atomic::Ordering::SeqCst) {
             return Some(ExitStatus::Code(0));
         }

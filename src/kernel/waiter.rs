@@ -9,12 +9,41 @@
 //! The event is an eventcount: a waiter reads the count, checks its
 //! condition, and sleeps only while the count is unchanged, so a notify
 //! between the check and the sleep is never lost.
+//!
+//! A thread in wait_for also sleeps on a word of its own (one host futex
+//! wait on both words), and a signal for it (Kernel::interrupt) moves and
+//! wakes that word: no host signal, and on the split and sysemu paths no
+//! kick of the guest's host process either, which is parked in its syscall
+//! anyway. Only a wait inside a host call (block_in_host) needs a kick.
 
+use super::process::Thread;
 use super::trap::ThreadCtx;
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::time::Instant;
+
+/// Where a thread waits (Thread::waiting), which says how to end the wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Waiting {
+    /// Not in a wait: it runs guest code or nomu's, and a kick reaches it.
+    No,
+    /// In wait_for: its own wake word ends the wait.
+    OnWords,
+    /// In a host call made through host::blocking: a kick ends it.
+    InHostCall,
+}
+
+impl Waiting {
+    pub fn of(thread: &Thread) -> Waiting {
+        match thread.waiting.load(Ordering::SeqCst) {
+            1 => Waiting::OnWords,
+            2 => Waiting::InHostCall,
+            _ => Waiting::No,
+        }
+    }
+}
 
 /// Something waiters wait for: a child changed state, a vfork child let
 /// its parent go, a stopped process continued, a thread left.
@@ -44,16 +73,16 @@ impl Event {
 }
 
 /// One thread counted in an event's waiters while it waits.
-struct Waiting<'a>(&'a AtomicU32);
+struct Counted<'a>(&'a AtomicU32);
 
-impl<'a> Waiting<'a> {
-    fn new(waiters: &'a AtomicU32) -> Waiting<'a> {
+impl<'a> Counted<'a> {
+    fn new(waiters: &'a AtomicU32) -> Counted<'a> {
         waiters.fetch_add(1, Ordering::SeqCst);
-        Waiting(waiters)
+        Counted(waiters)
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
@@ -82,15 +111,13 @@ impl ThreadCtx {
         wake: Wake,
         mut ready: impl FnMut() -> Result<Option<T>, Errno>,
     ) -> Result<Option<T>, Errno> {
-        // A word no one changes: without an event only a kick or the
-        // deadline ends the host wait.
-        let quiet = AtomicU32::new(0);
-        let word = event.map_or(&quiet, |e| &e.count);
-        let _counted = event.map(|e| Waiting::new(&e.waiters));
-        self.in_host_wait(|| loop {
+        let own = &self.thread.wake_word;
+        let _counted = event.map(|e| Counted::new(&e.waiters));
+        self.waiting_in(Waiting::OnWords, || loop {
             // Kicks from before this look are accounted for by it.
             crate::host::blocking::forget_kicks();
-            let seen = word.load(Ordering::SeqCst);
+            let seen = event.map(|e| e.count.load(Ordering::SeqCst));
+            let seen_own = own.load(Ordering::SeqCst);
             if let Some(v) = ready()? {
                 return Ok(Some(v));
             }
@@ -104,7 +131,11 @@ impl ThreadCtx {
                 },
                 None => None,
             };
-            match hostsys::wait_word(word, seen, timeout) {
+            let slept = match (event, seen) {
+                (Some(e), Some(seen)) => hostsys::wait_words(&[(&e.count, seen), (own, seen_own)], deadline),
+                _ => hostsys::wait_word(own, seen_own, timeout),
+            };
+            match slept {
                 Ok(()) | Err(Errno::EAGAIN) | Err(Errno::EINTR) | Err(Errno::ETIMEDOUT) => continue,
                 Err(e) => return Err(e),
             }
@@ -117,7 +148,7 @@ impl ThreadCtx {
     /// A kick ends the call with EINTR; one that announced nothing this
     /// thread acts on (a signal it blocks) just calls again.
     pub fn block_in_host<T>(&self, mut call: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
-        self.in_host_wait(|| loop {
+        self.waiting_in(Waiting::InHostCall, || loop {
             crate::host::blocking::forget_kicks();
             if self.signal_pending() {
                 return Err(Errno::ERESTARTSYS);
@@ -129,14 +160,19 @@ impl ThreadCtx {
         })
     }
 
-    /// Runs `wait` with the thread marked as waiting in a host call, so
-    /// Kernel::interrupt kicks the host thread that runs its kernel side.
-    fn in_host_wait<T>(&self, wait: impl FnOnce() -> T) -> T {
-        // SeqCst, against Kernel::interrupt's look: either the waiter sees
-        // what was queued, or the interrupter sees it waiting.
-        self.thread.blocked_in_host.store(true, Ordering::SeqCst);
+    /// Runs `wait` with the thread marked as waiting `how`, so
+    /// Kernel::interrupt knows how to end it.
+    fn waiting_in<T>(&self, how: Waiting, wait: impl FnOnce() -> T) -> T {
+        // SeqCst and a fence, against Kernel::interrupt's queueing and
+        // look: either the waiter's look sees what was queued, or the
+        // interrupter sees it waiting; and once it has left, the signal
+        // check on its way back to guest code sees what was queued while
+        // the interrupter still saw it waiting.
+        self.thread.waiting.store(how as u8, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         let r = wait();
-        self.thread.blocked_in_host.store(false, Ordering::Relaxed);
+        self.thread.waiting.store(Waiting::No as u8, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         r
     }
 }
@@ -157,7 +193,7 @@ mod tests {
     #[test]
     fn notify_wakes_a_waiter_on_the_count_it_read() {
         let event = Arc::new(Event::new());
-        let counted = Waiting::new(&event.waiters);
+        let counted = Counted::new(&event.waiters);
         let seen = event.count.load(Ordering::SeqCst);
         let e = event.clone();
         let waker = std::thread::spawn(move || e.notify());
