@@ -533,10 +533,20 @@ static int loop_signal(unsigned long iters)
 static uint32_t armed, answered;
 static volatile int waker_mode, waker_stop;
 static pthread_t main_thread, waker_thread;
+static long main_tid;
+
+/* In a SIGSYS floor's child (below), every syscall of the wake-ups goes
+ * through floor_trap, so the emulator's handler answers each of them. */
+static int wake_floor;
+static long floor_pid;
+long floor_trap(long nr, long a, long b, long c, long d);
 
 static long bench_futex(uint32_t *w, int op, uint32_t v)
 {
-    return syscall(SYS_futex, w, op | 128 /* FUTEX_PRIVATE_FLAG */, v, NULL, NULL, 0);
+    op |= 128; /* FUTEX_PRIVATE_FLAG */
+    if (wake_floor)
+        return floor_trap(SYS_futex, (long)w, op, v, 0);
+    return syscall(SYS_futex, w, op, v, NULL, NULL, 0);
 }
 
 static void *waker(void *arg)
@@ -549,7 +559,10 @@ static void *waker(void *arg)
         if (waker_stop)
             return arg;
         if (waker_mode == WAKE_SIGNAL) {
-            pthread_kill(main_thread, SIGUSR1);
+            if (wake_floor)
+                floor_trap(SYS_tgkill, floor_pid, main_tid, SIGUSR1, 0);
+            else
+                pthread_kill(main_thread, SIGUSR1);
         } else {
             __atomic_store_n(&answered, seen, __ATOMIC_RELEASE);
             bench_futex(&answered, 1 /* FUTEX_WAKE */, 1);
@@ -566,6 +579,7 @@ static void arm_waker(void)
 static int start_waker(int mode)
 {
     main_thread = pthread_self();
+    main_tid = syscall(SYS_gettid);
     waker_mode = mode;
     waker_stop = 0;
     armed = answered = 0;
@@ -598,8 +612,13 @@ static int loop_wake_sigsuspend(unsigned long iters)
     sigdelset(&open_mask, SIGUSR1);
     for (unsigned long i = 0; i < iters; i++) {
         arm_waker();
-        if (sigsuspend(&open_mask) != -1 || errno != EINTR)
+        if (wake_floor) {
+            long r = floor_trap(SYS_rt_sigsuspend, (long)&open_mask, 8, 0, 0);
+            if (r != -EINTR)
+                return r < 0 ? (int)-r : EIO;
+        } else if (sigsuspend(&open_mask) != -1 || errno != EINTR) {
             return errno ? errno : EIO;
+        }
     }
     return 0;
 }
@@ -611,8 +630,9 @@ static int loop_wake_sigtimedwait(unsigned long iters)
     sigaddset(&usr1, SIGUSR1);
     for (unsigned long i = 0; i < iters; i++) {
         arm_waker();
-        if (sigwaitinfo(&usr1, NULL) != SIGUSR1)
-            return errno ? errno : EIO;
+        long r = wake_floor ? floor_trap(SYS_rt_sigtimedwait, (long)&usr1, 0, 0, 8) : sigwaitinfo(&usr1, NULL);
+        if (r != SIGUSR1)
+            return r < 0 && wake_floor ? (int)-r : errno ? errno : EIO;
     }
     return 0;
 }
@@ -663,7 +683,7 @@ static int loop_sigsys(unsigned long iters)
  * traps that one (by instruction pointer) and lets the handler's own host
  * calls through: as nomu's filter traps guest code and lets nomu's through.
  *
- * floor_trap(nr, a, b, c) makes syscall nr(a, b, c) there.
+ * floor_trap(nr, a, b, c, d) makes syscall nr(a, b, c, d) there.
  * floor_resume(gregs, xsave) never returns: it loads the frame's xsave
  * image (fxrstor when it holds exactly x87 and SSE, else xrstor of what it
  * holds and SSE), refills the return-stack predictor, loads the frame's
@@ -671,7 +691,6 @@ static int loop_sigsys(unsigned long iters)
  * way back (src/entry/seccomp.rs) without its fs-base swap. The
  * signal mask needs no sigreturn: the handler is SA_NODEFER with an empty
  * sa_mask. The gregs offsets are musl's and glibc's REG_* order. */
-long floor_trap(long nr, long a, long b, long c);
 void floor_resume(const greg_t *gregs, const void *xsave) __attribute__((noreturn));
 extern const char floor_trap_ret[];
 __asm__(".text\n"
@@ -682,6 +701,7 @@ __asm__(".text\n"
         "    mov rdi, rsi\n"
         "    mov rsi, rdx\n"
         "    mov rdx, rcx\n"
+        "    mov r10, r8\n"
         "    syscall\n"
         ".globl floor_trap_ret\n"
         "floor_trap_ret:\n"
@@ -744,8 +764,6 @@ __asm__(".text\n"
         "    iretq\n"
         ".att_syntax prefix\n");
 
-static long floor_pid;
-
 /* The emulator: getpid answered from memory (as nomu does), anything else
  * passed to the host; the result goes back in rax. */
 static void floor_handler(int sig, siginfo_t *si, void *ctx)
@@ -763,7 +781,7 @@ static void floor_handler(int sig, siginfo_t *si, void *ctx)
 static int loop_floor_getpid(unsigned long iters)
 {
     for (unsigned long i = 0; i < iters; i++)
-        if (floor_trap(SYS_getpid, 0, 0, 0) != floor_pid)
+        if (floor_trap(SYS_getpid, 0, 0, 0, 0) != floor_pid)
             return EPROTO;
     return 0;
 }
@@ -772,7 +790,7 @@ static int loop_floor_fstat(unsigned long iters)
 {
     struct stat st;
     for (unsigned long i = 0; i < iters; i++) {
-        long r = floor_trap(SYS_fstat, file_fd, (long)&st, 0);
+        long r = floor_trap(SYS_fstat, file_fd, (long)&st, 0, 0);
         if (r < 0)
             return (int)-r;
     }
@@ -783,7 +801,7 @@ static int loop_floor_stat(unsigned long iters)
 {
     struct stat st;
     for (unsigned long i = 0; i < iters; i++) {
-        long r = floor_trap(SYS_stat, (long)file_path, (long)&st, 0);
+        long r = floor_trap(SYS_stat, (long)file_path, (long)&st, 0, 0);
         if (r < 0)
             return (int)-r;
     }
@@ -793,10 +811,10 @@ static int loop_floor_stat(unsigned long iters)
 static int loop_floor_open_close(unsigned long iters)
 {
     for (unsigned long i = 0; i < iters; i++) {
-        long fd = floor_trap(SYS_open, (long)file_path, O_RDONLY, 0);
+        long fd = floor_trap(SYS_open, (long)file_path, O_RDONLY, 0, 0);
         if (fd < 0)
             return (int)-fd;
-        long r = floor_trap(SYS_close, fd, 0, 0);
+        long r = floor_trap(SYS_close, fd, 0, 0, 0);
         if (r < 0)
             return (int)-r;
     }
@@ -818,8 +836,14 @@ struct sigsys_result {
 
 static char altstack[64 * 1024] __attribute__((aligned(16)));
 
-/* Runs in the forked child: install handler + filter, measure. */
-static void sigsys_child(enum sigsys_kind kind, loop_fn fn, unsigned long iters,
+static void on_usr1(int sig);
+static int start_waker(int mode);
+static void stop_waker(void);
+
+/* Runs in the forked child: install handler + filter, measure. A wake-up's
+ * floor (`waker`: its mode) traps both threads' syscalls but the signal
+ * handler's rt_sigreturn (libc's restorer), so it is a little low. */
+static void sigsys_child(enum sigsys_kind kind, loop_fn fn, int waker, unsigned long iters,
                          struct sigsys_result *res)
 {
     stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack, .ss_flags = 0};
@@ -884,7 +908,7 @@ static void sigsys_child(enum sigsys_kind kind, loop_fn fn, unsigned long iters,
      * getpid would leave the count alone. */
     floor_pid = getpid();
     long r = kind == SIGSYS_RAW ? raw_syscall1(TRAP_NR, (long)TRAP_MAGIC)
-                                : floor_trap(SYS_getpid, 0, 0, 0) - floor_pid;
+                                : floor_trap(SYS_getpid, 0, 0, 0, 0) - floor_pid;
     if (r != 0 || sigsys_count != 1) {
         res->kind = 2;
         snprintf(res->msg, sizeof res->msg,
@@ -893,23 +917,42 @@ static void sigsys_child(enum sigsys_kind kind, loop_fn fn, unsigned long iters,
         return;
     }
 
+    if (waker) {
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        signal(SIGUSR1, on_usr1);
+        pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+        wake_floor = 1;
+        int e = start_waker(waker);
+        if (e) {
+            res->kind = 2;
+            snprintf(res->msg, sizeof res->msg, "start the waker thread: %s", strerror(e));
+            return;
+        }
+    }
     unsigned long before = sigsys_count;
     int err = measure(fn, iters, &res->t);
-    unsigned long expect = res->t.total * (fn == loop_floor_open_close ? 2 : 1);
+    unsigned long ran = sigsys_count - before;
+    if (waker)
+        stop_waker();
+    /* A wake-up's iteration traps at least twice (the arming wake and the
+     * waker's answer), how often more depends on who runs first. */
+    unsigned long expect = res->t.total * (fn == loop_floor_open_close || waker ? 2 : 1);
     if (err) {
         res->kind = 2;
         snprintf(res->msg, sizeof res->msg, "%s", strerror(err));
-    } else if (sigsys_count - before != expect) {
+    } else if (waker ? ran < expect : ran != expect) {
         res->kind = 2;
         snprintf(res->msg, sizeof res->msg,
-                 "handler ran %lu times, expected %lu", sigsys_count - before,
+                 "handler ran %lu times, expected %s%lu", ran, waker ? "at least " : "",
                  expect);
     } else {
         res->kind = 0;
     }
 }
 
-static void run_sigsys(const char *op, enum sigsys_kind kind, loop_fn fn,
+static void run_sigsys(const char *op, enum sigsys_kind kind, loop_fn fn, int waker,
                        unsigned long iters)
 {
     int p[2];
@@ -932,7 +975,7 @@ static void run_sigsys(const char *op, enum sigsys_kind kind, loop_fn fn,
         struct sigsys_result res;
         memset(&res, 0, sizeof res);
         close(p[0]);
-        sigsys_child(kind, fn, iters, &res);
+        sigsys_child(kind, fn, waker, iters, &res);
         ssize_t w = write(p[1], &res, sizeof res);
         _exit(w == (ssize_t)sizeof res ? 0 : 1);
     }
@@ -1020,6 +1063,9 @@ static const struct op ops[] = {
     {"sigsys_floor_fstat", loop_floor_fstat, NEED_FILE, 0, SIGSYS_FLOOR},
     {"sigsys_floor_stat", loop_floor_stat, NEED_FILE, 0, SIGSYS_FLOOR},
     {"sigsys_floor_open_close", loop_floor_open_close, NEED_FILE, 0, SIGSYS_FLOOR},
+    {"sigsys_floor_wake_futex", loop_wake_futex, NEED_WAKER, WAKE_FUTEX, SIGSYS_FLOOR},
+    {"sigsys_floor_wake_sigsuspend", loop_wake_sigsuspend, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, SIGSYS_FLOOR},
+    {"sigsys_floor_wake_sigtimedwait", loop_wake_sigtimedwait, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, SIGSYS_FLOOR},
 };
 #define NOPS (sizeof ops / sizeof ops[0])
 
@@ -1193,7 +1239,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (op->sigsys) {
-            run_sigsys(op->name, op->sigsys, op->fn, iters);
+            run_sigsys(op->name, op->sigsys, op->fn, op->needs & NEED_WAKER ? op->arg : 0, iters);
             continue;
         }
         if ((op->needs & NEED_SH) && !sh_path) {
