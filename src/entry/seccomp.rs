@@ -5,8 +5,9 @@
 //! enters, resumes and leaves guest code for this path and for zpoline.
 //!
 //! What is this path's own: the filter (a range check on the instruction
-//! pointer: guest memory traps, nomu's own code is allowed), and running a
-//! guest thread with the guest's own gs base.
+//! pointer: guest memory traps, nomu's own code is allowed; any syscall of
+//! another ABI traps), and running a guest thread with the guest's own gs
+//! base.
 
 use super::kstack::ThreadKernelStack;
 use super::{host_signals, EntryPath, GuestKernel, StartState};
