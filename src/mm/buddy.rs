@@ -54,7 +54,7 @@ impl BuddyAllocator {
     }
 
     /// The free block containing `pfn`, as (head, order).
-    fn free_block_of(&self, pfn: usize) -> Option<(usize, usize)> {
+    pub fn free_block_of(&self, pfn: usize) -> Option<(usize, usize)> {
         (0..=MAX_ORDER).map(|o| (pfn & !((1 << o) - 1), o)).find(|&(head, o)| self.head_order[head] == o as u8)
     }
 
