@@ -28,6 +28,12 @@
  *   wake_stop_cont
  *               a child stops itself, which ends the parent's wait4
  *               (WUNTRACED), and the parent's SIGCONT continues it
+ *   exit_0, exit_1m, exit_16m, exit_256m, exit_map4g, exit_threads
+ *               a child's exit as its parent's wait sees it: the child
+ *               touched 0, 1, 16 or 256 MiB, or mapped 4 GiB and touched 7
+ *               pages, or runs 32 threads blocked in pause (exit_group);
+ *               timed from the byte that tells it to exit to waitpid's
+ *               return (spawning it and its setup are not timed)
  *   sigsys_raw  one seccomp SECCOMP_RET_TRAP -> SIGSYS handler -> sigreturn
  *               round trip with no emulator at all; measured in a forked
  *               child because a seccomp filter cannot be removed
@@ -64,6 +70,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -214,6 +221,10 @@ struct timing {
     double min_ns, median_ns;
 };
 
+/* Time a loop spends on what it does not measure (setting up each
+ * iteration); measure() takes it out. */
+static uint64_t untimed_ns;
+
 /* Warms up and picks the iteration count (unless `iters` is given), then
  * times `reps` loops. On failure returns the errno. */
 static int measure(loop_fn fn, unsigned long iters, struct timing *t)
@@ -231,10 +242,11 @@ static int measure(loop_fn fn, unsigned long iters, struct timing *t)
          * warm-up), then scale it to the target. */
         unsigned long n = 1;
         for (;;) {
+            untimed_ns = 0;
             uint64_t t0 = now_ns();
             if ((err = fn(n)))
                 return err;
-            double dt = (double)(now_ns() - t0);
+            double dt = (double)(now_ns() - t0 - untimed_ns);
             t->total += n;
             if (dt >= target_ns / 10 || n >= (1ul << 40)) {
                 double want = (double)n * target_ns / (dt > 1 ? dt : 1);
@@ -245,18 +257,26 @@ static int measure(loop_fn fn, unsigned long iters, struct timing *t)
         }
     }
     t->iters = iters;
-    for (int r = 0; r < reps; r++) {
+    /* Ops whose untimed setup dwarfs what they time (the exits of children
+     * that touched hundreds of MiB) stop after a second of wall time, with
+     * at least three loops. */
+    uint64_t started = now_ns();
+    int done = 0;
+    for (int r = 0; r < reps; r++, done++) {
+        if (r >= 3 && now_ns() - started > 1000000000ull)
+            break;
+        untimed_ns = 0;
         uint64_t t0 = now_ns();
         err = fn(iters);
         uint64_t t1 = now_ns();
         if (err)
             return err;
         t->total += iters;
-        per_op[r] = (double)(t1 - t0) / (double)iters;
+        per_op[r] = (double)(t1 - t0 - untimed_ns) / (double)iters;
     }
-    qsort(per_op, (size_t)reps, sizeof per_op[0], cmp_double);
+    qsort(per_op, (size_t)done, sizeof per_op[0], cmp_double);
     t->min_ns = per_op[0];
-    t->median_ns = per_op[reps / 2];
+    t->median_ns = per_op[done / 2];
     return 0;
 }
 
@@ -661,6 +681,112 @@ static int loop_wake_stop_cont(unsigned long iters)
     return e;
 }
 
+/* ---- exit: a child's teardown as its parent's wait sees it ----
+ *
+ * Each iteration spawns this program as a child that sets itself up (its
+ * memory touched, its threads started), says so on one pipe and waits for
+ * a byte on another. Only the rest is timed: the byte, the child's exit
+ * (everything it had freed, its threads ended) and the parent's waitpid
+ * returning. The descriptors the child gets, at fixed numbers: */
+#define EXIT_READY_FD 100
+#define EXIT_GO_FD 101
+
+static int exit_child(const char *what, const char *arg)
+{
+    char *args[] = {(char *)self_path, "--child-exit-after", (char *)what, (char *)arg, NULL};
+    uint64_t t0 = now_ns();
+    int ready[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return errno;
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(ready[0]);
+        close(ready[1]);
+        return e;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, ready[1], EXIT_READY_FD);
+    posix_spawn_file_actions_adddup2(&fa, go[0], EXIT_GO_FD);
+    pid_t pid;
+    int e = posix_spawn(&pid, self_path, &fa, NULL, args, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(ready[1]);
+    close(go[0]);
+    char c;
+    if (!e && read(ready[0], &c, 1) != 1)
+        e = ECHILD; /* it could not set itself up */
+    uint64_t t1 = now_ns();
+    if (!e && write(go[1], "x", 1) != 1)
+        e = errno;
+    if (!e || e == ECHILD) {
+        int w = wait_ok(pid);
+        e = e ? e : w;
+    }
+    uint64_t t2 = now_ns();
+    close(ready[0]);
+    close(go[1]);
+    untimed_ns += (t1 - t0) + (now_ns() - t2);
+    return e;
+}
+
+static void *paused(void *arg)
+{
+    for (;;)
+        pause();
+    return arg;
+}
+
+/* The child: sets itself up as `what` says, then exits when told. */
+static int exit_after(const char *what, const char *arg)
+{
+    unsigned long n = strtoul(arg, NULL, 10);
+    if (!strcmp(what, "touch") && n) {
+        size_t len = n << 20;
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return 1;
+        for (size_t off = 0; off < len; off += 4096)
+            p[off] = 1;
+    } else if (!strcmp(what, "map")) {
+        /* n GiB mapped (as the heap reservations of glibc or a JVM), 7
+         * pages of it touched. */
+        size_t len = n << 30;
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return 1;
+        for (int i = 0; i < 7; i++)
+            p[len / 7 * i & ~4095ul] = 1;
+    } else if (!strcmp(what, "threads")) {
+        for (unsigned long i = 0; i < n; i++) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, paused, NULL))
+                return 1;
+        }
+    }
+    char c;
+    if (write(EXIT_READY_FD, "r", 1) != 1 || read(EXIT_GO_FD, &c, 1) != 1)
+        return 1;
+    _exit(0); /* exit_group: the threads too */
+}
+
+#define EXIT_LOOP(name, what, arg)                                 \
+    static int name(unsigned long iters)                           \
+    {                                                              \
+        for (unsigned long i = 0; i < iters; i++) {                \
+            int e = exit_child(what, arg);                         \
+            if (e)                                                 \
+                return e;                                          \
+        }                                                          \
+        return 0;                                                  \
+    }
+EXIT_LOOP(loop_exit_0, "touch", "0")
+EXIT_LOOP(loop_exit_1m, "touch", "1")
+EXIT_LOOP(loop_exit_16m, "touch", "16")
+EXIT_LOOP(loop_exit_256m, "touch", "256")
+EXIT_LOOP(loop_exit_map4g, "map", "4")
+EXIT_LOOP(loop_exit_threads, "threads", "32")
+
 /* ---- sigsys_raw and the SIGSYS emulator floors ---- */
 
 static volatile unsigned long sigsys_count;
@@ -1058,6 +1184,12 @@ static const struct op ops[] = {
     {"wake_sigsuspend", loop_wake_sigsuspend, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
     {"wake_sigtimedwait", loop_wake_sigtimedwait, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
     {"wake_stop_cont", loop_wake_stop_cont, 0, 0, NOT_SIGSYS},
+    {"exit_0", loop_exit_0, 0, 0, NOT_SIGSYS},
+    {"exit_1m", loop_exit_1m, 0, 0, NOT_SIGSYS},
+    {"exit_16m", loop_exit_16m, 0, 0, NOT_SIGSYS},
+    {"exit_256m", loop_exit_256m, 0, 0, NOT_SIGSYS},
+    {"exit_map4g", loop_exit_map4g, 0, 0, NOT_SIGSYS},
+    {"exit_threads", loop_exit_threads, 0, 0, NOT_SIGSYS},
     {"sigsys_raw", loop_sigsys, 0, 0, SIGSYS_RAW},
     {"sigsys_floor_getpid", loop_floor_getpid, 0, 0, SIGSYS_FLOOR},
     {"sigsys_floor_fstat", loop_floor_fstat, NEED_FILE, 0, SIGSYS_FLOOR},
@@ -1102,6 +1234,8 @@ int main(int argc, char **argv)
     /* The trivial children the process benchmarks start. */
     if (argc >= 2 && !strcmp(argv[1], "--child-exit"))
         return 0;
+    if (argc == 4 && !strcmp(argv[1], "--child-exit-after"))
+        return exit_after(argv[2], argv[3]);
     if (argc >= 2 && !strcmp(argv[1], "--child-stopper"))
         for (;;)
             raise(SIGSTOP);

@@ -31,6 +31,12 @@ pub const OPS: &[Op] = &[
     Op { name: "wake_sigsuspend", label: "sigsuspend woken by a thread's signal" },
     Op { name: "wake_sigtimedwait", label: "sigwaitinfo woken by a thread's signal" },
     Op { name: "wake_stop_cont", label: "wait4 woken by a child's stop + its SIGCONT" },
+    Op { name: "exit_0", label: "exit + wait, child touched 0" },
+    Op { name: "exit_1m", label: "exit + wait, child touched 1 MiB" },
+    Op { name: "exit_16m", label: "exit + wait, child touched 16 MiB" },
+    Op { name: "exit_256m", label: "exit + wait, child touched 256 MiB" },
+    Op { name: "exit_map4g", label: "exit + wait, mapped 4 GiB, touched 7 pages" },
+    Op { name: "exit_threads", label: "exit_group + wait, 32 threads" },
 ];
 
 /// The raw SIGSYS round trip, measured natively only: the floor of any

@@ -14,6 +14,9 @@ use std::time::Duration;
 
 /// Debian's user-mode-linux kernel.
 pub const UML_KERNEL: &str = "/usr/bin/linux";
+/// nomu's guest memory (--mem) for the benchmark.
+const NOMU_MEM: &str = "6G";
+
 /// UML's memory (its mem=): plenty for the benchmark and busybox.
 const UML_MEM: &str = "512M";
 /// gVisor platforms to try, best first. Debian 12's runsc (2022) has only
@@ -191,7 +194,8 @@ impl System {
             }
             Kind::Nomu(k) => {
                 let mut c = Command::new(&ctx.nomu);
-                c.args(["run", "--entry", k.name(), "--"]).arg(&ctx.bin).args(ctx.host_args(ops));
+                // exit_map4g maps 4 GiB; guest memory is taken from the host lazily.
+                c.args(["run", "--entry", k.name(), "--mem", NOMU_MEM, "--"]).arg(&ctx.bin).args(ctx.host_args(ops));
                 c
             }
             Kind::Uml => {
