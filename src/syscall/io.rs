@@ -111,7 +111,7 @@ impl std::ops::Deref for IoRanges {
 
 /// The guest's iovec array as checked ranges, stopping at the first buffer
 /// that is not fully accessible (so the host returns a partial count).
-fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Errno> {
+fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
     let cnt = cnt as usize;
     if cnt > UIO_MAXIOV {
         return Err(Errno::EINVAL);
@@ -138,13 +138,13 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Er
     Ok(IoRanges { ranges: ranges.iter().map(|r| **r).collect(), _pins: ranges })
 }
 
-pub fn sys_readv(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u64) -> SysResult {
+pub fn sys_readv(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> SysResult {
     let f = ctx.io_file(fd)?;
     let ranges = iov_ranges(ctx, iov, vlen, true)?;
     file_ops::of(&f).readv(ctx, &f, &ranges)
 }
 
-pub fn sys_writev(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u64) -> SysResult {
+pub fn sys_writev(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> SysResult {
     let f = ctx.io_file(fd)?;
     let ops = file_ops::of(&f);
     ops.writev_ignores_buffers(&f)?;
@@ -199,9 +199,9 @@ pub fn sys_ftruncate(ctx: &mut Ctx, fd: Fd, length: i64) -> SysResult {
     hostfs::ftruncate(f.fd(), length).map(|_| 0)
 }
 
-pub fn sys_getdents64(ctx: &mut Ctx, fd: Fd, UserPtr(dirent): UserPtr, len: usize) -> SysResult {
+pub fn sys_getdents64(ctx: &mut Ctx, fd: Fd, UserPtr(dirent): UserPtr, len: u32) -> SysResult {
     let f = ctx.io_file(fd)?;
-    file_ops::of(&f).getdents(ctx, &f, dirent, count(len))
+    file_ops::of(&f).getdents(ctx, &f, dirent, count(len as usize))
 }
 
 const FIONBIO: u64 = 0x5421;

@@ -96,7 +96,9 @@ pub fn sys_munmap(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize) -> SysResul
 }
 
 pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot): Prot) -> SysResult {
-    let (addr, prot) = (addr as usize, prot as i32);
+    let addr = addr as usize;
+    // An unsigned long: a bit in its upper half is an unknown bit too.
+    let Ok(prot) = i32::try_from(prot) else { return Err(Errno::EINVAL) };
     if !is_page_aligned(addr) || prot & !(PROT_ALL | libc::PROT_GROWSDOWN | libc::PROT_GROWSUP) != 0 {
         return Err(Errno::EINVAL);
     }
@@ -116,7 +118,9 @@ pub fn sys_mremap(
     Hex(flags): Hex,
     _new_addr: UserPtr,
 ) -> SysResult {
-    let (old, flags) = (old as usize, flags as i32);
+    let old = old as usize;
+    // An unsigned long: a bit in its upper half is an unknown flag too.
+    let Ok(flags) = i32::try_from(flags) else { return Err(Errno::EINVAL) };
     let may_move = flags & libc::MREMAP_MAYMOVE != 0;
     if flags & !(libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | 4) != 0
         || !is_page_aligned(old)

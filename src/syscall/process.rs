@@ -73,14 +73,15 @@ pub fn sys_get_robust_list(
     Ok(0)
 }
 
-const ARCH_SET_GS: u64 = 0x1001;
-const ARCH_SET_FS: u64 = 0x1002;
-const ARCH_GET_FS: u64 = 0x1003;
-const ARCH_GET_GS: u64 = 0x1004;
+const ARCH_SET_GS: i32 = 0x1001;
+const ARCH_SET_FS: i32 = 0x1002;
+const ARCH_GET_FS: i32 = 0x1003;
+const ARCH_GET_GS: i32 = 0x1004;
 use crate::mm::uaccess::TASK_SIZE_MAX;
 
-/// What `addr` is depends on the option: a base to set, or where to store one.
-pub fn sys_arch_prctl(ctx: &mut Ctx, Hex(option): Hex, Hex(addr): Hex) -> SysResult {
+/// The option is an `int` (the upper half of its register is ignored);
+/// what `addr` is depends on it: a base to set, or where to store one.
+pub fn sys_arch_prctl(ctx: &mut Ctx, Hex(option): Hex<i32>, Hex(addr): Hex) -> SysResult {
     match option {
         ARCH_SET_FS => {
             if addr >= TASK_SIZE_MAX {
@@ -112,17 +113,18 @@ pub fn sys_arch_prctl(ctx: &mut Ctx, Hex(option): Hex, Hex(addr): Hex) -> SysRes
     }
 }
 
-const PR_SET_PDEATHSIG: u64 = 1;
-const PR_GET_PDEATHSIG: u64 = 2;
-const PR_GET_DUMPABLE: u64 = 3;
-const PR_SET_DUMPABLE: u64 = 4;
-const PR_SET_NAME: u64 = 15;
-const PR_GET_NAME: u64 = 16;
-const PR_SET_NO_NEW_PRIVS: u64 = 38;
-const PR_GET_NO_NEW_PRIVS: u64 = 39;
+const PR_SET_PDEATHSIG: i32 = 1;
+const PR_GET_PDEATHSIG: i32 = 2;
+const PR_GET_DUMPABLE: i32 = 3;
+const PR_SET_DUMPABLE: i32 = 4;
+const PR_SET_NAME: i32 = 15;
+const PR_GET_NAME: i32 = 16;
+const PR_SET_NO_NEW_PRIVS: i32 = 38;
+const PR_GET_NO_NEW_PRIVS: i32 = 39;
 
-/// What the unsigned long arguments mean depends on the option.
-pub fn sys_prctl(ctx: &mut Ctx, option: u64, Hex(arg2): Hex, _arg3: Hex, _arg4: Hex, _arg5: Hex) -> SysResult {
+/// The option is an `int` (the upper half of its register is ignored);
+/// what the unsigned long arguments mean depends on it.
+pub fn sys_prctl(ctx: &mut Ctx, option: i32, Hex(arg2): Hex, _arg3: Hex, _arg4: Hex, _arg5: Hex) -> SysResult {
     match option {
         PR_SET_NAME => {
             // Linux takes at most 15 bytes, NUL-terminated or not.

@@ -155,7 +155,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(4, fs::sys_stat(Path, UserPtr)),
     sys!(5, fs::sys_fstat(Fd, UserPtr)),
     sys!(6, fs::sys_lstat(Path, UserPtr)),
-    sys!(7, wait::sys_poll(UserPtr, u64, i32)),
+    sys!(7, wait::sys_poll(UserPtr, u32, i32)),
     sys!(8, io::sys_lseek(Fd, i64, u32)),
     sys!(9, memory::sys_mmap(UserPtr, usize, Prot, MapFlags, Fd, Hex))
         .hex()
@@ -171,8 +171,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(16, io::sys_ioctl(Fd, Hex<u32>, UserPtr)).partial("terminal queries and FIO* only"),
     sys!(17, io::sys_pread64(Fd, OutBuf, usize, i64)),
     sys!(18, io::sys_pwrite64(Fd, InBuf<2>, usize, i64)).sigpipe(),
-    sys!(19, io::sys_readv(Fd, UserPtr, u64)),
-    sys!(20, io::sys_writev(Fd, UserPtr, u64)).sigpipe(),
+    // vlen is an unsigned long, but import_iovec takes an unsigned int.
+    sys!(19, io::sys_readv(Fd, UserPtr, u32)),
+    sys!(20, io::sys_writev(Fd, UserPtr, u32)).sigpipe(),
     sys!(21, fs::sys_access(Path, i32)),
     sys!(22, io::sys_pipe(UserPtr)),
     sys!(23, wait::sys_select(i32, UserPtr, UserPtr, UserPtr, UserPtr)),
@@ -236,9 +237,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(112, exec::sys_setsid()),
     sys!(121, exec::sys_getpgid(i32)),
     sys!(124, exec::sys_getsid(i32)),
-    sys!(157, process::sys_prctl(u64, Hex, Hex, Hex, Hex))
+    sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
         .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS"),
-    sys!(158, process::sys_arch_prctl(Hex, Hex)),
+    sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
     sys!(160, info::sys_setrlimit(u32, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
     sys!(186, process::sys_gettid()),
     sys!(127, signal::sys_rt_sigpending(UserPtr, usize)),
@@ -251,7 +252,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     // The 4th argument is a timeout pointer or, for the requeues, a count:
     // the operation decides.
     sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial("no PI futexes"),
-    sys!(217, io::sys_getdents64(Fd, UserPtr, usize)),
+    sys!(217, io::sys_getdents64(Fd, UserPtr, u32)),
     sys!(218, process::sys_set_tid_address(UserPtr)),
     sys!(228, time::sys_clock_gettime(i32, UserPtr)),
     sys!(229, time::sys_clock_getres(i32, UserPtr)),
@@ -270,7 +271,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(268, fs::sys_fchmodat(DirFd, Path, Mode)).changes_inodes(),
     sys!(269, fs::sys_faccessat(DirFd, Path, i32)),
     sys!(270, wait::sys_pselect6(i32, UserPtr, UserPtr, UserPtr, UserPtr, UserPtr)),
-    sys!(271, wait::sys_ppoll(UserPtr, u64, UserPtr, UserPtr, usize)),
+    sys!(271, wait::sys_ppoll(UserPtr, u32, UserPtr, UserPtr, usize)),
     sys!(273, process::sys_set_robust_list(UserPtr, usize)),
     sys!(274, process::sys_get_robust_list(i32, UserPtr, UserPtr)),
     sys!(280, fs::sys_utimensat(DirFd, Path, UserPtr, AtFlags)).changes_inodes(),
@@ -378,5 +379,7 @@ mod tests {
         assert_eq!(read.args, [Arg::Fd, Arg::OutBuf, Arg::Ulong]);
         let openat = lookup(257).unwrap();
         assert_eq!(openat.args, [Arg::DirFd, Arg::Path, Arg::OpenFlags, Arg::Mode]);
+        // poll's nfds is an unsigned int, its timeout an int.
+        assert_eq!(lookup(7).unwrap().args, [Arg::Ptr, Arg::Uint, Arg::Int]);
     }
 }

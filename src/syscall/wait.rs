@@ -76,7 +76,7 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
     Ok(revents)
 }
 
-fn read_pollfds(ctx: &Ctx, ptr: u64, n: u64) -> Result<Vec<GuestPollfd>, Errno> {
+fn read_pollfds(ctx: &Ctx, ptr: u64, n: u32) -> Result<Vec<GuestPollfd>, Errno> {
     if n as usize > ctx.process().nofile_limit() {
         return Err(Errno::EINVAL);
     }
@@ -101,7 +101,7 @@ fn deadline_in(d: Duration) -> Instant {
     Instant::now().checked_add(d).unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 32))
 }
 
-pub fn sys_poll(ctx: &mut Ctx, UserPtr(ufds): UserPtr, nfds: u64, timeout: i32) -> SysResult {
+pub fn sys_poll(ctx: &mut Ctx, UserPtr(ufds): UserPtr, nfds: u32, timeout: i32) -> SysResult {
     let fds = read_pollfds(ctx, ufds, nfds)?;
     let deadline = (timeout >= 0).then(|| deadline_in(Duration::from_millis(timeout as u64)));
     let revents = poll_guest(ctx, &fds, deadline)?;
@@ -138,7 +138,7 @@ fn swap_mask(ctx: &mut Ctx, ptr: u64, size: u64) -> Result<(), Errno> {
 pub fn sys_ppoll(
     ctx: &mut Ctx,
     UserPtr(ufds): UserPtr,
-    nfds: u64,
+    nfds: u32,
     UserPtr(tsp): UserPtr,
     UserPtr(sigmask): UserPtr,
     sigsetsize: usize,
