@@ -1,7 +1,8 @@
 //! Process creation the no-MMU way (vfork, clone with CLONE_VM|CLONE_VFORK),
 //! execve, wait4/waitid, and process groups and sessions.
 
-use super::{int, Args, Ctx, SysResult};
+use super::args::{Hex, Path, UserPtr};
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::entry::StartState;
 use crate::fs::path::PATH_MAX;
@@ -29,19 +30,26 @@ const MAX_ARG_STRINGS: usize = 0x7fff_ffff;
 
 /// vfork(2): a child that borrows this process's memory and stack until it
 /// execs or exits; the caller waits until then.
-pub fn sys_vfork(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_vfork(ctx: &mut Ctx) -> SysResult {
     spawn_child(ctx, CLONE_VM | CLONE_VFORK | libc::SIGCHLD as u64, 0, 0, 0, 0)
 }
 
 /// fork(2) needs an MMU: no-MMU Linux answers EINVAL.
-pub fn sys_fork(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_fork(ctx: &mut Ctx) -> SysResult {
     ctx.note("fork needs an MMU; use vfork or posix_spawn");
     Err(Errno::EINVAL)
 }
 
-pub fn sys_clone(ctx: &mut Ctx, a: &Args) -> SysResult {
-    // x86-64 order: flags, stack, parent_tid, child_tid, tls.
-    let (flags, stack, ptid, ctid, tls) = (a[0], a[1], a[2], a[3], a[4]);
+/// x86-64's order: flags, stack, parent_tid, child_tid, tls. Linux reads
+/// the flags' low 32 bits (every flag nomu knows is there).
+pub fn sys_clone(
+    ctx: &mut Ctx,
+    Hex(flags): Hex,
+    UserPtr(stack): UserPtr,
+    UserPtr(ptid): UserPtr,
+    UserPtr(ctid): UserPtr,
+    Hex(tls): Hex,
+) -> SysResult {
     if flags & CLONE_THREAD != 0 {
         // Linux: a thread shares signal handlers, which needs shared memory.
         if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
@@ -181,11 +189,11 @@ fn read_strings(ctx: &Ctx, mut ptr: u64, total: &mut usize) -> Result<Vec<Vec<u8
     }
 }
 
-pub fn sys_execve(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let mut path = ctx.mem().read_cstring(a[0], PATH_MAX - 1)?;
+pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr(envp): UserPtr) -> SysResult {
+    let mut path = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
     let mut total = 0;
-    let argv = read_strings(ctx, a[1], &mut total)?;
-    let envp = read_strings(ctx, a[2], &mut total)?;
+    let argv = read_strings(ctx, argv, &mut total)?;
+    let envp = read_strings(ctx, envp, &mut total)?;
     // No-MMU hush re-executes itself through /proc/self/exe.
     if crate::fs::path::normalize(&path) == b"/proc/self/exe" {
         path = ctx.process().exe.lock().unwrap().clone();
@@ -279,8 +287,13 @@ fn wait_child(ctx: &Ctx, q: &WaitQuery, nohang: bool) -> Result<Option<(u32, Wai
     Ok(found.flatten())
 }
 
-pub fn sys_wait4(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (pid, status, options, rusage) = (int(a[0]), a[1], int(a[2]), a[3]);
+pub fn sys_wait4(
+    ctx: &mut Ctx,
+    pid: i32,
+    UserPtr(status): UserPtr,
+    Hex(options): Hex<i32>,
+    UserPtr(rusage): UserPtr,
+) -> SysResult {
     if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
         return Err(Errno::EINVAL);
     }
@@ -326,8 +339,14 @@ const P_PID: i32 = 1;
 const P_PGID: i32 = 2;
 use crate::abi::{CLD_CONTINUED, CLD_DUMPED, CLD_EXITED, CLD_KILLED, CLD_STOPPED};
 
-pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (idtype, id, infop, options, rusage) = (int(a[0]), a[1] as u32, a[2], int(a[3]), a[4]);
+pub fn sys_waitid(
+    ctx: &mut Ctx,
+    idtype: i32,
+    id: i32,
+    UserPtr(infop): UserPtr,
+    Hex(options): Hex<i32>,
+    UserPtr(rusage): UserPtr,
+) -> SysResult {
     if options & !(WNOHANG | WUNTRACED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE) != 0
         || options & (WEXITED | WUNTRACED | WCONTINUED) == 0
     {
@@ -335,8 +354,8 @@ pub fn sys_waitid(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
     let which = match idtype {
         P_ALL => WaitFor::Any,
-        P_PID if id as i32 > 0 => WaitFor::Pid(id),
-        P_PGID if (id as i32) >= 0 => WaitFor::Group(id),
+        P_PID if id > 0 => WaitFor::Pid(id as u32),
+        P_PGID if id >= 0 => WaitFor::Group(id as u32),
         _ => return Err(Errno::EINVAL),
     };
     // waitid(WSTOPPED) is wait4's WUNTRACED; without WEXITED an exited
@@ -383,8 +402,7 @@ fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, WaitResult)>) -> Re
     ctx.mem().write(infop, &info)
 }
 
-pub fn sys_setpgid(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (pid, pgid) = (int(a[0]), int(a[1]));
+pub fn sys_setpgid(ctx: &mut Ctx, pid: i32, pgid: i32) -> SysResult {
     if pid < 0 || pgid < 0 {
         return Err(Errno::EINVAL);
     }
@@ -396,18 +414,18 @@ fn ids_of(ctx: &Ctx, pid: i32) -> Result<(u32, u32), Errno> {
     ctx.kernel().tasks.ids(pid).ok_or(Errno::ESRCH)
 }
 
-pub fn sys_getpgid(ctx: &mut Ctx, a: &Args) -> SysResult {
-    ids_of(ctx, int(a[0])).map(|(pgid, _)| pgid as u64)
+pub fn sys_getpgid(ctx: &mut Ctx, pid: i32) -> SysResult {
+    ids_of(ctx, pid).map(|(pgid, _)| pgid as u64)
 }
 
-pub fn sys_getpgrp(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_getpgrp(ctx: &mut Ctx) -> SysResult {
     ids_of(ctx, 0).map(|(pgid, _)| pgid as u64)
 }
 
-pub fn sys_getsid(ctx: &mut Ctx, a: &Args) -> SysResult {
-    ids_of(ctx, int(a[0])).map(|(_, sid)| sid as u64)
+pub fn sys_getsid(ctx: &mut Ctx, pid: i32) -> SysResult {
+    ids_of(ctx, pid).map(|(_, sid)| sid as u64)
 }
 
-pub fn sys_setsid(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_setsid(ctx: &mut Ctx) -> SysResult {
     ctx.kernel().tasks.setsid(ctx.process().pid).map(|s| s as u64)
 }

@@ -1,6 +1,7 @@
 //! Path-based calls: open, stat, directories, links, permissions, cwd.
 
-use super::{int, Args, Ctx, SysResult};
+use super::args::{AtFlags, DirFd, Fd, Hex, Mode, OpenFlags, OutBuf, Path, UserPtr};
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::fs::file::{FileKind, OpenFile};
 use crate::fs::path::{self, Special, PATH_MAX};
@@ -9,8 +10,6 @@ use crate::host::fs as hostfs;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
-
-const AT_FDCWD: i32 = libc::AT_FDCWD;
 
 /// What a path names, resolved inside the root.
 enum Target {
@@ -50,11 +49,11 @@ impl Target {
 
 impl Ctx<'_, '_> {
     /// Absolute guest path of a directory descriptor (or the cwd).
-    fn base_dir(&self, dirfd: i32) -> Result<Vec<u8>, Errno> {
-        if dirfd == AT_FDCWD {
+    fn base_dir(&self, dirfd: DirFd) -> Result<Vec<u8>, Errno> {
+        if dirfd == DirFd::CWD {
             return Ok(self.process().cwd.lock().unwrap().clone());
         }
-        let f = self.file(dirfd as u32 as u64)?;
+        let f = self.file(dirfd.fd())?;
         if f.kind() != FileKind::Directory {
             return Err(Errno::ENOTDIR);
         }
@@ -66,14 +65,14 @@ impl Ctx<'_, '_> {
         self.kernel().root.guest_path_of(f.fd())
     }
 
-    fn read_path(&self, ptr: u64) -> Result<Vec<u8>, Errno> {
-        self.mem().read_cstring(ptr, PATH_MAX - 1)
+    fn read_path(&self, pathname: Path) -> Result<Vec<u8>, Errno> {
+        self.mem().read_cstring(pathname.0, PATH_MAX - 1)
     }
 
     /// Reads a guest path argument and makes it absolute. Empty paths are
     /// ENOENT, unless `empty_ok` (AT_EMPTY_PATH), when they come back empty.
-    fn abs_path(&self, dirfd: i32, ptr: u64, empty_ok: bool) -> Result<Vec<u8>, Errno> {
-        let p = self.read_path(ptr)?;
+    fn abs_path(&self, dirfd: DirFd, pathname: Path, empty_ok: bool) -> Result<Vec<u8>, Errno> {
+        let p = self.read_path(pathname)?;
         if p.is_empty() {
             return if empty_ok { Ok(p) } else { Err(Errno::ENOENT) };
         }
@@ -88,7 +87,7 @@ impl Ctx<'_, '_> {
         match path::special(abs) {
             Some(Special::HostDevice(dev)) => hostfs::open_host(&CString::new(dev).unwrap(), flags & !libc::O_CREAT),
             Some(Special::GuestFd(n)) => {
-                let f = self.file(n as u32 as u64)?;
+                let f = self.file(Fd(n))?;
                 let link = CString::new(format!("/proc/self/fd/{}", f.fd().as_raw_fd())).unwrap();
                 hostfs::open_host(&link, flags & !(libc::O_CREAT | libc::O_EXCL))
             }
@@ -120,14 +119,14 @@ impl Ctx<'_, '_> {
         }
     }
 
-    fn target(&self, dirfd: i32, ptr: u64, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
-        let abs = self.abs_path(dirfd, ptr, empty_ok)?;
+    fn target(&self, dirfd: DirFd, pathname: Path, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
+        let abs = self.abs_path(dirfd, pathname, empty_ok)?;
         if abs.is_empty() {
-            if dirfd == AT_FDCWD {
+            if dirfd == DirFd::CWD {
                 let cwd = self.process().cwd.lock().unwrap().clone();
                 return Ok(Target::Object(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?));
             }
-            return Ok(Target::File(self.file(dirfd as u32 as u64)?));
+            return Ok(Target::File(self.file(dirfd.fd())?));
         }
         if path::special(&abs).is_none() && self.kernel().root.is_host_root() {
             return Ok(Target::HostPath(path::cstring(&abs)?, follow));
@@ -170,20 +169,26 @@ fn proc_fd_path(fd: std::os::fd::BorrowedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
 }
 
-pub fn sys_openat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_open(ctx, int(a[0]), a[1], int(a[2]), a[3] as u32)
+pub fn sys_openat(
+    ctx: &mut Ctx,
+    dirfd: DirFd,
+    pathname: Path,
+    OpenFlags(flags): OpenFlags,
+    Mode(mode): Mode,
+) -> SysResult {
+    do_open(ctx, dirfd, pathname, flags, mode)
 }
 
-pub fn sys_open(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_open(ctx, AT_FDCWD, a[0], int(a[1]), a[2] as u32)
+pub fn sys_open(ctx: &mut Ctx, pathname: Path, OpenFlags(flags): OpenFlags, Mode(mode): Mode) -> SysResult {
+    do_open(ctx, DirFd::CWD, pathname, flags, mode)
 }
 
-pub fn sys_creat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_open(ctx, AT_FDCWD, a[0], libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, a[1] as u32)
+pub fn sys_creat(ctx: &mut Ctx, pathname: Path, Mode(mode): Mode) -> SysResult {
+    do_open(ctx, DirFd::CWD, pathname, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
 }
 
-fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysResult {
-    let abs = ctx.abs_path(dirfd, ptr, false)?;
+fn do_open(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, flags: i32, mode: u32) -> SysResult {
+    let abs = ctx.abs_path(dirfd, pathname, false)?;
     let mode = mode & 0o7777 & !ctx.umask();
     let writes = flags & libc::O_ACCMODE != libc::O_RDONLY && flags & libc::O_PATH == 0;
     let mut writing = None;
@@ -244,40 +249,50 @@ fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
     }
 }
 
-pub fn sys_stat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    stat_into(ctx, &ctx.target(AT_FDCWD, a[0], true, false)?, a[1])
+pub fn sys_stat(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysResult {
+    stat_into(ctx, &ctx.target(DirFd::CWD, pathname, true, false)?, buf)
 }
 
-pub fn sys_lstat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    stat_into(ctx, &ctx.target(AT_FDCWD, a[0], false, false)?, a[1])
+pub fn sys_lstat(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysResult {
+    stat_into(ctx, &ctx.target(DirFd::CWD, pathname, false, false)?, buf)
 }
 
-pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.file(a[0])?;
-    super::file_ops::of(&f).fstat(ctx, &f, a[1])
+pub fn sys_fstat(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
+    let f = ctx.file(fd)?;
+    super::file_ops::of(&f).fstat(ctx, &f, buf)
 }
 
-pub fn sys_newfstatat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[3]);
+pub fn sys_newfstatat(
+    ctx: &mut Ctx,
+    dirfd: DirFd,
+    pathname: Path,
+    UserPtr(buf): UserPtr,
+    AtFlags(flags): AtFlags,
+) -> SysResult {
     if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT) != 0 {
         return Err(Errno::EINVAL);
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    stat_into(ctx, &ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?, a[2])
+    stat_into(ctx, &ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?, buf)
 }
 
-pub fn sys_statx(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[2]);
+pub fn sys_statx(
+    ctx: &mut Ctx,
+    dirfd: DirFd,
+    pathname: Path,
+    AtFlags(flags): AtFlags,
+    Hex(mask): Hex<u32>,
+    UserPtr(buffer): UserPtr,
+) -> SysResult {
     let allowed = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_SYNC_TYPE;
     if flags & !allowed != 0 || flags & libc::AT_STATX_SYNC_TYPE == libc::AT_STATX_SYNC_TYPE {
         return Err(Errno::EINVAL);
     }
-    let mask = a[3] as u32;
     if mask & 0x8000_0000 != 0 {
         return Err(Errno::EINVAL); // STATX__RESERVED
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    let t = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
     let sync = flags & libc::AT_STATX_SYNC_TYPE;
     let buf = match t.object_fd() {
         Some(fd) => hostfs::statx(fd, c"", libc::AT_EMPTY_PATH | sync, mask)?,
@@ -286,11 +301,11 @@ pub fn sys_statx(ctx: &mut Ctx, a: &Args) -> SysResult {
             hostfs::statx(dir, &name, flags | sync, mask)?
         }
     };
-    ctx.mem().write_bytes(a[4], &buf)?;
+    ctx.mem().write_bytes(buffer, &buf)?;
     Ok(0)
 }
 
-fn do_access(ctx: &mut Ctx, dirfd: i32, ptr: u64, mode: i32, flags: i32) -> SysResult {
+fn do_access(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, mode: i32, flags: i32) -> SysResult {
     if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0
         || flags & !(libc::AT_EACCESS | libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0
     {
@@ -298,30 +313,30 @@ fn do_access(ctx: &mut Ctx, dirfd: i32, ptr: u64, mode: i32, flags: i32) -> SysR
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let eaccess = flags & libc::AT_EACCESS;
-    let t = ctx.target(dirfd, ptr, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
     let (dir, name, at_flags) = t.at();
     hostfs::faccessat(dir, &name, mode, eaccess | at_flags).map(|_| 0)
 }
 
-pub fn sys_access(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_access(ctx, AT_FDCWD, a[0], int(a[1]), 0)
+pub fn sys_access(ctx: &mut Ctx, pathname: Path, mode: i32) -> SysResult {
+    do_access(ctx, DirFd::CWD, pathname, mode, 0)
 }
 
-pub fn sys_faccessat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_access(ctx, int(a[0]), a[1], int(a[2]), 0)
+pub fn sys_faccessat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, mode: i32) -> SysResult {
+    do_access(ctx, dirfd, pathname, mode, 0)
 }
 
-pub fn sys_faccessat2(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_access(ctx, int(a[0]), a[1], int(a[2]), int(a[3]))
+pub fn sys_faccessat2(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, mode: i32, AtFlags(flags): AtFlags) -> SysResult {
+    do_access(ctx, dirfd, pathname, mode, flags)
 }
 
-pub fn sys_getcwd(ctx: &mut Ctx, a: &Args) -> SysResult {
+pub fn sys_getcwd(ctx: &mut Ctx, UserPtr(buf): UserPtr, size: usize) -> SysResult {
     let mut cwd = ctx.process().cwd.lock().unwrap().clone();
     cwd.push(0);
-    if (a[1] as usize) < cwd.len() {
+    if size < cwd.len() {
         return Err(Errno::ERANGE);
     }
-    ctx.mem().write_bytes(a[0], &cwd)?;
+    ctx.mem().write_bytes(buf, &cwd)?;
     Ok(cwd.len() as u64)
 }
 
@@ -336,8 +351,8 @@ fn set_cwd_to(ctx: &Ctx, host: &OwnedFd) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_chdir(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let abs = ctx.abs_path(AT_FDCWD, a[0], false)?;
+pub fn sys_chdir(ctx: &mut Ctx, pathname: Path) -> SysResult {
+    let abs = ctx.abs_path(DirFd::CWD, pathname, false)?;
     if ctx.proc_dir(&abs).is_some() {
         *ctx.process().cwd.lock().unwrap() = path::normalize(&abs);
         return Ok(0);
@@ -346,8 +361,8 @@ pub fn sys_chdir(ctx: &mut Ctx, a: &Args) -> SysResult {
     set_cwd_to(ctx, &host)
 }
 
-pub fn sys_fchdir(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.file(a[0])?;
+pub fn sys_fchdir(ctx: &mut Ctx, fd: Fd) -> SysResult {
+    let f = ctx.file(fd)?;
     if f.proc_dir.is_some() {
         *ctx.process().cwd.lock().unwrap() = path::normalize(&f.path);
         return Ok(0);
@@ -356,8 +371,8 @@ pub fn sys_fchdir(ctx: &mut Ctx, a: &Args) -> SysResult {
     set_cwd_to(ctx, &host)
 }
 
-fn entry(ctx: &Ctx, dirfd: i32, ptr: u64) -> Result<(OwnedFd, CString), Errno> {
-    entry_of(ctx, &ctx.abs_path(dirfd, ptr, false)?)
+fn entry(ctx: &Ctx, dirfd: DirFd, pathname: Path) -> Result<(OwnedFd, CString), Errno> {
+    entry_of(ctx, &ctx.abs_path(dirfd, pathname, false)?)
 }
 
 fn entry_of(ctx: &Ctx, abs: &[u8]) -> Result<(OwnedFd, CString), Errno> {
@@ -367,21 +382,20 @@ fn entry_of(ctx: &Ctx, abs: &[u8]) -> Result<(OwnedFd, CString), Errno> {
     ctx.kernel().root.parent_of(abs)
 }
 
-pub fn sys_mkdirat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (dir, name) = entry(ctx, int(a[0]), a[1])?;
-    hostfs::mkdirat(dir.as_fd(), &name, a[2] as u32 & 0o7777 & !ctx.umask()).map(|_| 0)
+pub fn sys_mkdirat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, Mode(mode): Mode) -> SysResult {
+    let (dir, name) = entry(ctx, dirfd, pathname)?;
+    hostfs::mkdirat(dir.as_fd(), &name, mode & 0o7777 & !ctx.umask()).map(|_| 0)
 }
 
-pub fn sys_mkdir(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_mkdirat(ctx, &[AT_FDCWD as u32 as u64, a[0], a[1], 0, 0, 0])
+pub fn sys_mkdir(ctx: &mut Ctx, pathname: Path, mode: Mode) -> SysResult {
+    sys_mkdirat(ctx, DirFd::CWD, pathname, mode)
 }
 
-pub fn sys_unlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[2]);
+pub fn sys_unlinkat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, AtFlags(flags): AtFlags) -> SysResult {
     if flags & !libc::AT_REMOVEDIR != 0 {
         return Err(Errno::EINVAL);
     }
-    let abs = ctx.abs_path(int(a[0]), a[1], false)?;
+    let abs = ctx.abs_path(dirfd, pathname, false)?;
     let (dir, name) = entry_of(ctx, &abs)?;
     if flags & libc::AT_REMOVEDIR != 0 {
         // Linux's do_rmdir judges the last component once its parent is found.
@@ -396,122 +410,137 @@ pub fn sys_unlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
     hostfs::unlinkat(dir.as_fd(), &name, flags).map(|_| 0)
 }
 
-pub fn sys_unlink(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_unlinkat(ctx, &[AT_FDCWD as u32 as u64, a[0], 0, 0, 0, 0])
+pub fn sys_unlink(ctx: &mut Ctx, pathname: Path) -> SysResult {
+    sys_unlinkat(ctx, DirFd::CWD, pathname, AtFlags(0))
 }
 
-pub fn sys_rmdir(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_unlinkat(ctx, &[AT_FDCWD as u32 as u64, a[0], libc::AT_REMOVEDIR as u64, 0, 0, 0])
+pub fn sys_rmdir(ctx: &mut Ctx, pathname: Path) -> SysResult {
+    sys_unlinkat(ctx, DirFd::CWD, pathname, AtFlags(libc::AT_REMOVEDIR))
 }
 
-pub fn sys_renameat2(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = a[4] as u32;
+pub fn sys_renameat2(
+    ctx: &mut Ctx,
+    olddirfd: DirFd,
+    oldpath: Path,
+    newdirfd: DirFd,
+    newpath: Path,
+    Hex(flags): Hex<u32>,
+) -> SysResult {
     if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0 {
         return Err(Errno::EINVAL);
     }
-    let (od, on) = entry(ctx, int(a[0]), a[1])?;
-    let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
+    let (od, on) = entry(ctx, olddirfd, oldpath)?;
+    let (nd, nn) = entry(ctx, newdirfd, newpath)?;
     refuse_device_entry(&od, &on)?;
     refuse_device_entry(&nd, &nn)?;
     hostfs::renameat2(od.as_fd(), &on, nd.as_fd(), &nn, flags).map(|_| 0)
 }
 
-pub fn sys_renameat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_renameat2(ctx, &[a[0], a[1], a[2], a[3], 0, 0])
+pub fn sys_renameat(ctx: &mut Ctx, olddirfd: DirFd, oldpath: Path, newdirfd: DirFd, newpath: Path) -> SysResult {
+    sys_renameat2(ctx, olddirfd, oldpath, newdirfd, newpath, Hex(0))
 }
 
-pub fn sys_rename(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let cwd = AT_FDCWD as u32 as u64;
-    sys_renameat2(ctx, &[cwd, a[0], cwd, a[1], 0, 0])
+pub fn sys_rename(ctx: &mut Ctx, oldpath: Path, newpath: Path) -> SysResult {
+    sys_renameat2(ctx, DirFd::CWD, oldpath, DirFd::CWD, newpath, Hex(0))
 }
 
-pub fn sys_readlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if int(a[3]) <= 0 {
+pub fn sys_readlinkat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, OutBuf(buf): OutBuf, bufsiz: i32) -> SysResult {
+    if bufsiz <= 0 {
         return Err(Errno::EINVAL);
     }
-    let abs = ctx.abs_path(int(a[0]), a[1], false)?;
+    let abs = ctx.abs_path(dirfd, pathname, false)?;
     let target = if let Some(Special::Proc(p)) = path::special(&abs) {
         match procfs::resolve(ctx.kernel(), ctx.process(), &p)? {
             ProcNode::Link(t) => t,
             _ => return Err(Errno::EINVAL),
         }
     } else {
-        let (dir, name) = entry(ctx, int(a[0]), a[1])?;
+        let (dir, name) = entry(ctx, dirfd, pathname)?;
         hostfs::readlinkat(dir.as_fd(), &name)?
     };
-    let n = target.len().min(a[3] as u32 as usize);
-    ctx.mem().write_bytes(a[2], &target[..n])?;
+    let n = target.len().min(bufsiz as usize);
+    ctx.mem().write_bytes(buf, &target[..n])?;
     Ok(n as u64)
 }
 
-pub fn sys_readlink(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_readlinkat(ctx, &[AT_FDCWD as u32 as u64, a[0], a[1], a[2], 0, 0])
+pub fn sys_readlink(ctx: &mut Ctx, pathname: Path, buf: OutBuf, bufsiz: i32) -> SysResult {
+    sys_readlinkat(ctx, DirFd::CWD, pathname, buf, bufsiz)
 }
 
-pub fn sys_symlinkat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let target = ctx.read_path(a[0])?;
+pub fn sys_symlinkat(ctx: &mut Ctx, target: Path, newdirfd: DirFd, linkpath: Path) -> SysResult {
+    let target = ctx.read_path(target)?;
     if target.is_empty() {
         return Err(Errno::ENOENT);
     }
-    let (dir, name) = entry(ctx, int(a[1]), a[2])?;
+    let (dir, name) = entry(ctx, newdirfd, linkpath)?;
     hostfs::symlinkat(&CString::new(target).unwrap(), dir.as_fd(), &name).map(|_| 0)
 }
 
-pub fn sys_symlink(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_symlinkat(ctx, &[a[0], AT_FDCWD as u32 as u64, a[1], 0, 0, 0])
+pub fn sys_symlink(ctx: &mut Ctx, target: Path, linkpath: Path) -> SysResult {
+    sys_symlinkat(ctx, target, DirFd::CWD, linkpath)
 }
 
-pub fn sys_linkat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[4]);
+pub fn sys_linkat(
+    ctx: &mut Ctx,
+    olddirfd: DirFd,
+    oldpath: Path,
+    newdirfd: DirFd,
+    newpath: Path,
+    AtFlags(flags): AtFlags,
+) -> SysResult {
     if flags & !(libc::AT_SYMLINK_FOLLOW | libc::AT_EMPTY_PATH) != 0 {
         return Err(Errno::EINVAL);
     }
     let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
-    let old = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
-    let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
+    let old = ctx.target(olddirfd, oldpath, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let (nd, nn) = entry(ctx, newdirfd, newpath)?;
     refuse_device_node(&stat_target(&old)?)?;
     let (od, on, at_flags) = old.at();
     let link_flags = if at_flags & libc::AT_SYMLINK_NOFOLLOW != 0 { 0 } else { libc::AT_SYMLINK_FOLLOW };
     hostfs::linkat(od, &on, nd.as_fd(), &nn, link_flags).map(|_| 0)
 }
 
-pub fn sys_link(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let cwd = AT_FDCWD as u32 as u64;
-    sys_linkat(ctx, &[cwd, a[0], cwd, a[1], 0, 0])
+pub fn sys_link(ctx: &mut Ctx, oldpath: Path, newpath: Path) -> SysResult {
+    sys_linkat(ctx, DirFd::CWD, oldpath, DirFd::CWD, newpath, AtFlags(0))
 }
 
-pub fn sys_fchmodat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let t = ctx.target(int(a[0]), a[1], true, false)?;
+pub fn sys_fchmodat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, Mode(mode): Mode) -> SysResult {
+    let t = ctx.target(dirfd, pathname, true, false)?;
     refuse_device_node(&stat_target(&t)?)?;
     let (dir, name, _) = t.at();
-    hostfs::fchmodat(dir, &name, a[2] as u32 & 0o7777).map(|_| 0)
+    hostfs::fchmodat(dir, &name, mode & 0o7777).map(|_| 0)
 }
 
-pub fn sys_chmod(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_fchmodat(ctx, &[AT_FDCWD as u32 as u64, a[0], a[1], 0, 0, 0])
+pub fn sys_chmod(ctx: &mut Ctx, pathname: Path, mode: Mode) -> SysResult {
+    sys_fchmodat(ctx, DirFd::CWD, pathname, mode)
 }
 
-pub fn sys_fchmod(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.file(a[0])?;
+pub fn sys_fchmod(ctx: &mut Ctx, fd: Fd, Mode(mode): Mode) -> SysResult {
+    let f = ctx.file(fd)?;
     refuse_device_node(&hostfs::fstat(f.fd())?)?;
-    hostfs::fchmod(f.fd(), a[1] as u32 & 0o7777).map(|_| 0)
+    hostfs::fchmod(f.fd(), mode & 0o7777).map(|_| 0)
 }
 
-pub fn sys_truncate(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if (a[1] as i64) < 0 {
+pub fn sys_truncate(ctx: &mut Ctx, pathname: Path, length: i64) -> SysResult {
+    if length < 0 {
         return Err(Errno::EINVAL);
     }
-    let abs = ctx.abs_path(AT_FDCWD, a[0], false)?;
+    let abs = ctx.abs_path(DirFd::CWD, pathname, false)?;
     let fd = ctx.open_abs(&abs, libc::O_WRONLY, 0)?;
     crate::fs::text_busy::deny_write(&hostfs::fstat(fd.as_fd())?)?;
-    hostfs::ftruncate(fd.as_fd(), a[1] as i64).map(|_| 0)
+    hostfs::ftruncate(fd.as_fd(), length).map(|_| 0)
 }
 
 const UTIME_NOW: i64 = (1 << 30) - 1;
 const UTIME_OMIT: i64 = (1 << 30) - 2;
 
-pub fn sys_utimensat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (dirfd, path, times, flags) = (int(a[0]), a[1], a[2], int(a[3]));
+pub fn sys_utimensat(
+    ctx: &mut Ctx,
+    dirfd: DirFd,
+    pathname: Path,
+    UserPtr(times): UserPtr,
+    AtFlags(flags): AtFlags,
+) -> SysResult {
     if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
         return Err(Errno::EINVAL);
     }
@@ -527,19 +556,19 @@ pub fn sys_utimensat(ctx: &mut Ctx, a: &Args) -> SysResult {
         None
     };
     // A NULL path means the descriptor itself (futimens).
-    if path == 0 {
-        let f = ctx.file(dirfd as u32 as u64)?;
+    if pathname.is_null() {
+        let f = ctx.file(dirfd.fd())?;
         refuse_device_node(&hostfs::fstat(f.fd())?)?;
         return hostfs::utimensat(f.fd(), None, ts.as_ref(), 0).map(|_| 0);
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    let t = ctx.target(dirfd, path, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
     refuse_device_node(&stat_target(&t)?)?;
     let (dir, name, at_flags) = t.at();
     hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
 }
 
-pub fn sys_umask(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let old = ctx.process().umask.swap(a[0] as u32 & 0o777, std::sync::atomic::Ordering::Relaxed);
+pub fn sys_umask(ctx: &mut Ctx, Mode(mask): Mode) -> SysResult {
+    let old = ctx.process().umask.swap(mask & 0o777, std::sync::atomic::Ordering::Relaxed);
     Ok(old as u64)
 }

@@ -1,6 +1,7 @@
 //! System information, resource limits, randomness.
 
-use super::{int, Args, Ctx, SysResult};
+use super::args::{Hex, UserPtr};
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
 use crate::kernel::process::RLIM_NLIMITS;
@@ -12,15 +13,15 @@ fn set_field(field: &mut [libc::c_char], value: &str) {
     }
 }
 
-pub fn sys_uname(ctx: &mut Ctx, a: &Args) -> SysResult {
+pub fn sys_uname(ctx: &mut Ctx, UserPtr(name): UserPtr) -> SysResult {
     let mut u = hostsys::uname();
     set_field(&mut u.sysname, "Linux");
     set_field(&mut u.machine, "x86_64");
-    ctx.mem().write(a[0], &u)?;
+    ctx.mem().write(name, &u)?;
     Ok(0)
 }
 
-pub fn sys_sysinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
+pub fn sys_sysinfo(ctx: &mut Ctx, UserPtr(info): UserPtr) -> SysResult {
     let mut si = hostsys::sysinfo();
     let phys = ctx.kernel().phys;
     si.uptime = ctx.kernel().boot_time.elapsed().as_secs() as i64;
@@ -34,7 +35,7 @@ pub fn sys_sysinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
     si.totalhigh = 0;
     si.freehigh = 0;
     si.mem_unit = 1;
-    ctx.mem().write(a[0], &si)?;
+    ctx.mem().write(info, &si)?;
     Ok(0)
 }
 
@@ -42,20 +43,19 @@ const GRND_NONBLOCK: u32 = 1;
 const GRND_RANDOM: u32 = 2;
 const GRND_INSECURE: u32 = 4;
 
-pub fn sys_getrandom(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = a[2] as u32;
+pub fn sys_getrandom(ctx: &mut Ctx, UserPtr(ubuf): UserPtr, len: usize, Hex(flags): Hex<u32>) -> SysResult {
     if flags & !(GRND_NONBLOCK | GRND_RANDOM | GRND_INSECURE) != 0
         || flags & (GRND_RANDOM | GRND_INSECURE) == GRND_RANDOM | GRND_INSECURE
     {
         return Err(Errno::EINVAL);
     }
-    let len = (a[1] as usize).min(i32::MAX as usize);
+    let len = len.min(i32::MAX as usize);
     let mut done = 0;
     let mut chunk = [0u8; 256];
     while done < len {
         let n = (len - done).min(chunk.len());
         let got = hostsys::getrandom(&mut chunk[..n], flags)?;
-        if ctx.mem().write_bytes(a[0] + done as u64, &chunk[..got]).is_err() {
+        if ctx.mem().write_bytes(ubuf + done as u64, &chunk[..got]).is_err() {
             return if done == 0 { Err(Errno::EFAULT) } else { Ok(done as u64) };
         }
         done += got;
@@ -96,15 +96,21 @@ fn do_prlimit(ctx: &Ctx, resource: u32, new: u64, old: u64) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_prlimit64(ctx: &mut Ctx, a: &Args) -> SysResult {
-    check_pid(ctx, int(a[0]))?;
-    do_prlimit(ctx, a[1] as u32, a[2], a[3])
+pub fn sys_prlimit64(
+    ctx: &mut Ctx,
+    pid: i32,
+    resource: u32,
+    UserPtr(new_rlim): UserPtr,
+    UserPtr(old_rlim): UserPtr,
+) -> SysResult {
+    check_pid(ctx, pid)?;
+    do_prlimit(ctx, resource, new_rlim, old_rlim)
 }
 
-pub fn sys_getrlimit(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_prlimit(ctx, a[0] as u32, 0, a[1])
+pub fn sys_getrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
+    do_prlimit(ctx, resource, 0, rlim)
 }
 
-pub fn sys_setrlimit(ctx: &mut Ctx, a: &Args) -> SysResult {
-    do_prlimit(ctx, a[0] as u32, a[1], 0)
+pub fn sys_setrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
+    do_prlimit(ctx, resource, rlim, 0)
 }

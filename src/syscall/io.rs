@@ -1,7 +1,8 @@
 //! Descriptor I/O: read/write and friends, ioctl, fcntl, dup, pipe, close.
 
+use super::args::{Fd, Hex, InBuf, OpenFlags, OutBuf, UserPtr};
 use super::file_ops::{self, FIONREAD};
-use super::{int, Args, Ctx, SysResult};
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::GuestIovec;
 use crate::fs::file::OpenFile;
@@ -18,12 +19,12 @@ pub const MAX_RW_COUNT: usize = 0x7fff_f000;
 const UIO_MAXIOV: usize = 1024;
 
 impl Ctx<'_, '_> {
-    pub fn file(&self, fd: u64) -> Result<Arc<OpenFile>, Errno> {
-        self.process().files.lock().unwrap().file(int(fd))
+    pub fn file(&self, fd: Fd) -> Result<Arc<OpenFile>, Errno> {
+        self.process().files.lock().unwrap().file(fd.0)
     }
 
     /// A descriptor that allows I/O (not an O_PATH handle).
-    pub fn io_file(&self, fd: u64) -> Result<Arc<OpenFile>, Errno> {
+    pub fn io_file(&self, fd: Fd) -> Result<Arc<OpenFile>, Errno> {
         let f = self.file(fd)?;
         if f.path_only {
             return Err(Errno::EBADF);
@@ -63,36 +64,36 @@ pub fn wait_ready(ctx: &Ctx, f: &OpenFile, events: i16) -> Result<(), Errno> {
         .map(drop)
 }
 
-fn count(len: u64) -> usize {
-    (len as usize).min(MAX_RW_COUNT)
+fn count(len: usize) -> usize {
+    len.min(MAX_RW_COUNT)
 }
 
-pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    file_ops::of(&f).read(ctx, &f, a[1], count(a[2]))
+pub fn sys_read(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    file_ops::of(&f).read(ctx, &f, buf, count(len))
 }
 
-pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    file_ops::of(&f).write(ctx, &f, a[1], count(a[2]))
+pub fn sys_write(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    file_ops::of(&f).write(ctx, &f, buf, count(len))
 }
 
-pub fn sys_pread64(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    if (a[3] as i64) < 0 {
+pub fn sys_pread64(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize, pos: i64) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    if pos < 0 {
         return Err(Errno::EINVAL);
     }
-    let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    hostfs::pread(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
+    let buf = ctx.mem().range(buf, count(len), true)?;
+    hostfs::pread(f.fd(), *buf, pos).map(|n| n as u64)
 }
 
-pub fn sys_pwrite64(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    if (a[3] as i64) < 0 {
+pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos: i64) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    if pos < 0 {
         return Err(Errno::EINVAL);
     }
-    let buf = ctx.mem().range(a[1], count(a[2]), false)?;
-    hostfs::pwrite(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
+    let buf = ctx.mem().range(buf, count(len), false)?;
+    hostfs::pwrite(f.fd(), *buf, pos).map(|n| n as u64)
 }
 
 /// A guest iovec array's buffers, pinned while the call uses them.
@@ -110,7 +111,7 @@ impl std::ops::Deref for IoRanges {
 
 /// The guest's iovec array as checked ranges, stopping at the first buffer
 /// that is not fully accessible (so the host returns a partial count).
-fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Errno> {
+fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
     let cnt = cnt as usize;
     if cnt > UIO_MAXIOV {
         return Err(Errno::EINVAL);
@@ -125,7 +126,7 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Er
         if short || v.len == 0 {
             continue;
         }
-        match mem.range(v.base, count(v.len), write) {
+        match mem.range(v.base, count(v.len as usize), write) {
             Ok(r) => {
                 short = r.len() < v.len as usize;
                 ranges.push(r);
@@ -137,25 +138,25 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Er
     Ok(IoRanges { ranges: ranges.iter().map(|r| **r).collect(), _pins: ranges })
 }
 
-pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    let ranges = iov_ranges(ctx, a[1], a[2], true)?;
+pub fn sys_readv(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    let ranges = iov_ranges(ctx, iov, vlen, true)?;
     file_ops::of(&f).readv(ctx, &f, &ranges)
 }
 
-pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
+pub fn sys_writev(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> SysResult {
+    let f = ctx.io_file(fd)?;
     let ops = file_ops::of(&f);
     ops.writev_ignores_buffers(&f)?;
-    let ranges = iov_ranges(ctx, a[1], a[2], false)?;
+    let ranges = iov_ranges(ctx, iov, vlen, false)?;
     ops.writev(ctx, &f, &ranges)
 }
 
-pub fn sys_sendfile(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let out = ctx.io_file(a[0])?;
-    let input = ctx.io_file(a[1])?;
-    let mut off = if a[2] != 0 {
-        let o: i64 = ctx.mem().read(a[2])?;
+pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserPtr, len: usize) -> SysResult {
+    let out = ctx.io_file(out_fd)?;
+    let input = ctx.io_file(in_fd)?;
+    let mut off = if offset != 0 {
+        let o: i64 = ctx.mem().read(offset)?;
         if o < 0 {
             return Err(Errno::EINVAL);
         }
@@ -165,55 +166,55 @@ pub fn sys_sendfile(ctx: &mut Ctx, a: &Args) -> SysResult {
     };
     wait_ready(ctx, &input, libc::POLLIN)?;
     wait_ready(ctx, &out, libc::POLLOUT)?;
-    let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), count(a[3]))?;
+    let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), count(len))?;
     if let Some(o) = off {
-        ctx.mem().write(a[2], &o)?;
+        ctx.mem().write(offset, &o)?;
     }
     Ok(n as u64)
 }
 
-pub fn sys_lseek(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    hostfs::lseek(f.fd(), a[1] as i64, int(a[2]))
+pub fn sys_lseek(ctx: &mut Ctx, fd: Fd, offset: i64, whence: u32) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    hostfs::lseek(f.fd(), offset, whence as i32)
 }
 
-pub fn sys_close(ctx: &mut Ctx, a: &Args) -> SysResult {
-    ctx.process().files.lock().unwrap().close(int(a[0]))?;
+pub fn sys_close(ctx: &mut Ctx, fd: Fd) -> SysResult {
+    ctx.process().files.lock().unwrap().close(fd.0)?;
     Ok(0)
 }
 
-pub fn sys_fsync(ctx: &mut Ctx, a: &Args) -> SysResult {
-    hostfs::fsync(ctx.io_file(a[0])?.fd(), false).map(|_| 0)
+pub fn sys_fsync(ctx: &mut Ctx, fd: Fd) -> SysResult {
+    hostfs::fsync(ctx.io_file(fd)?.fd(), false).map(|_| 0)
 }
 
-pub fn sys_fdatasync(ctx: &mut Ctx, a: &Args) -> SysResult {
-    hostfs::fsync(ctx.io_file(a[0])?.fd(), true).map(|_| 0)
+pub fn sys_fdatasync(ctx: &mut Ctx, fd: Fd) -> SysResult {
+    hostfs::fsync(ctx.io_file(fd)?.fd(), true).map(|_| 0)
 }
 
-pub fn sys_ftruncate(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    if (a[1] as i64) < 0 {
+pub fn sys_ftruncate(ctx: &mut Ctx, fd: Fd, length: i64) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    if length < 0 {
         return Err(Errno::EINVAL);
     }
-    hostfs::ftruncate(f.fd(), a[1] as i64).map(|_| 0)
+    hostfs::ftruncate(f.fd(), length).map(|_| 0)
 }
 
-pub fn sys_getdents64(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    file_ops::of(&f).getdents(ctx, &f, a[1], count(a[2]))
+pub fn sys_getdents64(ctx: &mut Ctx, fd: Fd, UserPtr(dirent): UserPtr, len: u32) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    file_ops::of(&f).getdents(ctx, &f, dirent, count(len as usize))
 }
 
 const FIONBIO: u64 = 0x5421;
 const FIONCLEX: u64 = 0x5450;
 const FIOCLEX: u64 = 0x5451;
 
-pub fn sys_ioctl(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
-    let (req, arg) = (a[1] & 0xffff_ffff, a[2]);
+pub fn sys_ioctl(ctx: &mut Ctx, fd: Fd, Hex(cmd): Hex<u32>, UserPtr(arg): UserPtr) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    let req = u64::from(cmd);
     let mem = ctx.mem();
     match req {
         FIOCLEX | FIONCLEX => {
-            ctx.process().files.lock().unwrap().set_cloexec(int(a[0]), req == FIOCLEX)?;
+            ctx.process().files.lock().unwrap().set_cloexec(fd.0, req == FIOCLEX)?;
             Ok(0)
         }
         FIONBIO => {
@@ -241,23 +242,23 @@ const F_DUPFD_CLOEXEC: i32 = 1030;
 const F_SETPIPE_SZ: i32 = 1031;
 const F_GETPIPE_SZ: i32 = 1032;
 
-fn dup_from(ctx: &Ctx, fd: u64, min: u64, cloexec: bool) -> SysResult {
+fn dup_from(ctx: &Ctx, fd: Fd, min: u32, cloexec: bool) -> SysResult {
     let limit = ctx.process().nofile_limit();
     if min as usize >= limit {
         return Err(Errno::EINVAL);
     }
     let mut files = ctx.process().files.lock().unwrap();
-    let file = files.file(int(fd))?;
+    let file = files.file(fd.0)?;
     files.install(file, cloexec, min as usize, limit).map(|fd| fd as u64)
 }
 
-pub fn sys_fcntl(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (fd, cmd, arg) = (a[0], int(a[1]), a[2]);
+pub fn sys_fcntl(ctx: &mut Ctx, fd: Fd, cmd: u32, Hex(arg): Hex) -> SysResult {
+    let cmd = cmd as i32;
     match cmd {
-        F_DUPFD | F_DUPFD_CLOEXEC => dup_from(ctx, fd, arg as u32 as u64, cmd == F_DUPFD_CLOEXEC),
-        F_GETFD => Ok(ctx.process().files.lock().unwrap().get(int(fd))?.cloexec as u64),
+        F_DUPFD | F_DUPFD_CLOEXEC => dup_from(ctx, fd, arg as u32, cmd == F_DUPFD_CLOEXEC),
+        F_GETFD => Ok(ctx.process().files.lock().unwrap().get(fd.0)?.cloexec as u64),
         F_SETFD => {
-            ctx.process().files.lock().unwrap().set_cloexec(int(fd), arg & 1 != 0)?;
+            ctx.process().files.lock().unwrap().set_cloexec(fd.0, arg & 1 != 0)?;
             Ok(0)
         }
         F_GETFL => {
@@ -270,7 +271,7 @@ pub fn sys_fcntl(ctx: &mut Ctx, a: &Args) -> SysResult {
             let f = ctx.file(fd)?;
             let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
             let old = hostfs::getfl(f.fd())?;
-            hostfs::setfl(f.fd(), (old & !changeable) | (int(arg) & changeable)).map(|_| 0)
+            hostfs::setfl(f.fd(), (old & !changeable) | (arg as i32 & changeable)).map(|_| 0)
         }
         F_GETPIPE_SZ | F_SETPIPE_SZ => {
             let f = ctx.io_file(fd)?;
@@ -283,41 +284,41 @@ pub fn sys_fcntl(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
 }
 
-pub fn sys_dup(ctx: &mut Ctx, a: &Args) -> SysResult {
-    dup_from(ctx, a[0], 0, false)
+pub fn sys_dup(ctx: &mut Ctx, fd: Fd) -> SysResult {
+    dup_from(ctx, fd, 0, false)
 }
 
-fn dup_to(ctx: &Ctx, old: u64, new: u64, cloexec: bool) -> SysResult {
+fn dup_to(ctx: &Ctx, old: Fd, new: Fd, cloexec: bool) -> SysResult {
+    // Linux's newfd is an unsigned int: a negative one is just too big.
+    let new = new.0 as u32;
     let limit = ctx.process().nofile_limit();
-    if new as u32 as usize >= limit {
+    if new as usize >= limit {
         return Err(Errno::EBADF);
     }
     let mut files = ctx.process().files.lock().unwrap();
-    let file = files.file(int(old))?;
+    let file = files.file(old.0)?;
     // The old file at `new` (if any) is closed when its last reference goes,
     // after the lock is released.
-    let _replaced = files.install_at(new as u32 as usize, file, cloexec);
-    Ok(new as u32 as u64)
+    let _replaced = files.install_at(new as usize, file, cloexec);
+    Ok(new as u64)
 }
 
-pub fn sys_dup2(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if int(a[0]) == int(a[1]) {
-        ctx.file(a[0])?;
-        return Ok(a[1] as u32 as u64);
+pub fn sys_dup2(ctx: &mut Ctx, old: Fd, new: Fd) -> SysResult {
+    if old == new {
+        ctx.file(old)?;
+        return Ok(new.0 as u32 as u64);
     }
-    dup_to(ctx, a[0], a[1], false)
+    dup_to(ctx, old, new, false)
 }
 
-pub fn sys_dup3(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[2]);
-    if flags & !libc::O_CLOEXEC != 0 || int(a[0]) == int(a[1]) {
+pub fn sys_dup3(ctx: &mut Ctx, old: Fd, new: Fd, OpenFlags(flags): OpenFlags) -> SysResult {
+    if flags & !libc::O_CLOEXEC != 0 || old == new {
         return Err(Errno::EINVAL);
     }
-    dup_to(ctx, a[0], a[1], flags & libc::O_CLOEXEC != 0)
+    dup_to(ctx, old, new, flags & libc::O_CLOEXEC != 0)
 }
 
-pub fn sys_pipe2(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[1]);
+pub fn sys_pipe2(ctx: &mut Ctx, UserPtr(fildes): UserPtr, OpenFlags(flags): OpenFlags) -> SysResult {
     if flags & !(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_DIRECT) != 0 {
         return Err(Errno::EINVAL);
     }
@@ -331,7 +332,7 @@ pub fn sys_pipe2(ctx: &mut Ctx, a: &Args) -> SysResult {
             return Err(e);
         }
     };
-    if let Err(e) = ctx.mem().write(a[0], &[r as i32, w as i32]) {
+    if let Err(e) = ctx.mem().write(fildes, &[r as i32, w as i32]) {
         let mut files = ctx.process().files.lock().unwrap();
         let _ = files.close(r as i32);
         let _ = files.close(w as i32);
@@ -340,6 +341,6 @@ pub fn sys_pipe2(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_pipe(ctx: &mut Ctx, a: &Args) -> SysResult {
-    sys_pipe2(ctx, &[a[0], 0, 0, 0, 0, 0])
+pub fn sys_pipe(ctx: &mut Ctx, fildes: UserPtr) -> SysResult {
+    sys_pipe2(ctx, fildes, OpenFlags(0))
 }

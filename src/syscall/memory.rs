@@ -1,7 +1,8 @@
 //! mmap, munmap, mprotect, mremap, brk, madvise, msync.
 
+use super::args::{Fd, Hex, MapFlags, Prot, UserPtr};
 use super::file_ops::MapSource;
-use super::{int, Args, Ctx, SysResult};
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::mm::space::{Backing, Placement, Vma, VmaKind};
 use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
@@ -11,8 +12,19 @@ const MAP_SHARED_VALIDATE: i32 = 3;
 /// The top of a 4-level x86-64 user address space.
 const TASK_SIZE: usize = crate::mm::uaccess::TASK_SIZE_MAX as usize;
 
-pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (addr, len, prot, flags, fd, off) = (a[0] as usize, a[1] as usize, int(a[2]), int(a[3]), a[4], a[5]);
+pub fn sys_mmap(
+    ctx: &mut Ctx,
+    UserPtr(addr): UserPtr,
+    len: usize,
+    Prot(prot): Prot,
+    MapFlags(flags): MapFlags,
+    fd: Fd,
+    Hex(off): Hex,
+) -> SysResult {
+    // Both unsigned longs, but mmap ignores the PROT_ and MAP_ bits it does
+    // not know (nomu checks no MAP_SHARED_VALIDATE flags), and every bit it
+    // knows is in the low half.
+    let (addr, prot, flags) = (addr as usize, prot as i32, flags as i32);
     // Linux's order: the offset (x86's mmap), the descriptor
     // (ksys_mmap_pgoff), then do_mmap's length, placement and type checks.
     if !is_page_aligned(off as usize) {
@@ -72,8 +84,8 @@ pub fn sys_mmap(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(start as u64)
 }
 
-pub fn sys_munmap(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (addr, len) = (a[0] as usize, a[1] as usize);
+pub fn sys_munmap(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize) -> SysResult {
+    let addr = addr as usize;
     // Linux's do_vmi_munmap: the range must lie below TASK_SIZE.
     if !is_page_aligned(addr) || addr > TASK_SIZE || len > TASK_SIZE - addr || len == 0 {
         return Err(Errno::EINVAL);
@@ -83,8 +95,10 @@ pub fn sys_munmap(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_mprotect(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (addr, len, prot) = (a[0] as usize, a[1] as usize, int(a[2]));
+pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot): Prot) -> SysResult {
+    let addr = addr as usize;
+    // An unsigned long: a bit in its upper half is an unknown bit too.
+    let Ok(prot) = i32::try_from(prot) else { return Err(Errno::EINVAL) };
     if !is_page_aligned(addr) || prot & !(PROT_ALL | libc::PROT_GROWSDOWN | libc::PROT_GROWSUP) != 0 {
         return Err(Errno::EINVAL);
     }
@@ -96,8 +110,17 @@ pub fn sys_mprotect(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_mremap(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (old, old_len, new_len, flags) = (a[0] as usize, a[1] as usize, a[2] as usize, int(a[3]));
+pub fn sys_mremap(
+    ctx: &mut Ctx,
+    UserPtr(old): UserPtr,
+    old_len: usize,
+    new_len: usize,
+    Hex(flags): Hex,
+    _new_addr: UserPtr,
+) -> SysResult {
+    let old = old as usize;
+    // An unsigned long: a bit in its upper half is an unknown flag too.
+    let Ok(flags) = i32::try_from(flags) else { return Err(Errno::EINVAL) };
     let may_move = flags & libc::MREMAP_MAYMOVE != 0;
     if flags & !(libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | 4) != 0
         || !is_page_aligned(old)
@@ -117,12 +140,12 @@ pub fn sys_mremap(ctx: &mut Ctx, a: &Args) -> SysResult {
     ctx.space().lock().unwrap().remap(old, old_len, new_len, may_move).map(|v| v as u64)
 }
 
-pub fn sys_brk(ctx: &mut Ctx, a: &Args) -> SysResult {
-    Ok(ctx.space().lock().unwrap().set_brk(a[0] as usize) as u64)
+pub fn sys_brk(ctx: &mut Ctx, UserPtr(brk): UserPtr) -> SysResult {
+    Ok(ctx.space().lock().unwrap().set_brk(brk as usize) as u64)
 }
 
-pub fn sys_madvise(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (addr, len, advice) = (a[0] as usize, a[1] as usize, int(a[2]));
+pub fn sys_madvise(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, advice: i32) -> SysResult {
+    let addr = addr as usize;
     if !is_page_aligned(addr) {
         return Err(Errno::EINVAL);
     }
@@ -155,8 +178,8 @@ pub fn sys_madvise(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
 }
 
-pub fn sys_msync(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (addr, len, flags) = (a[0] as usize, a[1] as usize, int(a[2]));
+pub fn sys_msync(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Hex(flags): Hex<i32>) -> SysResult {
+    let addr = addr as usize;
     let known = libc::MS_ASYNC | libc::MS_SYNC | libc::MS_INVALIDATE;
     if !is_page_aligned(addr) || flags & !known != 0 || flags & libc::MS_ASYNC != 0 && flags & libc::MS_SYNC != 0 {
         return Err(Errno::EINVAL);

@@ -1,9 +1,11 @@
 //! The syscall layer: one table of every syscall nomu knows, one module per
 //! family of handlers, and the strace-like `--trace`.
 //!
-//! A handler takes the raw arguments and returns `Ok(value)` or
-//! `Err(Errno)`; the conversion to `-errno` in rax happens once, here.
+//! A handler takes its arguments typed as Linux reads them (args.rs; the
+//! table decodes the registers) and returns `Ok(value)` or `Err(Errno)`;
+//! the conversion to `-errno` in rax happens once, here.
 
+mod args;
 mod exec;
 mod file_ops;
 mod fs;

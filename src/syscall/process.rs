@@ -1,126 +1,136 @@
 //! Identity, exit, thread bookkeeping, arch_prctl and futex.
 
-use super::{int, Args, Ctx, SysResult};
+use super::args::{Hex, UserPtr};
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
 use crate::kernel::process::ExitStatus;
 
 /// exit(2) ends the calling thread; the process ends with its last thread.
-pub fn sys_exit(ctx: &mut Ctx, a: &Args) -> SysResult {
-    ctx.t.exit = Some(ExitStatus::Code(int(a[0]) & 0xff));
+pub fn sys_exit(ctx: &mut Ctx, status: i32) -> SysResult {
+    ctx.t.exit = Some(ExitStatus::Code(status & 0xff));
     Ok(0)
 }
 
-pub fn sys_exit_group(ctx: &mut Ctx, a: &Args) -> SysResult {
-    ctx.t.exit_group(ExitStatus::Code(int(a[0]) & 0xff));
+pub fn sys_exit_group(ctx: &mut Ctx, status: i32) -> SysResult {
+    ctx.t.exit_group(ExitStatus::Code(status & 0xff));
     Ok(0)
 }
 
-pub fn sys_getpid(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_getpid(ctx: &mut Ctx) -> SysResult {
     Ok(ctx.process().pid as u64)
 }
 
-pub fn sys_gettid(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_gettid(ctx: &mut Ctx) -> SysResult {
     Ok(ctx.tid() as u64)
 }
 
-pub fn sys_getppid(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_getppid(ctx: &mut Ctx) -> SysResult {
     Ok(ctx.kernel().tasks.ppid(ctx.process().pid) as u64)
 }
 
-pub fn sys_getuid(_: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_getuid(_: &mut Ctx) -> SysResult {
     Ok(hostsys::ids().uid as u64)
 }
 
-pub fn sys_geteuid(_: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_geteuid(_: &mut Ctx) -> SysResult {
     Ok(hostsys::ids().euid as u64)
 }
 
-pub fn sys_getgid(_: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_getgid(_: &mut Ctx) -> SysResult {
     Ok(hostsys::ids().gid as u64)
 }
 
-pub fn sys_getegid(_: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_getegid(_: &mut Ctx) -> SysResult {
     Ok(hostsys::ids().egid as u64)
 }
 
-pub fn sys_set_tid_address(ctx: &mut Ctx, a: &Args) -> SysResult {
-    ctx.t.thread.state.lock().unwrap().clear_child_tid = a[0];
+pub fn sys_set_tid_address(ctx: &mut Ctx, UserPtr(tidptr): UserPtr) -> SysResult {
+    ctx.t.thread.state.lock().unwrap().clear_child_tid = tidptr;
     Ok(ctx.tid() as u64)
 }
 
-pub fn sys_set_robust_list(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if a[1] != 24 {
+pub fn sys_set_robust_list(ctx: &mut Ctx, UserPtr(head): UserPtr, len: usize) -> SysResult {
+    if len != 24 {
         return Err(Errno::EINVAL);
     }
-    ctx.t.thread.state.lock().unwrap().robust_list = a[0];
+    ctx.t.thread.state.lock().unwrap().robust_list = head;
     Ok(0)
 }
 
-pub fn sys_get_robust_list(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if int(a[0]) != 0 && int(a[0]) as u32 != ctx.tid() {
+pub fn sys_get_robust_list(
+    ctx: &mut Ctx,
+    pid: i32,
+    UserPtr(head_ptr): UserPtr,
+    UserPtr(len_ptr): UserPtr,
+) -> SysResult {
+    if pid != 0 && pid as u32 != ctx.tid() {
         return Err(Errno::ESRCH);
     }
     let head = ctx.t.thread.state.lock().unwrap().robust_list;
-    ctx.mem().write(a[1], &head)?;
-    ctx.mem().write(a[2], &24u64)?;
+    ctx.mem().write(head_ptr, &head)?;
+    ctx.mem().write(len_ptr, &24u64)?;
     Ok(0)
 }
 
-const ARCH_SET_GS: u64 = 0x1001;
-const ARCH_SET_FS: u64 = 0x1002;
-const ARCH_GET_FS: u64 = 0x1003;
-const ARCH_GET_GS: u64 = 0x1004;
+const ARCH_SET_GS: i32 = 0x1001;
+const ARCH_SET_FS: i32 = 0x1002;
+const ARCH_GET_FS: i32 = 0x1003;
+const ARCH_GET_GS: i32 = 0x1004;
 use crate::mm::uaccess::TASK_SIZE_MAX;
 
-pub fn sys_arch_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
-    match a[0] {
+/// The option is an `int` (the upper half of its register is ignored);
+/// what `addr` is depends on it: a base to set, or where to store one.
+pub fn sys_arch_prctl(ctx: &mut Ctx, Hex(option): Hex<i32>, Hex(addr): Hex) -> SysResult {
+    match option {
         ARCH_SET_FS => {
-            if a[1] >= TASK_SIZE_MAX {
+            if addr >= TASK_SIZE_MAX {
                 return Err(Errno::EPERM);
             }
-            ctx.frame.fs_base = a[1];
+            ctx.frame.fs_base = addr;
             Ok(0)
         }
         ARCH_GET_FS => {
-            ctx.mem().write(a[1], &ctx.frame.fs_base)?;
+            ctx.mem().write(addr, &ctx.frame.fs_base)?;
             Ok(0)
         }
         ARCH_SET_GS => {
-            if a[1] >= TASK_SIZE_MAX {
+            if addr >= TASK_SIZE_MAX {
                 return Err(Errno::EPERM);
             }
             if !ctx.kernel().entry.supports_guest_gs() {
                 ctx.note("this entry path keeps its per-thread block in %gs");
                 return Err(Errno::EINVAL);
             }
-            ctx.frame.gs_base = a[1];
+            ctx.frame.gs_base = addr;
             Ok(0)
         }
         ARCH_GET_GS => {
-            ctx.mem().write(a[1], &ctx.frame.gs_base)?;
+            ctx.mem().write(addr, &ctx.frame.gs_base)?;
             Ok(0)
         }
         _ => Err(Errno::EINVAL),
     }
 }
 
-const PR_SET_PDEATHSIG: u64 = 1;
-const PR_GET_PDEATHSIG: u64 = 2;
-const PR_GET_DUMPABLE: u64 = 3;
-const PR_SET_DUMPABLE: u64 = 4;
-const PR_SET_NAME: u64 = 15;
-const PR_GET_NAME: u64 = 16;
-const PR_SET_NO_NEW_PRIVS: u64 = 38;
-const PR_GET_NO_NEW_PRIVS: u64 = 39;
+const PR_SET_PDEATHSIG: i32 = 1;
+const PR_GET_PDEATHSIG: i32 = 2;
+const PR_GET_DUMPABLE: i32 = 3;
+const PR_SET_DUMPABLE: i32 = 4;
+const PR_SET_NAME: i32 = 15;
+const PR_GET_NAME: i32 = 16;
+const PR_SET_NO_NEW_PRIVS: i32 = 38;
+const PR_GET_NO_NEW_PRIVS: i32 = 39;
 
-pub fn sys_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
-    match a[0] {
+/// The option is an `int` (the upper half of its register is ignored);
+/// what the unsigned long arguments mean depends on it.
+pub fn sys_prctl(ctx: &mut Ctx, option: i32, Hex(arg2): Hex, _arg3: Hex, _arg4: Hex, _arg5: Hex) -> SysResult {
+    match option {
         PR_SET_NAME => {
             // Linux takes at most 15 bytes, NUL-terminated or not.
             let mut name = [0u8; 16];
-            let n = match ctx.mem().read_cstring(a[1], 15) {
-                Err(Errno::ENAMETOOLONG) => ctx.mem().read_bytes(a[1], 15)?,
+            let n = match ctx.mem().read_cstring(arg2, 15) {
+                Err(Errno::ENAMETOOLONG) => ctx.mem().read_bytes(arg2, 15)?,
                 r => r?,
             };
             let len = n.len().min(15);
@@ -130,31 +140,31 @@ pub fn sys_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
         }
         PR_GET_NAME => {
             let name = ctx.t.thread.state.lock().unwrap().comm;
-            ctx.mem().write(a[1], &name)?;
+            ctx.mem().write(arg2, &name)?;
             Ok(0)
         }
         PR_SET_PDEATHSIG => {
-            if a[1] > 64 {
+            if arg2 > 64 {
                 return Err(Errno::EINVAL);
             }
-            ctx.t.thread.state.lock().unwrap().pdeathsig = a[1] as i32;
+            ctx.t.thread.state.lock().unwrap().pdeathsig = arg2 as i32;
             Ok(0)
         }
         PR_GET_PDEATHSIG => {
             let s = ctx.t.thread.state.lock().unwrap().pdeathsig;
-            ctx.mem().write(a[1], &s)?;
+            ctx.mem().write(arg2, &s)?;
             Ok(0)
         }
         PR_GET_DUMPABLE => Ok(1),
-        PR_SET_DUMPABLE if a[1] <= 1 => Ok(0),
+        PR_SET_DUMPABLE if arg2 <= 1 => Ok(0),
         // Already in force: nomu runs guests with no_new_privs.
-        PR_SET_NO_NEW_PRIVS if a[1] == 1 => Ok(0),
+        PR_SET_NO_NEW_PRIVS if arg2 == 1 => Ok(0),
         PR_GET_NO_NEW_PRIVS => Ok(1),
         _ => Err(Errno::EINVAL),
     }
 }
 
-pub fn sys_sched_yield(_: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_sched_yield(_: &mut Ctx) -> SysResult {
     hostsys::sched_yield();
     Ok(0)
 }
@@ -182,9 +192,17 @@ fn read_timeout(ctx: &Ctx, ptr: u64) -> Result<Option<libc::timespec>, Errno> {
 }
 
 /// Guest futexes are host futexes on the same addresses: every guest
-/// process lives in nomu's one host address space (see host::sys).
-pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (uaddr, op, val) = (a[0], int(a[1]), a[2] as u32);
+/// process lives in nomu's one host address space (see host::sys). What
+/// `utime`, `uaddr2` and `val3` are depends on the operation.
+pub fn sys_futex(
+    ctx: &mut Ctx,
+    UserPtr(uaddr): UserPtr,
+    op: i32,
+    val: u32,
+    UserPtr(utime): UserPtr,
+    UserPtr(uaddr2): UserPtr,
+    Hex(val3): Hex<u32>,
+) -> SysResult {
     let cmd = op & !(FUTEX_PRIVATE | FUTEX_CLOCK_REALTIME);
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
     if !uaddr.is_multiple_of(4) {
@@ -193,11 +211,11 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
     let word = || ctx.mem().checked_range(uaddr, 4, false);
     match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let bitset = if cmd == FUTEX_WAIT { BITSET_ALL } else { a[5] as u32 };
+            let bitset = if cmd == FUTEX_WAIT { BITSET_ALL } else { val3 };
             if bitset == 0 {
                 return Err(Errno::EINVAL);
             }
-            let timeout = read_timeout(ctx, a[3])?;
+            let timeout = read_timeout(ctx, utime)?;
             // FUTEX_WAIT's timeout is relative (to CLOCK_MONOTONIC unless
             // FUTEX_CLOCK_REALTIME); the host call takes an absolute one.
             let deadline = match (cmd, timeout) {
@@ -227,21 +245,21 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
             }
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {
-            let bitset = if cmd == FUTEX_WAKE { BITSET_ALL } else { a[5] as u32 };
+            let bitset = if cmd == FUTEX_WAKE { BITSET_ALL } else { val3 };
             if bitset == 0 {
                 return Err(Errno::EINVAL);
             }
             hostsys::futex_wake(word()?, val, bitset).map(|n| n as u64)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE | FUTEX_WAKE_OP => {
-            if !a[4].is_multiple_of(4) {
+            if !uaddr2.is_multiple_of(4) {
                 return Err(Errno::EINVAL);
             }
             let w1 = word()?;
             // FUTEX_WAKE_OP writes the second word: pinned, so the write
             // cannot land in a page a racing munmap gave away.
-            let w2 = ctx.mem().full_range(a[4], 4, cmd == FUTEX_WAKE_OP)?;
-            hostsys::futex_raw(w1, cmd, val, a[3], *w2, a[5] as u32).map(|n| n as u64)
+            let w2 = ctx.mem().full_range(uaddr2, 4, cmd == FUTEX_WAKE_OP)?;
+            hostsys::futex_raw(w1, cmd, val, utime, *w2, val3).map(|n| n as u64)
         }
         _ => Err(Errno::ENOSYS),
     }

@@ -1,7 +1,8 @@
 //! Signal dispositions, masks, sending (kill, tkill, tgkill), the signal
 //! stack and rt_sigreturn. Delivery itself happens in kernel::trap.
 
-use super::{int, Args, Ctx, SysResult};
+use super::args::{Signal, UserPtr};
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::KernelSigaction;
 use crate::kernel::process::ExitStatus;
@@ -9,15 +10,20 @@ use crate::kernel::sigframe;
 use crate::kernel::signal::{self, AltStack, SigInfo, NSIG, SS_AUTODISARM, SS_DISABLE, SS_ONSTACK, UNBLOCKABLE};
 use crate::mm::uaccess::UserMem;
 
-const SIGSET_SIZE: u64 = 8;
+const SIGSET_SIZE: usize = 8;
 
 fn valid_signal(sig: i32) -> bool {
     (1..=NSIG as i32).contains(&sig)
 }
 
-pub fn sys_rt_sigaction(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (sig, act, oact) = (int(a[0]), a[1], a[2]);
-    if a[3] != SIGSET_SIZE || !valid_signal(sig) {
+pub fn sys_rt_sigaction(
+    ctx: &mut Ctx,
+    Signal(sig): Signal,
+    UserPtr(act): UserPtr,
+    UserPtr(oact): UserPtr,
+    sigsetsize: usize,
+) -> SysResult {
+    if sigsetsize != SIGSET_SIZE || !valid_signal(sig) {
         return Err(Errno::EINVAL);
     }
     if act != 0 && (sig == libc::SIGKILL || sig == libc::SIGSTOP) {
@@ -35,9 +41,14 @@ pub fn sys_rt_sigaction(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_rt_sigprocmask(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (how, set, oset) = (int(a[0]), a[1], a[2]);
-    if a[3] != SIGSET_SIZE {
+pub fn sys_rt_sigprocmask(
+    ctx: &mut Ctx,
+    how: i32,
+    UserPtr(set): UserPtr,
+    UserPtr(oset): UserPtr,
+    sigsetsize: usize,
+) -> SysResult {
+    if sigsetsize != SIGSET_SIZE {
         return Err(Errno::EINVAL);
     }
     let new = if set != 0 {
@@ -67,8 +78,7 @@ fn sender_info(ctx: &Ctx, sig: i32, code: i32) -> SigInfo {
     SigInfo::from_process(sig, code, ctx.process().pid, crate::host::sys::ids().uid)
 }
 
-pub fn sys_kill(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (pid, sig) = (int(a[0]), int(a[1]));
+pub fn sys_kill(ctx: &mut Ctx, pid: i32, Signal(sig): Signal) -> SysResult {
     if sig != 0 && !valid_signal(sig) {
         return Err(Errno::EINVAL);
     }
@@ -129,9 +139,8 @@ fn queued_info(ctx: &Ctx, ptr: u64, sig: i32, target: i32, me: u32) -> Result<Si
 
 /// rt_sigqueueinfo (sigqueue): a signal with the caller's siginfo (si_code
 /// SI_QUEUE and a value for the handler) to a process.
-pub fn sys_rt_sigqueueinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (pid, sig) = (int(a[0]), int(a[1]));
-    let info = queued_info(ctx, a[2], sig, pid, ctx.process().pid)?;
+pub fn sys_rt_sigqueueinfo(ctx: &mut Ctx, pid: i32, Signal(sig): Signal, UserPtr(uinfo): UserPtr) -> SysResult {
+    let info = queued_info(ctx, uinfo, sig, pid, ctx.process().pid)?;
     let tasks = &ctx.kernel().tasks;
     // A zombie exists for it (the signal then does nothing).
     if pid <= 0 || !tasks.exists(pid as u32) {
@@ -147,12 +156,17 @@ pub fn sys_rt_sigqueueinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
 }
 
 /// rt_tgsigqueueinfo: the same, to one thread of a thread group.
-pub fn sys_rt_tgsigqueueinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (tgid, tid, sig) = (int(a[0]), int(a[1]), int(a[2]));
+pub fn sys_rt_tgsigqueueinfo(
+    ctx: &mut Ctx,
+    tgid: i32,
+    tid: i32,
+    Signal(sig): Signal,
+    UserPtr(uinfo): UserPtr,
+) -> SysResult {
     if tgid <= 0 || tid <= 0 {
         return Err(Errno::EINVAL);
     }
-    let info = queued_info(ctx, a[3], sig, tid, ctx.tid())?;
+    let info = queued_info(ctx, uinfo, sig, tid, ctx.tid())?;
     let thread = if tid as u32 == ctx.tid() {
         ctx.t.thread.clone()
     } else {
@@ -170,15 +184,15 @@ pub fn sys_rt_tgsigqueueinfo(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_tkill(ctx: &mut Ctx, a: &Args) -> SysResult {
-    signal_tid(ctx, None, int(a[0]), int(a[1]))
+pub fn sys_tkill(ctx: &mut Ctx, tid: i32, Signal(sig): Signal) -> SysResult {
+    signal_tid(ctx, None, tid, sig)
 }
 
-pub fn sys_tgkill(ctx: &mut Ctx, a: &Args) -> SysResult {
-    signal_tid(ctx, Some(int(a[0])), int(a[1]), int(a[2]))
+pub fn sys_tgkill(ctx: &mut Ctx, tgid: i32, tid: i32, Signal(sig): Signal) -> SysResult {
+    signal_tid(ctx, Some(tgid), tid, sig)
 }
 
-pub fn sys_rt_sigreturn(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_rt_sigreturn(ctx: &mut Ctx) -> SysResult {
     let mem = UserMem::new(&ctx.t.mm);
     match sigframe::pop(&mem, ctx.frame) {
         Ok((mask, alt)) => {
@@ -200,8 +214,7 @@ pub fn sys_rt_sigreturn(ctx: &mut Ctx, _: &Args) -> SysResult {
 
 const MINSIGSTKSZ: u64 = 2048;
 
-pub fn sys_sigaltstack(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (ss, old) = (a[0], a[1]);
+pub fn sys_sigaltstack(ctx: &mut Ctx, UserPtr(ss): UserPtr, UserPtr(old): UserPtr) -> SysResult {
     let rsp = ctx.frame.regs.rsp;
     let cur = ctx.t.thread.state.lock().unwrap().altstack;
     let on_alt = cur.contains(rsp);
@@ -243,11 +256,11 @@ pub fn sys_sigaltstack(ctx: &mut Ctx, a: &Args) -> SysResult {
     Ok(0)
 }
 
-pub fn sys_rt_sigpending(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if a[1] > SIGSET_SIZE {
+pub fn sys_rt_sigpending(ctx: &mut Ctx, UserPtr(uset): UserPtr, sigsetsize: usize) -> SysResult {
+    if sigsetsize > SIGSET_SIZE {
         return Err(Errno::EINVAL);
     }
     let set = ctx.t.thread.state.lock().unwrap().pending.set;
-    ctx.mem().write_bytes(a[0], &set.to_le_bytes()[..a[1] as usize])?;
+    ctx.mem().write_bytes(uset, &set.to_le_bytes()[..sigsetsize])?;
     Ok(0)
 }

@@ -1,19 +1,34 @@
 //! The one table of every syscall nomu implements, with how well.
 //! `nomu syscalls` prints it; anything not here returns ENOSYS.
+//!
+//! One `sys!` entry per syscall names its handler and its parameters'
+//! types (src/syscall/args.rs): those types both decode the handler's
+//! arguments and say how `--trace` shows them.
 
+use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{exec, fs, info, io, memory, process, signal, time, wait, Args, Ctx, SysResult};
 use std::sync::OnceLock;
 
+/// What the dispatcher calls: `sys!` makes one per entry, which decodes the
+/// raw registers and calls the typed handler.
 pub type Handler = fn(&mut Ctx, &Args) -> SysResult;
 
-/// How an argument is shown by `--trace`.
-#[derive(Clone, Copy)]
+/// How `--trace` shows an argument (each `SysArg` type names one).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Arg {
+    /// `int`: the low 32 bits, signed.
     Int,
-    Long,
+    /// `unsigned int`: the low 32 bits.
     Uint,
+    /// `long`: all 64 bits, signed.
+    Long,
+    /// `unsigned long`, `size_t`: all 64 bits.
+    Ulong,
+    /// An `unsigned long` in hex.
     Hex,
+    /// An `int` or `unsigned int` in hex.
+    Hex32,
     Ptr,
     Fd,
     DirFd,
@@ -52,8 +67,11 @@ pub struct SyscallDef {
     pub changes_inodes: bool,
 }
 
-/// A syscall nomu implements; its name is Linux's for that number.
-const fn def(nr: u64, handler: Handler, args: &'static [Arg]) -> SyscallDef {
+/// A syscall nomu implements; its name is Linux's for that number, and its
+/// handler must be named after it (evaluated at compile time: an entry
+/// that gives one syscall's number to another's handler does not build).
+const fn def(nr: u64, handler_name: &str, handler: Handler, args: &'static [Arg]) -> SyscallDef {
+    assert!(is_handler_for(handler_name, NAMES[nr as usize]), "a handler is not named sys_ + its syscall's name");
     SyscallDef {
         nr,
         name: NAMES[nr as usize],
@@ -64,6 +82,23 @@ const fn def(nr: u64, handler: Handler, args: &'static [Arg]) -> SyscallDef {
         raises_sigpipe: false,
         changes_inodes: false,
     }
+}
+
+/// Whether `handler` is `sys_` followed by `name`.
+const fn is_handler_for(handler: &str, name: &str) -> bool {
+    let (handler, name) = (handler.as_bytes(), name.as_bytes());
+    if name.is_empty() || handler.len() != name.len() + 4 {
+        return false;
+    }
+    let mut i = 0;
+    while i < handler.len() {
+        let expected = if i < 4 { b"sys_"[i] } else { name[i - 4] };
+        if handler[i] != expected {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 impl SyscallDef {
@@ -85,140 +120,169 @@ impl SyscallDef {
     }
 }
 
-use Arg::*;
+/// `sys!(0, io::sys_read(Fd, OutBuf, usize))`: syscall 0 is `io::sys_read`,
+/// called as `sys_read(ctx, Fd::decode(a[0]), OutBuf::decode(a[1]),
+/// usize::decode(a[2]))`, and traced as `[Arg::Fd, Arg::OutBuf, Arg::Ulong]`.
+/// The handler's parameters must be those types (the compiler checks), and
+/// a seventh type finds no register (no rule matches).
+macro_rules! sys {
+    // Every type has its register: the call.
+    (@call $handler:path, $ctx:ident, $raw:ident, [$($reg:tt)*], [$($arg:expr),*], ) => {
+        $handler($ctx, $($arg),*)
+    };
+    // The next type decodes the next register.
+    (@call $handler:path, $ctx:ident, $raw:ident, [$reg:tt $($regs:tt)*], [$($arg:expr),*], $ty:ty $(, $tys:ty)*) => {
+        sys!(@call $handler, $ctx, $raw, [$($regs)*], [$($arg,)* <$ty as SysArg>::decode($raw[$reg])], $($tys),*)
+    };
+    ($nr:expr, $module:ident :: $handler:ident ()) => {
+        def($nr, stringify!($handler), |ctx, _| $module::$handler(ctx), &[])
+    };
+    ($nr:expr, $module:ident :: $handler:ident ( $($ty:ty),* )) => {
+        def(
+            $nr,
+            stringify!($handler),
+            |ctx, raw| sys!(@call $module::$handler, ctx, raw, [0 1 2 3 4 5], [], $($ty),*),
+            &[$(<$ty as SysArg>::TRACE),*],
+        )
+    };
+}
 
 pub static SYSCALLS: &[SyscallDef] = &[
-    def(0, io::sys_read, &[Fd, OutBuf, Uint]),
-    def(1, io::sys_write, &[Fd, InBuf(2), Uint]).sigpipe(),
-    def(2, fs::sys_open, &[Path, OpenFlags, Mode]),
-    def(3, io::sys_close, &[Fd]),
-    def(4, fs::sys_stat, &[Path, Ptr]),
-    def(5, fs::sys_fstat, &[Fd, Ptr]),
-    def(6, fs::sys_lstat, &[Path, Ptr]),
-    def(7, wait::sys_poll, &[Ptr, Uint, Int]),
-    def(8, io::sys_lseek, &[Fd, Long, Int]),
-    def(9, memory::sys_mmap, &[Ptr, Uint, Prot, MapFlags, Fd, Hex])
+    sys!(0, io::sys_read(Fd, OutBuf, usize)),
+    sys!(1, io::sys_write(Fd, InBuf<2>, usize)).sigpipe(),
+    sys!(2, fs::sys_open(Path, OpenFlags, Mode)),
+    sys!(3, io::sys_close(Fd)),
+    sys!(4, fs::sys_stat(Path, UserPtr)),
+    sys!(5, fs::sys_fstat(Fd, UserPtr)),
+    sys!(6, fs::sys_lstat(Path, UserPtr)),
+    sys!(7, wait::sys_poll(UserPtr, u32, i32)),
+    sys!(8, io::sys_lseek(Fd, i64, u32)),
+    sys!(9, memory::sys_mmap(UserPtr, usize, Prot, MapFlags, Fd, Hex))
         .hex()
         .partial("MAP_SHARED file mappings are copies, written back at munmap, msync and exit"),
-    def(10, memory::sys_mprotect, &[Ptr, Uint, Prot]),
-    def(11, memory::sys_munmap, &[Ptr, Uint]),
-    def(12, memory::sys_brk, &[Ptr]).hex(),
-    def(13, signal::sys_rt_sigaction, &[Signal, Ptr, Ptr, Uint]),
-    def(14, signal::sys_rt_sigprocmask, &[Int, Ptr, Ptr, Uint]),
-    def(15, signal::sys_rt_sigreturn, &[]).hex(),
-    def(16, io::sys_ioctl, &[Fd, Hex, Ptr]).partial("terminal queries and FIO* only"),
-    def(17, io::sys_pread64, &[Fd, OutBuf, Uint, Long]),
-    def(18, io::sys_pwrite64, &[Fd, InBuf(2), Uint, Long]).sigpipe(),
-    def(19, io::sys_readv, &[Fd, Ptr, Int]),
-    def(20, io::sys_writev, &[Fd, Ptr, Int]).sigpipe(),
-    def(21, fs::sys_access, &[Path, Int]),
-    def(22, io::sys_pipe, &[Ptr]),
-    def(23, wait::sys_select, &[Int, Ptr, Ptr, Ptr, Ptr]),
-    def(24, process::sys_sched_yield, &[]),
-    def(25, memory::sys_mremap, &[Ptr, Uint, Uint, Hex, Ptr])
+    sys!(10, memory::sys_mprotect(UserPtr, usize, Prot)),
+    sys!(11, memory::sys_munmap(UserPtr, usize)),
+    sys!(12, memory::sys_brk(UserPtr)).hex(),
+    sys!(13, signal::sys_rt_sigaction(Signal, UserPtr, UserPtr, usize)),
+    sys!(14, signal::sys_rt_sigprocmask(i32, UserPtr, UserPtr, usize)),
+    sys!(15, signal::sys_rt_sigreturn()).hex(),
+    // The argument is a pointer for most requests, a number for some: the
+    // request decides (file_ops).
+    sys!(16, io::sys_ioctl(Fd, Hex<u32>, UserPtr)).partial("terminal queries and FIO* only"),
+    sys!(17, io::sys_pread64(Fd, OutBuf, usize, i64)),
+    sys!(18, io::sys_pwrite64(Fd, InBuf<2>, usize, i64)).sigpipe(),
+    // vlen is an unsigned long, but import_iovec takes an unsigned int.
+    sys!(19, io::sys_readv(Fd, UserPtr, u32)),
+    sys!(20, io::sys_writev(Fd, UserPtr, u32)).sigpipe(),
+    sys!(21, fs::sys_access(Path, i32)),
+    sys!(22, io::sys_pipe(UserPtr)),
+    sys!(23, wait::sys_select(i32, UserPtr, UserPtr, UserPtr, UserPtr)),
+    sys!(24, process::sys_sched_yield()),
+    sys!(25, memory::sys_mremap(UserPtr, usize, usize, Hex, UserPtr))
         .hex()
         .partial("MREMAP_FIXED and MREMAP_DONTUNMAP are EINVAL"),
-    def(26, memory::sys_msync, &[Ptr, Uint, Hex]),
-    def(28, memory::sys_madvise, &[Ptr, Uint, Int]),
-    def(32, io::sys_dup, &[Fd]),
-    def(33, io::sys_dup2, &[Fd, Fd]),
-    def(34, wait::sys_pause, &[]),
-    def(35, time::sys_nanosleep, &[Ptr, Ptr]),
-    def(36, time::sys_getitimer, &[Int, Ptr]).partial("ITIMER_REAL only"),
-    def(37, time::sys_alarm, &[Uint]),
-    def(38, time::sys_setitimer, &[Int, Ptr, Ptr]).partial("ITIMER_REAL only"),
-    def(39, process::sys_getpid, &[]),
-    def(40, io::sys_sendfile, &[Fd, Fd, Ptr, Uint]),
-    def(56, exec::sys_clone, &[Hex, Ptr, Ptr, Ptr, Hex])
+    sys!(26, memory::sys_msync(UserPtr, usize, Hex<i32>)),
+    sys!(28, memory::sys_madvise(UserPtr, usize, i32)),
+    sys!(32, io::sys_dup(Fd)),
+    sys!(33, io::sys_dup2(Fd, Fd)),
+    sys!(34, wait::sys_pause()),
+    sys!(35, time::sys_nanosleep(UserPtr, UserPtr)),
+    sys!(36, time::sys_getitimer(i32, UserPtr)).partial("ITIMER_REAL only"),
+    sys!(37, time::sys_alarm(u32)),
+    sys!(38, time::sys_setitimer(i32, UserPtr, UserPtr)).partial("ITIMER_REAL only"),
+    sys!(39, process::sys_getpid()),
+    sys!(40, io::sys_sendfile(Fd, Fd, UserPtr, usize)),
+    sys!(56, exec::sys_clone(Hex, UserPtr, UserPtr, UserPtr, Hex))
         .partial(
             "threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
         ),
-    def(57, exec::sys_fork, &[]).partial("EINVAL, as on no-MMU Linux"),
-    def(58, exec::sys_vfork, &[]),
-    def(59, exec::sys_execve, &[Path, Ptr, Ptr]),
-    def(60, process::sys_exit, &[Int]),
-    def(61, exec::sys_wait4, &[Int, Ptr, Hex, Ptr]),
-    def(62, signal::sys_kill, &[Int, Signal]),
-    def(63, info::sys_uname, &[Ptr]),
-    def(72, io::sys_fcntl, &[Fd, Int, Hex]).partial("no record locks yet"),
-    def(74, io::sys_fsync, &[Fd]),
-    def(75, io::sys_fdatasync, &[Fd]),
-    def(76, fs::sys_truncate, &[Path, Long]).changes_inodes(),
-    def(77, io::sys_ftruncate, &[Fd, Long]).changes_inodes(),
-    def(79, fs::sys_getcwd, &[Ptr, Uint]),
-    def(80, fs::sys_chdir, &[Path]),
-    def(81, fs::sys_fchdir, &[Fd]),
-    def(82, fs::sys_rename, &[Path, Path]).changes_inodes(),
-    def(83, fs::sys_mkdir, &[Path, Mode]),
-    def(84, fs::sys_rmdir, &[Path]),
-    def(85, fs::sys_creat, &[Path, Mode]),
-    def(86, fs::sys_link, &[Path, Path]).changes_inodes(),
-    def(87, fs::sys_unlink, &[Path]).changes_inodes(),
-    def(88, fs::sys_symlink, &[Path, Path]),
-    def(89, fs::sys_readlink, &[Path, OutBuf, Uint]),
-    def(90, fs::sys_chmod, &[Path, Mode]).changes_inodes(),
-    def(91, fs::sys_fchmod, &[Fd, Mode]).changes_inodes(),
-    def(95, fs::sys_umask, &[Mode]),
-    def(96, time::sys_gettimeofday, &[Ptr, Ptr]),
-    def(97, info::sys_getrlimit, &[Int, Ptr]),
-    def(98, time::sys_getrusage, &[Int, Ptr]).partial("CPU times only for RUSAGE_CHILDREN"),
-    def(99, info::sys_sysinfo, &[Ptr]),
-    def(100, time::sys_times, &[Ptr]),
-    def(102, process::sys_getuid, &[]),
-    def(104, process::sys_getgid, &[]),
-    def(107, process::sys_geteuid, &[]),
-    def(108, process::sys_getegid, &[]),
-    def(110, process::sys_getppid, &[]),
-    def(109, exec::sys_setpgid, &[Int, Int]),
-    def(111, exec::sys_getpgrp, &[]),
-    def(112, exec::sys_setsid, &[]),
-    def(121, exec::sys_getpgid, &[Int]),
-    def(124, exec::sys_getsid, &[Int]),
-    def(157, process::sys_prctl, &[Int, Hex, Hex, Hex, Hex])
+    sys!(57, exec::sys_fork()).partial("EINVAL, as on no-MMU Linux"),
+    sys!(58, exec::sys_vfork()),
+    sys!(59, exec::sys_execve(Path, UserPtr, UserPtr)),
+    sys!(60, process::sys_exit(i32)),
+    sys!(61, exec::sys_wait4(i32, UserPtr, Hex<i32>, UserPtr)),
+    sys!(62, signal::sys_kill(i32, Signal)),
+    sys!(63, info::sys_uname(UserPtr)),
+    sys!(72, io::sys_fcntl(Fd, u32, Hex)).partial("no record locks yet"),
+    sys!(74, io::sys_fsync(Fd)),
+    sys!(75, io::sys_fdatasync(Fd)),
+    sys!(76, fs::sys_truncate(Path, i64)).changes_inodes(),
+    sys!(77, io::sys_ftruncate(Fd, i64)).changes_inodes(),
+    sys!(79, fs::sys_getcwd(UserPtr, usize)),
+    sys!(80, fs::sys_chdir(Path)),
+    sys!(81, fs::sys_fchdir(Fd)),
+    sys!(82, fs::sys_rename(Path, Path)).changes_inodes(),
+    sys!(83, fs::sys_mkdir(Path, Mode)),
+    sys!(84, fs::sys_rmdir(Path)),
+    sys!(85, fs::sys_creat(Path, Mode)),
+    sys!(86, fs::sys_link(Path, Path)).changes_inodes(),
+    sys!(87, fs::sys_unlink(Path)).changes_inodes(),
+    sys!(88, fs::sys_symlink(Path, Path)),
+    sys!(89, fs::sys_readlink(Path, OutBuf, i32)),
+    sys!(90, fs::sys_chmod(Path, Mode)).changes_inodes(),
+    sys!(91, fs::sys_fchmod(Fd, Mode)).changes_inodes(),
+    sys!(95, fs::sys_umask(Mode)),
+    sys!(96, time::sys_gettimeofday(UserPtr, UserPtr)),
+    sys!(97, info::sys_getrlimit(u32, UserPtr)),
+    sys!(98, time::sys_getrusage(i32, UserPtr)).partial("CPU times only for RUSAGE_CHILDREN"),
+    sys!(99, info::sys_sysinfo(UserPtr)),
+    sys!(100, time::sys_times(UserPtr)),
+    sys!(102, process::sys_getuid()),
+    sys!(104, process::sys_getgid()),
+    sys!(107, process::sys_geteuid()),
+    sys!(108, process::sys_getegid()),
+    sys!(110, process::sys_getppid()),
+    sys!(109, exec::sys_setpgid(i32, i32)),
+    sys!(111, exec::sys_getpgrp()),
+    sys!(112, exec::sys_setsid()),
+    sys!(121, exec::sys_getpgid(i32)),
+    sys!(124, exec::sys_getsid(i32)),
+    sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
         .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS"),
-    def(158, process::sys_arch_prctl, &[Hex, Hex]),
-    def(160, info::sys_setrlimit, &[Int, Ptr]).partial("limits are recorded; NOFILE is enforced"),
-    def(186, process::sys_gettid, &[]),
-    def(127, signal::sys_rt_sigpending, &[Ptr, Uint]),
-    def(128, wait::sys_rt_sigtimedwait, &[Ptr, Ptr, Ptr, Uint]),
-    def(129, signal::sys_rt_sigqueueinfo, &[Int, Signal, Ptr]),
-    def(130, wait::sys_rt_sigsuspend, &[Ptr, Uint]),
-    def(131, signal::sys_sigaltstack, &[Ptr, Ptr]),
-    def(200, signal::sys_tkill, &[Int, Signal]),
-    def(201, time::sys_time, &[Ptr]),
-    def(202, process::sys_futex, &[Ptr, Int, Uint, Ptr, Ptr, Hex]).partial("no PI futexes"),
-    def(217, io::sys_getdents64, &[Fd, Ptr, Uint]),
-    def(218, process::sys_set_tid_address, &[Ptr]),
-    def(228, time::sys_clock_gettime, &[Int, Ptr]),
-    def(229, time::sys_clock_getres, &[Int, Ptr]),
-    def(230, time::sys_clock_nanosleep, &[Int, Int, Ptr, Ptr]),
-    def(231, process::sys_exit_group, &[Int]),
-    def(234, signal::sys_tgkill, &[Int, Int, Signal]),
-    def(247, exec::sys_waitid, &[Int, Int, Ptr, Hex, Ptr]),
-    def(257, fs::sys_openat, &[DirFd, Path, OpenFlags, Mode]),
-    def(258, fs::sys_mkdirat, &[DirFd, Path, Mode]),
-    def(262, fs::sys_newfstatat, &[DirFd, Path, Ptr, AtFlags]),
-    def(263, fs::sys_unlinkat, &[DirFd, Path, AtFlags]).changes_inodes(),
-    def(264, fs::sys_renameat, &[DirFd, Path, DirFd, Path]).changes_inodes(),
-    def(265, fs::sys_linkat, &[DirFd, Path, DirFd, Path, AtFlags]).changes_inodes(),
-    def(266, fs::sys_symlinkat, &[Path, DirFd, Path]),
-    def(267, fs::sys_readlinkat, &[DirFd, Path, OutBuf, Uint]),
-    def(268, fs::sys_fchmodat, &[DirFd, Path, Mode]).changes_inodes(),
-    def(269, fs::sys_faccessat, &[DirFd, Path, Int]),
-    def(270, wait::sys_pselect6, &[Int, Ptr, Ptr, Ptr, Ptr, Ptr]),
-    def(271, wait::sys_ppoll, &[Ptr, Uint, Ptr, Ptr, Uint]),
-    def(273, process::sys_set_robust_list, &[Ptr, Uint]),
-    def(274, process::sys_get_robust_list, &[Int, Ptr, Ptr]),
-    def(280, fs::sys_utimensat, &[DirFd, Path, Ptr, AtFlags]).changes_inodes(),
-    def(292, io::sys_dup3, &[Fd, Fd, OpenFlags]),
-    def(293, io::sys_pipe2, &[Ptr, OpenFlags]),
-    def(297, signal::sys_rt_tgsigqueueinfo, &[Int, Int, Signal, Ptr]),
-    def(302, info::sys_prlimit64, &[Int, Int, Ptr, Ptr])
-        .partial("limits are recorded; NOFILE is enforced"),
-    def(316, fs::sys_renameat2, &[DirFd, Path, DirFd, Path, Hex]).changes_inodes(),
-    def(318, info::sys_getrandom, &[Ptr, Uint, Hex]),
-    def(332, fs::sys_statx, &[DirFd, Path, AtFlags, Hex, Ptr]),
-    def(439, fs::sys_faccessat2, &[DirFd, Path, Int, AtFlags]),
+    sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
+    sys!(160, info::sys_setrlimit(u32, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
+    sys!(186, process::sys_gettid()),
+    sys!(127, signal::sys_rt_sigpending(UserPtr, usize)),
+    sys!(128, wait::sys_rt_sigtimedwait(UserPtr, UserPtr, UserPtr, usize)),
+    sys!(129, signal::sys_rt_sigqueueinfo(i32, Signal, UserPtr)),
+    sys!(130, wait::sys_rt_sigsuspend(UserPtr, usize)),
+    sys!(131, signal::sys_sigaltstack(UserPtr, UserPtr)),
+    sys!(200, signal::sys_tkill(i32, Signal)),
+    sys!(201, time::sys_time(UserPtr)),
+    // The 4th argument is a timeout pointer or, for the requeues, a count:
+    // the operation decides.
+    sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial("no PI futexes"),
+    sys!(217, io::sys_getdents64(Fd, UserPtr, u32)),
+    sys!(218, process::sys_set_tid_address(UserPtr)),
+    sys!(228, time::sys_clock_gettime(i32, UserPtr)),
+    sys!(229, time::sys_clock_getres(i32, UserPtr)),
+    sys!(230, time::sys_clock_nanosleep(i32, i32, UserPtr, UserPtr)),
+    sys!(231, process::sys_exit_group(i32)),
+    sys!(234, signal::sys_tgkill(i32, i32, Signal)),
+    sys!(247, exec::sys_waitid(i32, i32, UserPtr, Hex<i32>, UserPtr)),
+    sys!(257, fs::sys_openat(DirFd, Path, OpenFlags, Mode)),
+    sys!(258, fs::sys_mkdirat(DirFd, Path, Mode)),
+    sys!(262, fs::sys_newfstatat(DirFd, Path, UserPtr, AtFlags)),
+    sys!(263, fs::sys_unlinkat(DirFd, Path, AtFlags)).changes_inodes(),
+    sys!(264, fs::sys_renameat(DirFd, Path, DirFd, Path)).changes_inodes(),
+    sys!(265, fs::sys_linkat(DirFd, Path, DirFd, Path, AtFlags)).changes_inodes(),
+    sys!(266, fs::sys_symlinkat(Path, DirFd, Path)),
+    sys!(267, fs::sys_readlinkat(DirFd, Path, OutBuf, i32)),
+    sys!(268, fs::sys_fchmodat(DirFd, Path, Mode)).changes_inodes(),
+    sys!(269, fs::sys_faccessat(DirFd, Path, i32)),
+    sys!(270, wait::sys_pselect6(i32, UserPtr, UserPtr, UserPtr, UserPtr, UserPtr)),
+    sys!(271, wait::sys_ppoll(UserPtr, u32, UserPtr, UserPtr, usize)),
+    sys!(273, process::sys_set_robust_list(UserPtr, usize)),
+    sys!(274, process::sys_get_robust_list(i32, UserPtr, UserPtr)),
+    sys!(280, fs::sys_utimensat(DirFd, Path, UserPtr, AtFlags)).changes_inodes(),
+    sys!(292, io::sys_dup3(Fd, Fd, OpenFlags)),
+    sys!(293, io::sys_pipe2(UserPtr, OpenFlags)),
+    sys!(297, signal::sys_rt_tgsigqueueinfo(i32, i32, Signal, UserPtr)),
+    sys!(302, info::sys_prlimit64(i32, u32, UserPtr, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
+    sys!(316, fs::sys_renameat2(DirFd, Path, DirFd, Path, Hex<u32>)).changes_inodes(),
+    sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),
+    sys!(332, fs::sys_statx(DirFd, Path, AtFlags, Hex<u32>, UserPtr)),
+    sys!(439, fs::sys_faccessat2(DirFd, Path, i32, AtFlags)),
 ];
 
 static INDEX: OnceLock<Vec<Option<&'static SyscallDef>>> = OnceLock::new();
@@ -275,5 +339,47 @@ mod tests {
         }
         assert_eq!(lookup(39).map(|d| d.name), Some("getpid"));
         assert!(lookup(MAX_SYSCALL as u64 + 1).is_none());
+    }
+
+    #[test]
+    fn a_handler_is_named_after_its_syscall() {
+        assert!(is_handler_for("sys_read", "read"));
+        assert!(!is_handler_for("sys_write", "read"));
+        assert!(!is_handler_for("sys_readv", "read"));
+        assert!(!is_handler_for("read", "read"));
+        assert!(!is_handler_for("sys_", ""));
+    }
+
+    /// `sys!` gives each handler one decoded argument per traced one; what
+    /// the types cannot say is that an `InBuf<N>`'s N is a length argument.
+    #[test]
+    fn every_input_buffer_names_its_length_argument() {
+        let mut buffers = 0;
+        for d in SYSCALLS {
+            assert!(d.args.len() <= 6, "{}: more arguments than registers", d.name);
+            for (i, &a) in d.args.iter().enumerate() {
+                if let Arg::InBuf(len) = a {
+                    buffers += 1;
+                    assert!(len != i && len < d.args.len(), "{}: InBuf<{len}> names no other argument", d.name);
+                    assert!(
+                        matches!(d.args[len], Arg::Ulong | Arg::Uint | Arg::Int | Arg::Long),
+                        "{}: InBuf<{len}>'s length is a {:?}",
+                        d.name,
+                        d.args[len]
+                    );
+                }
+            }
+        }
+        assert!(buffers >= 2, "write and pwrite64 trace their buffers");
+    }
+
+    #[test]
+    fn the_table_traces_what_the_handlers_decode() {
+        let read = lookup(0).unwrap();
+        assert_eq!(read.args, [Arg::Fd, Arg::OutBuf, Arg::Ulong]);
+        let openat = lookup(257).unwrap();
+        assert_eq!(openat.args, [Arg::DirFd, Arg::Path, Arg::OpenFlags, Arg::Mode]);
+        // poll's nfds is an unsigned int, its timeout an int.
+        assert_eq!(lookup(7).unwrap().args, [Arg::Ptr, Arg::Uint, Arg::Int]);
     }
 }

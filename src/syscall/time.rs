@@ -1,6 +1,7 @@
 //! Clocks and sleeping (no vDSO is given to guests, so these all trap).
 
-use super::{int, Args, Ctx, SysResult};
+use super::args::UserPtr;
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
 use crate::kernel::timer::RealTimer;
@@ -14,36 +15,36 @@ fn read_timespec(ctx: &Ctx, ptr: u64) -> Result<libc::timespec, Errno> {
     Ok(ts)
 }
 
-pub fn sys_clock_gettime(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let ts = hostsys::clock_gettime(int(a[0]))?;
-    ctx.mem().write(a[1], &ts)?;
+pub fn sys_clock_gettime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
+    let ts = hostsys::clock_gettime(clock)?;
+    ctx.mem().write(tp, &ts)?;
     Ok(0)
 }
 
-pub fn sys_clock_getres(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let ts = hostsys::clock_getres(int(a[0]))?;
-    if a[1] != 0 {
-        ctx.mem().write(a[1], &ts)?;
+pub fn sys_clock_getres(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
+    let ts = hostsys::clock_getres(clock)?;
+    if tp != 0 {
+        ctx.mem().write(tp, &ts)?;
     }
     Ok(0)
 }
 
-pub fn sys_gettimeofday(ctx: &mut Ctx, a: &Args) -> SysResult {
+pub fn sys_gettimeofday(ctx: &mut Ctx, UserPtr(tvp): UserPtr, UserPtr(tzp): UserPtr) -> SysResult {
     let ts = hostsys::clock_gettime(libc::CLOCK_REALTIME)?;
-    if a[0] != 0 {
+    if tvp != 0 {
         let tv = libc::timeval { tv_sec: ts.tv_sec, tv_usec: ts.tv_nsec / 1000 };
-        ctx.mem().write(a[0], &tv)?;
+        ctx.mem().write(tvp, &tv)?;
     }
-    if a[1] != 0 {
-        ctx.mem().write(a[1], &[0i32; 2])?; // struct timezone: UTC
+    if tzp != 0 {
+        ctx.mem().write(tzp, &[0i32; 2])?; // struct timezone: UTC
     }
     Ok(0)
 }
 
-pub fn sys_time(ctx: &mut Ctx, a: &Args) -> SysResult {
+pub fn sys_time(ctx: &mut Ctx, UserPtr(tloc): UserPtr) -> SysResult {
     let now = hostsys::clock_gettime(libc::CLOCK_REALTIME)?.tv_sec;
-    if a[0] != 0 {
-        ctx.mem().write(a[0], &now)?;
+    if tloc != 0 {
+        ctx.mem().write(tloc, &now)?;
     }
     Ok(now as u64)
 }
@@ -93,21 +94,26 @@ fn sleep(ctx: &Ctx, clock: i32, flags: i32, req: &libc::timespec, rem: u64) -> S
     }
 }
 
-pub fn sys_nanosleep(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let req = read_timespec(ctx, a[0])?;
-    sleep(ctx, libc::CLOCK_MONOTONIC, 0, &req, a[1])
+pub fn sys_nanosleep(ctx: &mut Ctx, UserPtr(rqtp): UserPtr, UserPtr(rmtp): UserPtr) -> SysResult {
+    let req = read_timespec(ctx, rqtp)?;
+    sleep(ctx, libc::CLOCK_MONOTONIC, 0, &req, rmtp)
 }
 
-pub fn sys_clock_nanosleep(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let (clock, flags) = (int(a[0]), int(a[1]));
+pub fn sys_clock_nanosleep(
+    ctx: &mut Ctx,
+    clock: i32,
+    flags: i32,
+    UserPtr(rqtp): UserPtr,
+    UserPtr(rmtp): UserPtr,
+) -> SysResult {
     match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => {}
         libc::CLOCK_PROCESS_CPUTIME_ID => return Err(Errno::ENOTSUP),
         libc::CLOCK_THREAD_CPUTIME_ID => return Err(Errno::EINVAL),
         _ => return Err(Errno::EINVAL),
     }
-    let req = read_timespec(ctx, a[2])?;
-    sleep(ctx, clock, flags & libc::TIMER_ABSTIME, &req, a[3])
+    let req = read_timespec(ctx, rqtp)?;
+    sleep(ctx, clock, flags & libc::TIMER_ABSTIME, &req, rmtp)
 }
 
 const ITIMER_REAL: i32 = 0;
@@ -131,20 +137,20 @@ fn itimer_value(t: &RealTimer) -> [libc::timeval; 2] {
     [dur_to_tv(t.interval), dur_to_tv(left)]
 }
 
-pub fn sys_getitimer(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if int(a[0]) != ITIMER_REAL {
+pub fn sys_getitimer(ctx: &mut Ctx, which: i32, UserPtr(value): UserPtr) -> SysResult {
+    if which != ITIMER_REAL {
         return Err(Errno::EINVAL);
     }
     let t = *ctx.process().real_timer.lock().unwrap();
-    ctx.mem().write(a[1], &itimer_value(&t))?;
+    ctx.mem().write(value, &itimer_value(&t))?;
     Ok(0)
 }
 
-pub fn sys_setitimer(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if int(a[0]) != ITIMER_REAL {
+pub fn sys_setitimer(ctx: &mut Ctx, which: i32, UserPtr(value): UserPtr, UserPtr(ovalue): UserPtr) -> SysResult {
+    if which != ITIMER_REAL {
         return Err(Errno::EINVAL);
     }
-    let new = if a[1] != 0 { Some(ctx.mem().read::<[libc::timeval; 2]>(a[1])?) } else { None };
+    let new = if value != 0 { Some(ctx.mem().read::<[libc::timeval; 2]>(value)?) } else { None };
     let (interval, value) = match &new {
         Some(v) => (tv_to_dur(&v[0])?, tv_to_dur(&v[1])?),
         None => (Duration::ZERO, Duration::ZERO),
@@ -152,14 +158,13 @@ pub fn sys_setitimer(ctx: &mut Ctx, a: &Args) -> SysResult {
     let deadline = (!value.is_zero()).then(|| Instant::now() + value);
     let p = ctx.process().clone();
     let old = ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, interval);
-    if a[2] != 0 {
-        ctx.mem().write(a[2], &itimer_value(&old))?;
+    if ovalue != 0 {
+        ctx.mem().write(ovalue, &itimer_value(&old))?;
     }
     Ok(0)
 }
 
-pub fn sys_alarm(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let secs = a[0] as u32;
+pub fn sys_alarm(ctx: &mut Ctx, secs: u32) -> SysResult {
     let deadline = (secs != 0).then(|| Instant::now() + Duration::from_secs(secs as u64));
     let p = ctx.process().clone();
     let old = ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, Duration::ZERO);
@@ -182,23 +187,22 @@ fn usage_times(ctx: &Ctx, who: i32) -> Result<(Duration, Duration), Errno> {
     }
 }
 
-pub fn sys_getrusage(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let who = int(a[0]);
+pub fn sys_getrusage(ctx: &mut Ctx, who: i32, UserPtr(ru): UserPtr) -> SysResult {
     let (u, s) = usage_times(ctx, who)?;
     let mut r = if who == libc::RUSAGE_CHILDREN { crate::host::pod::zeroed() } else { ctx.t.thread.rusage() };
     r.ru_utime = dur_to_tv(u);
     r.ru_stime = dur_to_tv(s);
-    ctx.mem().write(a[1], &r)?;
+    ctx.mem().write(ru, &r)?;
     Ok(0)
 }
 
-pub fn sys_times(ctx: &mut Ctx, a: &Args) -> SysResult {
+pub fn sys_times(ctx: &mut Ctx, UserPtr(tbuf): UserPtr) -> SysResult {
     let ticks = |d: Duration| (d.as_millis() / 10) as i64; // USER_HZ = 100
     let (u, s) = usage_times(ctx, libc::RUSAGE_SELF)?;
     let (cu, cs) = usage_times(ctx, libc::RUSAGE_CHILDREN)?;
-    if a[0] != 0 {
+    if tbuf != 0 {
         let tms = libc::tms { tms_utime: ticks(u), tms_stime: ticks(s), tms_cutime: ticks(cu), tms_cstime: ticks(cs) };
-        ctx.mem().write(a[0], &tms)?;
+        ctx.mem().write(tbuf, &tms)?;
     }
     Ok(ticks(ctx.kernel().boot_time.elapsed()) as u64)
 }

@@ -165,22 +165,26 @@ pub fn before(ctx: &Ctx, def: Option<&SyscallDef>, args: &Args) -> Vec<Option<St
         .enumerate()
         .map(|(i, a)| {
             let v = args[i];
+            // Each shown at the width its handler reads (see args.rs).
+            let low = v as u32;
             Some(match *a {
                 Arg::Int => int(v).to_string(),
+                Arg::Uint => low.to_string(),
                 Arg::Long => (v as i64).to_string(),
-                Arg::Uint => v.to_string(),
+                Arg::Ulong => v.to_string(),
                 Arg::Hex => format!("{v:#x}"),
+                Arg::Hex32 => format!("{low:#x}"),
                 Arg::Ptr => ptr(v),
                 Arg::Fd => int(v).to_string(),
                 Arg::DirFd => dirfd(v),
                 Arg::Path => guest_string(ctx, v),
                 Arg::InBuf(len) => guest_buf(ctx, v, args[len]),
                 Arg::OutBuf => return None,
-                Arg::OpenFlags => open_flags(v),
-                Arg::Mode => format!("{:#o}", v),
+                Arg::OpenFlags => open_flags(low.into()),
+                Arg::Mode => format!("{:#o}", v as u16),
                 Arg::Prot => prot(v),
                 Arg::MapFlags => map_flags(v),
-                Arg::AtFlags => at_flags(v),
+                Arg::AtFlags => at_flags(low.into()),
                 Arg::Signal => signal::name(int(v)),
             })
         })

@@ -2,7 +2,8 @@
 //! pause, rt_sigsuspend, rt_sigtimedwait. Every wait is sliced (see
 //! ThreadCtx::block), so signals interrupt it.
 
-use super::{int, Args, Ctx, SysResult};
+use super::args::UserPtr;
+use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
 use crate::kernel::signal::UNBLOCKABLE;
@@ -75,7 +76,7 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
     Ok(revents)
 }
 
-fn read_pollfds(ctx: &Ctx, ptr: u64, n: u64) -> Result<Vec<GuestPollfd>, Errno> {
+fn read_pollfds(ctx: &Ctx, ptr: u64, n: u32) -> Result<Vec<GuestPollfd>, Errno> {
     if n as usize > ctx.process().nofile_limit() {
         return Err(Errno::EINVAL);
     }
@@ -100,12 +101,11 @@ fn deadline_in(d: Duration) -> Instant {
     Instant::now().checked_add(d).unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 32))
 }
 
-pub fn sys_poll(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let fds = read_pollfds(ctx, a[0], a[1])?;
-    let timeout = int(a[2]);
+pub fn sys_poll(ctx: &mut Ctx, UserPtr(ufds): UserPtr, nfds: u32, timeout: i32) -> SysResult {
+    let fds = read_pollfds(ctx, ufds, nfds)?;
     let deadline = (timeout >= 0).then(|| deadline_in(Duration::from_millis(timeout as u64)));
     let revents = poll_guest(ctx, &fds, deadline)?;
-    write_revents(ctx, a[0], &revents)
+    write_revents(ctx, ufds, &revents)
 }
 
 fn read_timespec_deadline(ctx: &Ctx, ptr: u64) -> Result<Option<Instant>, Errno> {
@@ -135,12 +135,19 @@ fn swap_mask(ctx: &mut Ctx, ptr: u64, size: u64) -> Result<(), Errno> {
     Ok(())
 }
 
-pub fn sys_ppoll(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let fds = read_pollfds(ctx, a[0], a[1])?;
-    let deadline = read_timespec_deadline(ctx, a[2])?;
-    swap_mask(ctx, a[3], a[4])?;
+pub fn sys_ppoll(
+    ctx: &mut Ctx,
+    UserPtr(ufds): UserPtr,
+    nfds: u32,
+    UserPtr(tsp): UserPtr,
+    UserPtr(sigmask): UserPtr,
+    sigsetsize: usize,
+) -> SysResult {
+    let fds = read_pollfds(ctx, ufds, nfds)?;
+    let deadline = read_timespec_deadline(ctx, tsp)?;
+    swap_mask(ctx, sigmask, sigsetsize as u64)?;
     let revents = poll_guest(ctx, &fds, deadline)?;
-    write_revents(ctx, a[0], &revents)
+    write_revents(ctx, ufds, &revents)
 }
 
 const FD_SETSIZE_MAX: usize = 1 << 20;
@@ -208,9 +215,16 @@ fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>
     Ok(count)
 }
 
-pub fn sys_select(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let deadline = if a[4] != 0 {
-        let tv: libc::timeval = ctx.mem().read(a[4])?;
+pub fn sys_select(
+    ctx: &mut Ctx,
+    n: i32,
+    UserPtr(inp): UserPtr,
+    UserPtr(outp): UserPtr,
+    UserPtr(exp): UserPtr,
+    UserPtr(tvp): UserPtr,
+) -> SysResult {
+    let deadline = if tvp != 0 {
+        let tv: libc::timeval = ctx.mem().read(tvp)?;
         if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
             return Err(Errno::EINVAL);
         }
@@ -218,23 +232,31 @@ pub fn sys_select(ctx: &mut Ctx, a: &Args) -> SysResult {
     } else {
         None
     };
-    let r = do_select(ctx, int(a[0]), [a[1], a[2], a[3]], deadline);
-    if a[4] != 0 {
+    let r = do_select(ctx, n, [inp, outp, exp], deadline);
+    if tvp != 0 {
         // Linux writes back the time left.
         let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
         let tv = libc::timeval { tv_sec: left.as_secs() as i64, tv_usec: left.subsec_micros() as i64 };
-        ctx.mem().write(a[4], &tv)?;
+        ctx.mem().write(tvp, &tv)?;
     }
     r
 }
 
-pub fn sys_pselect6(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let deadline = read_timespec_deadline(ctx, a[4])?;
-    if a[5] != 0 {
-        let sig: [u64; 2] = ctx.mem().read(a[5])?;
+pub fn sys_pselect6(
+    ctx: &mut Ctx,
+    n: i32,
+    UserPtr(inp): UserPtr,
+    UserPtr(outp): UserPtr,
+    UserPtr(exp): UserPtr,
+    UserPtr(tsp): UserPtr,
+    UserPtr(sig): UserPtr,
+) -> SysResult {
+    let deadline = read_timespec_deadline(ctx, tsp)?;
+    if sig != 0 {
+        let sig: [u64; 2] = ctx.mem().read(sig)?;
         swap_mask(ctx, sig[0], sig[1])?;
     }
-    do_select(ctx, int(a[0]), [a[1], a[2], a[3]], deadline)
+    do_select(ctx, n, [inp, outp, exp], deadline)
 }
 
 /// Blocks until a signal is delivered (pause, rt_sigsuspend).
@@ -243,25 +265,31 @@ fn wait_for_signal(ctx: &Ctx) -> SysResult {
     r.and(Err(Errno::ERESTARTNOHAND)).or(Err(Errno::ERESTARTNOHAND))
 }
 
-pub fn sys_pause(ctx: &mut Ctx, _: &Args) -> SysResult {
+pub fn sys_pause(ctx: &mut Ctx) -> SysResult {
     wait_for_signal(ctx)
 }
 
-pub fn sys_rt_sigsuspend(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if a[1] != 8 {
+pub fn sys_rt_sigsuspend(ctx: &mut Ctx, UserPtr(unewset): UserPtr, sigsetsize: usize) -> SysResult {
+    if sigsetsize != 8 {
         return Err(Errno::EINVAL);
     }
-    swap_mask(ctx, a[0], a[1])?;
+    swap_mask(ctx, unewset, sigsetsize as u64)?;
     wait_for_signal(ctx)
 }
 
-pub fn sys_rt_sigtimedwait(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if a[3] != 8 {
+pub fn sys_rt_sigtimedwait(
+    ctx: &mut Ctx,
+    UserPtr(uthese): UserPtr,
+    UserPtr(uinfo): UserPtr,
+    UserPtr(uts): UserPtr,
+    sigsetsize: usize,
+) -> SysResult {
+    if sigsetsize != 8 {
         return Err(Errno::EINVAL);
     }
-    let set: u64 = ctx.mem().read(a[0])?;
+    let set: u64 = ctx.mem().read(uthese)?;
     let set = set & !UNBLOCKABLE;
-    let deadline = read_timespec_deadline(ctx, a[2])?;
+    let deadline = read_timespec_deadline(ctx, uts)?;
     // Woken by the kick that comes with every signal queued for it.
     let got = ctx.t.wait_for(None, deadline, Wake::OnSignal, || {
         let mut st = ctx.t.thread.state.lock().unwrap();
@@ -270,8 +298,8 @@ pub fn sys_rt_sigtimedwait(ctx: &mut Ctx, a: &Args) -> SysResult {
     });
     match got {
         Ok(Some(info)) => {
-            if a[1] != 0 {
-                ctx.mem().write_bytes(a[1], &info.0)?;
+            if uinfo != 0 {
+                ctx.mem().write_bytes(uinfo, &info.0)?;
             }
             Ok(info.signo() as u64)
         }

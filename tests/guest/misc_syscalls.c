@@ -1,18 +1,24 @@
 /* Clocks and sleeps, uname, getrandom, process ids, sysinfo, rlimits,
- * sched_yield, futex, set_tid_address, arch_prctl, rt_sigaction and
- * rt_sigprocmask.  Prints section names only: no times, ids or values. */
+ * sched_yield, futex, set_tid_address, arch_prctl, rt_sigaction,
+ * rt_sigprocmask, and how wide each argument is (an int is the low half of
+ * its register).  Prints section names only: no times, ids or values. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -331,6 +337,73 @@ static void test_signals(void)
 	CHECK_EQ(sigismember(&lcur, SIGHUP), 0);
 }
 
+/* What a caller may leave in the upper half of a register whose argument
+ * is an int or unsigned int: Linux reads the low half only. */
+#define GARBAGE 0x5a5a5a5a00000000UL
+
+/* Each parameter is as wide as its C type in Linux (or what Linux narrows
+ * it to): an int or unsigned int is the low 32 bits of its register, an
+ * unsigned long all 64, where a stray upper bit is an unknown flag.
+ * Regressions: nomu read poll's and ppoll's nfds, getdents64's count,
+ * readv's and writev's vlen (import_iovec takes an unsigned int) and
+ * prctl's and arch_prctl's option with their upper halves, and mprotect's
+ * prot and mremap's flags without theirs. */
+static void test_argument_widths(void)
+{
+	int fds[2];
+	char got[2] = {0, 0};
+	char entries[512];
+	printf("== argument widths\n");
+	CHECK_OK(pipe(fds));
+	CHECK_EQ(write(fds[1], "x", 1), 1);
+
+	/* unsigned int nfds */
+	struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+	CHECK_EQ(syscall(SYS_poll, &pfd, GARBAGE | 1, 0), 1);
+	CHECK_EQ(pfd.revents, POLLIN);
+	CHECK_EQ(syscall(SYS_poll, &pfd, GARBAGE, 0), 0);
+	struct timespec now = {0, 0};
+	pfd.revents = 0;
+	CHECK_EQ(syscall(SYS_ppoll, &pfd, GARBAGE | 1, &now, NULL, 8), 1);
+	CHECK_EQ(pfd.revents, POLLIN);
+
+	/* vlen: one iovec */
+	struct iovec iov = {.iov_base = "y", .iov_len = 1};
+	CHECK_EQ(syscall(SYS_writev, fds[1], &iov, GARBAGE | 1), 1);
+	iov = (struct iovec){.iov_base = got, .iov_len = 2};
+	CHECK_EQ(syscall(SYS_readv, fds[0], &iov, GARBAGE | 1), 2);
+	CHECK(memcmp(got, "xy", 2) == 0);
+
+	/* descriptors and an unsigned int command */
+	CHECK_EQ(syscall(SYS_fcntl, GARBAGE | fds[0], GARBAGE | F_GETFD, 0), 0);
+	CHECK_EQ(syscall(SYS_write, GARBAGE | fds[1], "z", 1), 1);
+	CHECK_EQ(syscall(SYS_read, GARBAGE | fds[0], got, 1), 1);
+	close(fds[0]);
+	close(fds[1]);
+
+	/* unsigned int count: 10 bytes hold no entry (EINVAL), 512 do */
+	int dir = open("/", O_RDONLY | O_DIRECTORY);
+	CHECK(dir >= 0);
+	CHECK_ERR(syscall(SYS_getdents64, dir, entries, GARBAGE | 10), EINVAL);
+	CHECK(syscall(SYS_getdents64, dir, entries, GARBAGE | sizeof entries) > 0);
+	close(dir);
+
+	/* int option */
+	CHECK_EQ(syscall(SYS_prctl, GARBAGE | PR_GET_DUMPABLE, 0, 0, 0, 0), prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
+	uintptr_t fs = 0, fs_again = 1;
+	CHECK_OK(syscall(SYS_arch_prctl, K_ARCH_GET_FS, &fs));
+	CHECK_OK(syscall(SYS_arch_prctl, GARBAGE | K_ARCH_GET_FS, &fs_again));
+	CHECK_EQ(fs_again, fs);
+
+	/* unsigned long prot and flags: bit 32 is no PROT_ or MREMAP_ flag */
+	char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(m != MAP_FAILED);
+	CHECK_ERR(syscall(SYS_mprotect, m, 4096, (1UL << 32) | PROT_READ), EINVAL);
+	CHECK_ERR(syscall(SYS_mremap, m, 4096, 8192, (1UL << 32) | MREMAP_MAYMOVE, 0), EINVAL);
+	m[0] = 1; /* still mapped, still writable */
+	CHECK_OK(munmap(m, 4096));
+}
+
 int main(void)
 {
 	test_time();
@@ -339,5 +412,6 @@ int main(void)
 	test_futex();
 	test_thread_bits();
 	test_signals();
+	test_argument_widths();
 	return checks_done();
 }
