@@ -4,11 +4,11 @@ use super::file_ops::{self, FIONREAD};
 use super::{int, Args, Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::GuestIovec;
-use crate::fs::file::OpenFile;
+use crate::fs::file::{FileKind, FileType, OpenFile};
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::host::sys as hostsys;
-use crate::mm::uaccess::Pinned;
+use crate::mm::uaccess::{access_ok, Pinned};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,32 +67,66 @@ fn count(len: u64) -> usize {
     (len as usize).min(MAX_RW_COUNT)
 }
 
+/// Whether pread, pwrite and a sendfile offset apply to `f`: Linux's
+/// FMODE_PREAD, which pipes, sockets and terminals lack.
+fn positional(f: &OpenFile) -> bool {
+    !matches!(f.kind(), FileKind::Fifo | FileKind::Socket) && f.file_type() != FileType::Terminal
+}
+
+/// A read or write of `len` bytes at `buf` in Linux's order (vfs_read,
+/// vfs_write): for pread/pwrite whether the file has offsets (ESPIPE),
+/// then the descriptor's mode (EBADF), the whole buffer's place in user
+/// space (access_ok, EFAULT), and a directory's read (EISDIR) before its
+/// buffer is touched. Only an EFAULT asks: the fast path pays nothing.
+fn rw_in_order(
+    f: &OpenFile,
+    write: bool,
+    positioned: bool,
+    buf: u64,
+    len: u64,
+    io: impl FnOnce() -> SysResult,
+) -> SysResult {
+    let in_user = access_ok(buf, len);
+    match if in_user { io() } else { Err(Errno::EFAULT) } {
+        Err(Errno::EFAULT) if positioned && !positional(f) => Err(Errno::ESPIPE),
+        Err(Errno::EFAULT) if !(if write { f.writable() } else { f.readable() }) => Err(Errno::EBADF),
+        Err(Errno::EFAULT) if in_user && !write && f.kind() == FileKind::Directory => Err(Errno::EISDIR),
+        r => r,
+    }
+}
+
 pub fn sys_read(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
-    file_ops::of(&f).read(ctx, &f, a[1], count(a[2]))
+    rw_in_order(&f, false, false, a[1], a[2], || file_ops::of(&f).read(ctx, &f, a[1], count(a[2])))
 }
 
 pub fn sys_write(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
-    file_ops::of(&f).write(ctx, &f, a[1], count(a[2]))
+    rw_in_order(&f, true, false, a[1], a[2], || file_ops::of(&f).write(ctx, &f, a[1], count(a[2])))
 }
 
 pub fn sys_pread64(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
+    // Linux checks pos before the descriptor (ksys_pread64).
     if (a[3] as i64) < 0 {
         return Err(Errno::EINVAL);
     }
-    let buf = ctx.mem().range(a[1], count(a[2]), true)?;
-    hostfs::pread(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
+    let f = ctx.io_file(a[0])?;
+    rw_in_order(&f, false, true, a[1], a[2], || {
+        let buf = ctx.mem().range(a[1], count(a[2]), true)?;
+        hostfs::pread(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
+    })
 }
 
 pub fn sys_pwrite64(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
+    // Linux checks pos before the descriptor (ksys_pwrite64).
     if (a[3] as i64) < 0 {
         return Err(Errno::EINVAL);
     }
-    let buf = ctx.mem().range(a[1], count(a[2]), false)?;
-    hostfs::pwrite(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
+    let f = ctx.io_file(a[0])?;
+    rw_in_order(&f, true, true, a[1], a[2], || {
+        let buf = ctx.mem().range(a[1], count(a[2]), false)?;
+        hostfs::pwrite(f.fd(), *buf, a[3] as i64).map(|n| n as u64)
+    })
 }
 
 /// A guest iovec array's buffers, pinned while the call uses them.
@@ -116,12 +150,23 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Er
         return Err(Errno::EINVAL);
     }
     let mem = ctx.mem();
-    let mut ranges = Vec::with_capacity(cnt);
-    let mut total: u64 = 0;
-    let mut short = false;
+    // Linux's import_iovec: the whole array is read, each length judged,
+    // before any buffer; several buffers must each lie in user space whole,
+    // one alone is cut to MAX_RW_COUNT first (import_ubuf).
+    let mut iovs = Vec::with_capacity(cnt);
     for i in 0..cnt {
         let v: GuestIovec = mem.read(iov + (i * 16) as u64)?;
-        total = total.checked_add(v.len).filter(|&t| t <= isize::MAX as u64).ok_or(Errno::EINVAL)?;
+        if (v.len as i64) < 0 {
+            return Err(Errno::EINVAL);
+        }
+        iovs.push(v);
+    }
+    if iovs.iter().any(|v| !access_ok(v.base, if cnt == 1 { count(v.len) as u64 } else { v.len })) {
+        return Err(Errno::EFAULT);
+    }
+    let mut ranges = Vec::with_capacity(cnt);
+    let mut short = false;
+    for v in iovs {
         if short || v.len == 0 {
             continue;
         }
@@ -139,12 +184,20 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u64, write: bool) -> Result<IoRanges, Er
 
 pub fn sys_readv(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
+    // The mode before the iovec (vfs_readv).
+    if !f.readable() {
+        return Err(Errno::EBADF);
+    }
     let ranges = iov_ranges(ctx, a[1], a[2], true)?;
     file_ops::of(&f).readv(ctx, &f, &ranges)
 }
 
 pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
     let f = ctx.io_file(a[0])?;
+    // The mode before the iovec (vfs_writev).
+    if !f.writable() {
+        return Err(Errno::EBADF);
+    }
     let ops = file_ops::of(&f);
     ops.writev_ignores_buffers(&f)?;
     let ranges = iov_ranges(ctx, a[1], a[2], false)?;
@@ -152,17 +205,24 @@ pub fn sys_writev(ctx: &mut Ctx, a: &Args) -> SysResult {
 }
 
 pub fn sys_sendfile(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let out = ctx.io_file(a[0])?;
+    // Linux's order (sendfile64, do_sendfile): the offset is read, the
+    // input judged (its mode, whether it has offsets, the offset), then
+    // the output.
+    let mut off: Option<i64> = if a[2] != 0 { Some(ctx.mem().read(a[2])?) } else { None };
     let input = ctx.io_file(a[1])?;
-    let mut off = if a[2] != 0 {
-        let o: i64 = ctx.mem().read(a[2])?;
-        if o < 0 {
-            return Err(Errno::EINVAL);
-        }
-        Some(o)
-    } else {
-        None
-    };
+    if !input.readable() {
+        return Err(Errno::EBADF);
+    }
+    if off.is_some() && !positional(&input) {
+        return Err(Errno::ESPIPE);
+    }
+    if off.is_some_and(|o| o < 0) {
+        return Err(Errno::EINVAL);
+    }
+    let out = ctx.io_file(a[0])?;
+    if !out.writable() {
+        return Err(Errno::EBADF);
+    }
     wait_ready(ctx, &input, libc::POLLIN)?;
     wait_ready(ctx, &out, libc::POLLOUT)?;
     let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), count(a[3]))?;
@@ -191,10 +251,11 @@ pub fn sys_fdatasync(ctx: &mut Ctx, a: &Args) -> SysResult {
 }
 
 pub fn sys_ftruncate(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let f = ctx.io_file(a[0])?;
+    // Linux checks the length before the descriptor (do_sys_ftruncate).
     if (a[1] as i64) < 0 {
         return Err(Errno::EINVAL);
     }
+    let f = ctx.io_file(a[0])?;
     hostfs::ftruncate(f.fd(), a[1] as i64).map(|_| 0)
 }
 
