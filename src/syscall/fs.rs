@@ -183,7 +183,21 @@ pub fn sys_creat(ctx: &mut Ctx, a: &Args) -> SysResult {
 }
 
 fn do_open(ctx: &mut Ctx, dirfd: i32, ptr: u64, flags: i32, mode: u32) -> SysResult {
-    let abs = ctx.abs_path(dirfd, ptr, false)?;
+    // Linux's order (do_sys_openat2): the flags (build_open_flags, O_PATH
+    // dropping the others first), the path, a free descriptor (EMFILE),
+    // then the directory descriptor and the lookup.
+    let judged = if flags & libc::O_PATH != 0 { flags & (libc::O_DIRECTORY | libc::O_NOFOLLOW) } else { flags };
+    let tmpfile = libc::O_TMPFILE & !libc::O_DIRECTORY;
+    if judged & (libc::O_CREAT | libc::O_DIRECTORY) == libc::O_CREAT | libc::O_DIRECTORY
+        || (judged & tmpfile != 0 && (judged & libc::O_DIRECTORY == 0 || judged & libc::O_ACCMODE == libc::O_RDONLY))
+    {
+        return Err(Errno::EINVAL);
+    }
+    let abs = ctx.abs_path(dirfd, ptr, false);
+    if !matches!(abs, Err(Errno::EFAULT | Errno::ENAMETOOLONG | Errno::ENOENT)) && ctx.fd_table_full() {
+        return Err(Errno::EMFILE);
+    }
+    let abs = abs?;
     let mode = mode & 0o7777 & !ctx.umask();
     let writes = flags & libc::O_ACCMODE != libc::O_RDONLY && flags & libc::O_PATH == 0;
     let mut writing = None;

@@ -31,6 +31,12 @@ impl Ctx<'_, '_> {
         Ok(f)
     }
 
+    /// Whether no descriptor is free below RLIMIT_NOFILE.
+    pub fn fd_table_full(&self) -> bool {
+        let limit = self.process().nofile_limit();
+        self.process().files.lock().unwrap().lowest_free(0, limit).is_none()
+    }
+
     pub fn install_fd(&self, file: Arc<OpenFile>, cloexec: bool) -> SysResult {
         let limit = self.process().nofile_limit();
         let fd = self.process().files.lock().unwrap().install(file, cloexec, 0, limit)?;
@@ -304,11 +310,12 @@ const F_GETPIPE_SZ: i32 = 1032;
 
 fn dup_from(ctx: &Ctx, fd: u64, min: u64, cloexec: bool) -> SysResult {
     let limit = ctx.process().nofile_limit();
+    let mut files = ctx.process().files.lock().unwrap();
+    let file = files.file(int(fd))?;
+    // fcntl finds the descriptor before f_dupfd judges the lowest number.
     if min as usize >= limit {
         return Err(Errno::EINVAL);
     }
-    let mut files = ctx.process().files.lock().unwrap();
-    let file = files.file(int(fd))?;
     files.install(file, cloexec, min as usize, limit).map(|fd| fd as u64)
 }
 
@@ -328,7 +335,9 @@ pub fn sys_fcntl(ctx: &mut Ctx, a: &Args) -> SysResult {
             Ok((hostfs::getfl(f.fd())? & !libc::O_CLOEXEC) as u64)
         }
         F_SETFL => {
-            let f = ctx.file(fd)?;
+            // An O_PATH descriptor takes only F_DUPFD*, F_GETFD, F_SETFD and
+            // F_GETFL: EBADF for the rest, unknown ones too (check_fcntl_cmd).
+            let f = ctx.io_file(fd)?;
             let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
             let old = hostfs::getfl(f.fd())?;
             hostfs::setfl(f.fd(), (old & !changeable) | (int(arg) & changeable)).map(|_| 0)
@@ -338,14 +347,17 @@ pub fn sys_fcntl(ctx: &mut Ctx, a: &Args) -> SysResult {
             crate::host::fs::fcntl_int(f.fd(), cmd, arg as i32).map(|v| v as u64)
         }
         _ => {
-            ctx.file(fd)?;
+            ctx.io_file(fd)?;
             Err(Errno::EINVAL)
         }
     }
 }
 
 pub fn sys_dup(ctx: &mut Ctx, a: &Args) -> SysResult {
-    dup_from(ctx, a[0], 0, false)
+    let limit = ctx.process().nofile_limit();
+    let mut files = ctx.process().files.lock().unwrap();
+    let file = files.file(int(a[0]))?;
+    files.install(file, false, 0, limit).map(|fd| fd as u64)
 }
 
 fn dup_to(ctx: &Ctx, old: u64, new: u64, cloexec: bool) -> SysResult {
