@@ -120,14 +120,20 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// What an empty path (with AT_EMPTY_PATH) names: the directory
+    /// descriptor's file, or the cwd.
+    fn empty_target(&self, dirfd: i32) -> Result<Target, Errno> {
+        if dirfd == AT_FDCWD {
+            let cwd = self.process().cwd.lock().unwrap().clone();
+            return Ok(Target::Object(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?));
+        }
+        Ok(Target::File(self.file(dirfd as u32 as u64)?))
+    }
+
     fn target(&self, dirfd: i32, ptr: u64, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
         let abs = self.abs_path(dirfd, ptr, empty_ok)?;
         if abs.is_empty() {
-            if dirfd == AT_FDCWD {
-                let cwd = self.process().cwd.lock().unwrap().clone();
-                return Ok(Target::Object(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?));
-            }
-            return Ok(Target::File(self.file(dirfd as u32 as u64)?));
+            return self.empty_target(dirfd);
         }
         if path::special(&abs).is_none() && self.kernel().root.is_host_root() {
             return Ok(Target::HostPath(path::cstring(&abs)?, follow));
@@ -271,27 +277,53 @@ pub fn sys_fstat(ctx: &mut Ctx, a: &Args) -> SysResult {
     super::file_ops::of(&f).fstat(ctx, &f, a[1])
 }
 
+const STATX_RESERVED: u32 = 0x8000_0000;
+
+/// Linux's fstat shortcut for newfstatat and statx: an empty or NULL path
+/// with AT_EMPTY_PATH on a descriptor is that descriptor, whatever the
+/// other flags (None: the call goes the usual way).
+fn empty_path_fd(ctx: &Ctx, dirfd: i32, ptr: u64, flags: i32) -> Option<Result<Target, Errno>> {
+    if flags & libc::AT_EMPTY_PATH == 0 || dirfd < 0 || (ptr != 0 && !matches!(ctx.mem().read::<u8>(ptr), Ok(0))) {
+        return None;
+    }
+    Some(ctx.file(dirfd as u32 as u64).map(Target::File))
+}
+
+/// A stat call's target: a NULL path with AT_EMPTY_PATH is an empty one.
+fn stat_target_of(ctx: &Ctx, dirfd: i32, ptr: u64, flags: i32) -> Result<Target, Errno> {
+    let empty_ok = flags & libc::AT_EMPTY_PATH != 0;
+    if ptr == 0 && empty_ok {
+        return ctx.empty_target(dirfd);
+    }
+    ctx.target(dirfd, ptr, flags & libc::AT_SYMLINK_NOFOLLOW == 0, empty_ok)
+}
+
 pub fn sys_newfstatat(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[3]);
-    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT) != 0 {
+    let (dirfd, flags) = (int(a[0]), int(a[3]));
+    if let Some(t) = empty_path_fd(ctx, dirfd, a[1], flags) {
+        return stat_into(ctx, &t?, a[2]);
+    }
+    let allowed = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_SYNC_TYPE;
+    if flags & !allowed != 0 {
         return Err(Errno::EINVAL);
     }
-    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    stat_into(ctx, &ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?, a[2])
+    stat_into(ctx, &stat_target_of(ctx, dirfd, a[1], flags)?, a[2])
 }
 
 pub fn sys_statx(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let flags = int(a[2]);
+    let (dirfd, flags, mask) = (int(a[0]), int(a[2]), a[3] as u32);
+    let shortcut = empty_path_fd(ctx, dirfd, a[1], flags);
     let allowed = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_SYNC_TYPE;
-    if flags & !allowed != 0 || flags & libc::AT_STATX_SYNC_TYPE == libc::AT_STATX_SYNC_TYPE {
+    if (shortcut.is_none() && flags & !allowed != 0)
+        || flags & libc::AT_STATX_SYNC_TYPE == libc::AT_STATX_SYNC_TYPE
+        || mask & STATX_RESERVED != 0
+    {
         return Err(Errno::EINVAL);
     }
-    let mask = a[3] as u32;
-    if mask & 0x8000_0000 != 0 {
-        return Err(Errno::EINVAL); // STATX__RESERVED
-    }
-    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    let t = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let t = match shortcut {
+        Some(t) => t?,
+        None => stat_target_of(ctx, dirfd, a[1], flags)?,
+    };
     let sync = flags & libc::AT_STATX_SYNC_TYPE;
     let buf = match t.object_fd() {
         Some(fd) => hostfs::statx(fd, c"", libc::AT_EMPTY_PATH | sync, mask)?,
@@ -420,7 +452,9 @@ pub fn sys_rmdir(ctx: &mut Ctx, a: &Args) -> SysResult {
 
 pub fn sys_renameat2(ctx: &mut Ctx, a: &Args) -> SysResult {
     let flags = a[4] as u32;
-    if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0 {
+    if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0
+        || (flags & (libc::RENAME_NOREPLACE | libc::RENAME_WHITEOUT) != 0 && flags & libc::RENAME_EXCHANGE != 0)
+    {
         return Err(Errno::EINVAL);
     }
     let (od, on) = entry(ctx, int(a[0]), a[1])?;
@@ -482,8 +516,10 @@ pub fn sys_linkat(ctx: &mut Ctx, a: &Args) -> SysResult {
     }
     let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
     let old = ctx.target(int(a[0]), a[1], follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    // Linux looks the old file up whole before it reads the new name.
+    let old_st = stat_target(&old)?;
     let (nd, nn) = entry(ctx, int(a[2]), a[3])?;
-    refuse_device_node(&stat_target(&old)?)?;
+    refuse_device_node(&old_st)?;
     let (od, on, at_flags) = old.at();
     let link_flags = if at_flags & libc::AT_SYMLINK_NOFOLLOW != 0 { 0 } else { libc::AT_SYMLINK_FOLLOW };
     hostfs::linkat(od, &on, nd.as_fd(), &nn, link_flags).map(|_| 0)
@@ -526,29 +562,41 @@ const UTIME_OMIT: i64 = (1 << 30) - 2;
 
 pub fn sys_utimensat(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (dirfd, path, times, flags) = (int(a[0]), a[1], a[2], int(a[3]));
-    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
-        return Err(Errno::EINVAL);
+    // Linux's order (utimensat, do_utimes, vfs_utimes): the times are read,
+    // and two UTIME_OMITs do nothing, checking nothing else; then the
+    // flags, the file, and last the nanoseconds.
+    let ts: Option<[libc::timespec; 2]> = if times != 0 { Some(ctx.mem().read(times)?) } else { None };
+    if ts.is_some_and(|ts| ts.iter().all(|t| t.tv_nsec == UTIME_OMIT)) {
+        return Ok(0);
     }
-    let ts = if times != 0 {
-        let ts: [libc::timespec; 2] = ctx.mem().read(times)?;
-        for t in &ts {
-            if t.tv_nsec != UTIME_NOW && t.tv_nsec != UTIME_OMIT && !(0..1_000_000_000).contains(&t.tv_nsec) {
-                return Err(Errno::EINVAL);
-            }
-        }
-        Some(ts)
-    } else {
-        None
+    let nsec_valid = || {
+        ts.iter()
+            .flatten()
+            .all(|t| t.tv_nsec == UTIME_NOW || t.tv_nsec == UTIME_OMIT || (0..1_000_000_000).contains(&t.tv_nsec))
     };
-    // A NULL path means the descriptor itself (futimens).
-    if path == 0 {
-        let f = ctx.file(dirfd as u32 as u64)?;
+    // A NULL path with a descriptor means the descriptor itself
+    // (futimens), which takes no flags.
+    if path == 0 && dirfd != AT_FDCWD {
+        if flags != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let f = ctx.io_file(dirfd as u32 as u64)?;
+        if !nsec_valid() {
+            return Err(Errno::EINVAL);
+        }
         refuse_device_node(&hostfs::fstat(f.fd())?)?;
         return hostfs::utimensat(f.fd(), None, ts.as_ref(), 0).map(|_| 0);
     }
+    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let t = ctx.target(dirfd, path, follow, flags & libc::AT_EMPTY_PATH != 0)?;
-    refuse_device_node(&stat_target(&t)?)?;
+    let st = stat_target(&t)?;
+    if !nsec_valid() {
+        return Err(Errno::EINVAL);
+    }
+    refuse_device_node(&st)?;
     let (dir, name, at_flags) = t.at();
     hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
 }
