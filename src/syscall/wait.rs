@@ -136,17 +136,17 @@ fn swap_mask(ctx: &mut Ctx, ptr: u64, size: u64) -> Result<(), Errno> {
 }
 
 pub fn sys_ppoll(ctx: &mut Ctx, a: &Args) -> SysResult {
-    let fds = read_pollfds(ctx, a[0], a[1])?;
+    // Linux's order: the timeout, the signal mask, then the descriptors.
     let deadline = read_timespec_deadline(ctx, a[2])?;
     swap_mask(ctx, a[3], a[4])?;
+    let fds = read_pollfds(ctx, a[0], a[1])?;
     let revents = poll_guest(ctx, &fds, deadline)?;
     write_revents(ctx, a[0], &revents)
 }
 
-const FD_SETSIZE_MAX: usize = 1 << 20;
-
 fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>) -> SysResult {
-    if nfds < 0 || nfds as usize > FD_SETSIZE_MAX {
+    // A count above the table's size is cut to it, never refused.
+    if nfds < 0 {
         return Err(Errno::EINVAL);
     }
     let nfds = (nfds as usize).min(ctx.process().nofile_limit());
@@ -209,29 +209,40 @@ fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>
 }
 
 pub fn sys_select(ctx: &mut Ctx, a: &Args) -> SysResult {
+    let mut zero = false;
     let deadline = if a[4] != 0 {
         let tv: libc::timeval = ctx.mem().read(a[4])?;
-        if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
+        // Linux carries whole seconds of tv_usec into tv_sec before it
+        // judges the timeout (kern_select): {-1, 1000000} is zero.
+        let (sec, nsec) = (tv.tv_sec.wrapping_add(tv.tv_usec / 1_000_000), (tv.tv_usec % 1_000_000) * 1000);
+        if sec < 0 || nsec < 0 {
             return Err(Errno::EINVAL);
         }
-        Some(deadline_in(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000)))
+        zero = sec == 0 && nsec == 0;
+        Some(deadline_in(Duration::new(sec as u64, nsec as u32)))
     } else {
         None
     };
     let r = do_select(ctx, int(a[0]), [a[1], a[2], a[3]], deadline);
-    if a[4] != 0 {
-        // Linux writes back the time left.
+    if a[4] != 0 && !zero {
+        // Linux writes back the time left, but not for a zero timeout, and
+        // a timeval it cannot write changes nothing but a restart
+        // (poll_select_finish).
         let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
         let tv = libc::timeval { tv_sec: left.as_secs() as i64, tv_usec: left.subsec_micros() as i64 };
-        ctx.mem().write(a[4], &tv)?;
+        if ctx.mem().write(a[4], &tv).is_err() && r == Err(Errno::ERESTARTNOHAND) {
+            return Err(Errno::EINTR);
+        }
     }
     r
 }
 
 pub fn sys_pselect6(ctx: &mut Ctx, a: &Args) -> SysResult {
+    // Linux reads the sigset argument pack first, then the timeout, then
+    // the mask (pselect6, do_pselect).
+    let sig: Option<[u64; 2]> = if a[5] != 0 { Some(ctx.mem().read(a[5])?) } else { None };
     let deadline = read_timespec_deadline(ctx, a[4])?;
-    if a[5] != 0 {
-        let sig: [u64; 2] = ctx.mem().read(a[5])?;
+    if let Some(sig) = sig {
         swap_mask(ctx, sig[0], sig[1])?;
     }
     do_select(ctx, int(a[0]), [a[1], a[2], a[3]], deadline)
