@@ -102,8 +102,13 @@ pub fn sys_clock_nanosleep(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (clock, flags) = (int(a[0]), int(a[1]));
     match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => {}
-        libc::CLOCK_PROCESS_CPUTIME_ID => return Err(Errno::ENOTSUP),
-        libc::CLOCK_THREAD_CPUTIME_ID => return Err(Errno::EINVAL),
+        // No sleeping on the thread's CPU time; on the process's, nomu
+        // cannot, but reads and judges the request first, as Linux does.
+        libc::CLOCK_PROCESS_CPUTIME_ID => {
+            read_timespec(ctx, a[2])?;
+            return Err(Errno::ENOTSUP);
+        }
+        libc::CLOCK_THREAD_CPUTIME_ID => return Err(Errno::ENOTSUP),
         _ => return Err(Errno::EINVAL),
     }
     let req = read_timespec(ctx, a[2])?;
@@ -141,14 +146,15 @@ pub fn sys_getitimer(ctx: &mut Ctx, a: &Args) -> SysResult {
 }
 
 pub fn sys_setitimer(ctx: &mut Ctx, a: &Args) -> SysResult {
-    if int(a[0]) != ITIMER_REAL {
-        return Err(Errno::EINVAL);
-    }
+    // Linux reads and judges the new value before `which` (do_setitimer).
     let new = if a[1] != 0 { Some(ctx.mem().read::<[libc::timeval; 2]>(a[1])?) } else { None };
     let (interval, value) = match &new {
         Some(v) => (tv_to_dur(&v[0])?, tv_to_dur(&v[1])?),
         None => (Duration::ZERO, Duration::ZERO),
     };
+    if int(a[0]) != ITIMER_REAL {
+        return Err(Errno::EINVAL);
+    }
     let deadline = (!value.is_zero()).then(|| Instant::now() + value);
     let p = ctx.process().clone();
     let old = ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, interval);
