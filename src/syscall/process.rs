@@ -62,8 +62,9 @@ pub fn sys_get_robust_list(ctx: &mut Ctx, a: &Args) -> SysResult {
         return Err(Errno::ESRCH);
     }
     let head = ctx.t.thread.state.lock().unwrap().robust_list;
-    ctx.mem().write(a[1], &head)?;
+    // The length is written before the head.
     ctx.mem().write(a[2], &24u64)?;
+    ctx.mem().write(a[1], &head)?;
     Ok(0)
 }
 
@@ -148,8 +149,8 @@ pub fn sys_prctl(ctx: &mut Ctx, a: &Args) -> SysResult {
         PR_GET_DUMPABLE => Ok(1),
         PR_SET_DUMPABLE if a[1] <= 1 => Ok(0),
         // Already in force: nomu runs guests with no_new_privs.
-        PR_SET_NO_NEW_PRIVS if a[1] == 1 => Ok(0),
-        PR_GET_NO_NEW_PRIVS => Ok(1),
+        PR_SET_NO_NEW_PRIVS if a[1] == 1 && a[2..5] == [0; 3] => Ok(0),
+        PR_GET_NO_NEW_PRIVS if a[1..5] == [0; 4] => Ok(1),
         _ => Err(Errno::EINVAL),
     }
 }
@@ -187,6 +188,18 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
     let (uaddr, op, val) = (a[0], int(a[1]), a[2] as u32);
     let cmd = op & !(FUTEX_PRIVATE | FUTEX_CLOCK_REALTIME);
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
+    // Linux's order (sys_futex, do_futex): a wait's timeout is read and
+    // judged, then FUTEX_CLOCK_REALTIME (of the commands here, for
+    // FUTEX_WAIT_BITSET only), the command, and the address.
+    let timeout = if matches!(cmd, FUTEX_WAIT | FUTEX_WAIT_BITSET) { read_timeout(ctx, a[3])? } else { None };
+    if realtime && cmd != FUTEX_WAIT_BITSET {
+        return Err(Errno::ENOSYS);
+    }
+    let known =
+        [FUTEX_WAIT, FUTEX_WAKE, FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET];
+    if !known.contains(&cmd) {
+        return Err(Errno::ENOSYS);
+    }
     if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
@@ -197,14 +210,10 @@ pub fn sys_futex(ctx: &mut Ctx, a: &Args) -> SysResult {
             if bitset == 0 {
                 return Err(Errno::EINVAL);
             }
-            let timeout = read_timeout(ctx, a[3])?;
-            // FUTEX_WAIT's timeout is relative (to CLOCK_MONOTONIC unless
-            // FUTEX_CLOCK_REALTIME); the host call takes an absolute one.
+            // FUTEX_WAIT's timeout is relative (to CLOCK_MONOTONIC); the
+            // host call takes an absolute one.
             let deadline = match (cmd, timeout) {
-                (FUTEX_WAIT, Some(t)) => {
-                    let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
-                    Some(super::time::ts_add(hostsys::clock_gettime(clock)?, t))
-                }
+                (FUTEX_WAIT, Some(t)) => Some(super::time::ts_add(hostsys::clock_gettime(libc::CLOCK_MONOTONIC)?, t)),
                 (_, t) => t,
             };
             let w = word()?;
