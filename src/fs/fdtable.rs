@@ -25,9 +25,14 @@ impl FdTable {
         self.get(fd).map(|e| e.file.clone())
     }
 
+    /// The lowest free descriptor >= `min`, below `limit`.
+    pub fn lowest_free(&self, min: usize, limit: usize) -> Option<usize> {
+        (min..limit).find(|&i| self.entries.get(i).is_none_or(|e| e.is_none()))
+    }
+
     /// Installs at the lowest free descriptor >= `min`, below `limit`.
     pub fn install(&mut self, file: Arc<OpenFile>, cloexec: bool, min: usize, limit: usize) -> Result<i32, Errno> {
-        let slot = (min..limit).find(|&i| self.entries.get(i).is_none_or(|e| e.is_none())).ok_or(Errno::EMFILE)?;
+        let slot = self.lowest_free(min, limit).ok_or(Errno::EMFILE)?;
         self.install_at(slot, file, cloexec);
         Ok(slot as i32)
     }

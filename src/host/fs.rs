@@ -289,6 +289,12 @@ pub fn getdents64(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
     unsafe { syscall_retry(libc::SYS_getdents64, args([raw(fd), buf.ptr() as u64, buf.len() as u64])) }
 }
 
+/// getdents64 into a buffer of nomu's.
+pub fn getdents64_local(fd: BorrowedFd, buf: &mut [u8]) -> R<usize> {
+    // SAFETY: buf is a valid nomu buffer of buf.len() bytes.
+    unsafe { syscall_retry(libc::SYS_getdents64, args([raw(fd), buf.as_mut_ptr() as u64, buf.len() as u64])) }
+}
+
 /// A terminal ioctl whose argument is a plain struct of `arg.len()` bytes
 /// (or an integer, when `arg` is None and `value` carries it).
 pub fn ioctl(fd: BorrowedFd, request: u64, arg: Option<&mut [u8]>, value: u64) -> R<usize> {

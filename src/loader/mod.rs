@@ -42,7 +42,7 @@ impl From<Errno> for ExecError {
 }
 
 /// Opens an executable by guest path, with execve's permission checks.
-fn open_exec(kernel: &Kernel, cwd: &[u8], file: &[u8]) -> Result<(Vec<u8>, Arc<OpenFile>), ExecError> {
+pub(crate) fn open_exec(kernel: &Kernel, cwd: &[u8], file: &[u8]) -> Result<(Vec<u8>, Arc<OpenFile>), ExecError> {
     if file.is_empty() {
         return Err(Errno::ENOENT.into());
     }

@@ -163,7 +163,7 @@ fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls
 }
 
 /// Reads a NULL-terminated array of string pointers (argv, envp).
-fn read_strings(ctx: &Ctx, mut ptr: u64, total: &mut usize) -> Result<Vec<Vec<u8>>, Errno> {
+fn read_pointers(ctx: &Ctx, mut ptr: u64) -> Result<Vec<u64>, Errno> {
     let mut out = Vec::new();
     if ptr == 0 {
         return Ok(out);
@@ -176,6 +176,15 @@ fn read_strings(ctx: &Ctx, mut ptr: u64, total: &mut usize) -> Result<Vec<Vec<u8
         if out.len() >= MAX_ARG_STRINGS {
             return Err(Errno::E2BIG);
         }
+        out.push(s);
+        ptr += 8;
+    }
+}
+
+/// Reads the strings `ptrs` point to.
+fn read_strings(ctx: &Ctx, ptrs: &[u64], total: &mut usize) -> Result<Vec<Vec<u8>>, Errno> {
+    let mut out = Vec::with_capacity(ptrs.len());
+    for &s in ptrs {
         let string = ctx.mem().read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
             Errno::ENAMETOOLONG => Errno::E2BIG,
             e => e,
@@ -185,19 +194,30 @@ fn read_strings(ctx: &Ctx, mut ptr: u64, total: &mut usize) -> Result<Vec<Vec<u8
             return Err(Errno::E2BIG);
         }
         out.push(string);
-        ptr += 8;
     }
+    Ok(out)
+}
+
+/// argv and envp in Linux's order (do_execveat_common): both arrays are
+/// counted before any string is read, and envp's strings are read first.
+fn read_args(ctx: &Ctx, argv: u64, envp: u64) -> Result<[Vec<Vec<u8>>; 2], Errno> {
+    let (argv, envp) = (read_pointers(ctx, argv)?, read_pointers(ctx, envp)?);
+    let mut total = 0;
+    let envp = read_strings(ctx, &envp, &mut total)?;
+    Ok([read_strings(ctx, &argv, &mut total)?, envp])
 }
 
 pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr(envp): UserPtr) -> SysResult {
     let mut path = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
-    let mut total = 0;
-    let argv = read_strings(ctx, argv, &mut total)?;
-    let envp = read_strings(ctx, envp, &mut total)?;
     // No-MMU hush re-executes itself through /proc/self/exe.
     if crate::fs::path::normalize(&path) == b"/proc/self/exe" {
         path = ctx.process().exe.lock().unwrap().clone();
     }
+    let [argv, envp] = read_args(ctx, argv, envp).map_err(|e| {
+        // Linux opens the file before it reads argv and envp (alloc_bprm).
+        let cwd = ctx.process().cwd.lock().unwrap().clone();
+        crate::loader::open_exec(ctx.kernel(), &cwd, &path).err().map_or(e, |open| open.errno)
+    })?;
     let process = ctx.process().clone();
     let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp).map_err(|e| {
         if !e.message.is_empty() {
@@ -297,6 +317,10 @@ pub fn sys_wait4(
     if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WALL | WCLONE) != 0 {
         return Err(Errno::EINVAL);
     }
+    // -INT_MIN is no process group (kernel_wait4).
+    if pid == i32::MIN {
+        return Err(Errno::ESRCH);
+    }
     let which = match pid {
         -1 => WaitFor::Any,
         0 => WaitFor::Group(0),
@@ -347,6 +371,17 @@ pub fn sys_waitid(
     Hex(options): Hex<i32>,
     UserPtr(rusage): UserPtr,
 ) -> SysResult {
+    let found = waitid_find(ctx, idtype, id, options);
+    // Linux writes the rusage of a child found, then the siginfo whatever
+    // the outcome, an error's too (zeroed): a bad infop is EFAULT even then.
+    if let Ok(Some((_, r))) = &found {
+        write_rusage(ctx, rusage, if let WaitResult::Exited(z) = r { Some(z) } else { None })?;
+    }
+    write_siginfo(ctx, infop, found.as_ref().ok().and_then(Option::as_ref))?;
+    found.map(|_| 0)
+}
+
+fn waitid_find(ctx: &Ctx, idtype: i32, id: i32, options: i32) -> Result<Option<(u32, WaitResult)>, Errno> {
     if options & !(WNOHANG | WUNTRACED | WEXITED | WCONTINUED | WNOWAIT | WNOTHREAD | WALL | WCLONE) != 0
         || options & (WEXITED | WUNTRACED | WCONTINUED) == 0
     {
@@ -368,21 +403,16 @@ pub fn sys_waitid(
         stopped: options & WUNTRACED != 0,
         continued: options & WCONTINUED != 0,
     };
-    let found = wait_child(ctx, &q, options & WNOHANG != 0)?;
-    write_siginfo(ctx, infop, found.as_ref())?;
-    write_rusage(
-        ctx,
-        rusage,
-        found.as_ref().and_then(|(_, r)| if let WaitResult::Exited(z) = r { Some(z) } else { None }),
-    )?;
-    Ok(0)
+    wait_child(ctx, &q, options & WNOHANG != 0)
 }
 
 fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, WaitResult)>) -> Result<(), Errno> {
     if infop == 0 {
         return Ok(());
     }
-    let mut info = [0i32; 32];
+    // Linux writes these fields only: si_signo, si_errno, si_code, then
+    // si_pid, si_uid, si_status.
+    let mut info = [0i32; 7];
     if let Some((pid, r)) = found {
         info[0] = libc::SIGCHLD;
         let (code, status) = match *r {
@@ -399,12 +429,18 @@ fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, WaitResult)>) -> Re
         info[5] = crate::host::sys::ids().uid as i32;
         info[6] = status;
     }
-    ctx.mem().write(infop, &info)
+    ctx.mem().write(infop, &<[i32; 3]>::try_from(&info[..3]).unwrap())?;
+    ctx.mem().write(infop + 16, &<[i32; 3]>::try_from(&info[4..]).unwrap())
 }
 
 pub fn sys_setpgid(ctx: &mut Ctx, pid: i32, pgid: i32) -> SysResult {
-    if pid < 0 || pgid < 0 {
+    // Only the group is judged (pgid 0 meaning pid); a negative pid is
+    // one no process has (ESRCH).
+    if pgid < 0 || (pgid == 0 && pid < 0) {
         return Err(Errno::EINVAL);
+    }
+    if pid < 0 {
+        return Err(Errno::ESRCH);
     }
     ctx.kernel().tasks.setpgid(ctx.process().pid, pid as u32, pgid as u32).map(|_| 0)
 }

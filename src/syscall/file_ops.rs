@@ -118,7 +118,11 @@ impl FileOps for HostFile {
         if f.kind() != FileKind::Directory {
             return Err(Errno::ENOTDIR);
         }
-        let buf = ctx.mem().range(buf, len, true)?;
+        let buf = match ctx.mem().range(buf, len, true) {
+            Ok(buf) => buf,
+            Err(Errno::EFAULT) => return getdents_unwritable(f, len),
+            Err(e) => return Err(e),
+        };
         hostfs::getdents64(f.fd(), *buf).map(|n| n as u64)
     }
 
@@ -136,6 +140,20 @@ impl FileOps for HostFile {
         matches!(f.kind(), FileKind::Regular | FileKind::Directory)
             && hostfs::fs_type(f.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
     }
+}
+
+/// getdents64 into a buffer the guest cannot have written: Linux writes
+/// nothing at the end of the directory (0), and judges that the first
+/// entry fits (EINVAL) before it writes it (EFAULT). Asked of the host with
+/// a buffer of nomu's (one entry fits in 4 KiB), the position put back.
+fn getdents_unwritable(f: &OpenFile, len: usize) -> SysResult {
+    let pos = hostfs::lseek(f.fd(), 0, libc::SEEK_CUR)?;
+    let mut probe = vec![0u8; len.min(4096)];
+    if hostfs::getdents64_local(f.fd(), &mut probe)? == 0 {
+        return Ok(0);
+    }
+    hostfs::lseek(f.fd(), pos as i64, libc::SEEK_SET)?;
+    Err(Errno::EFAULT)
 }
 
 /// Pipes, sockets and character devices: I/O waits for a peer.

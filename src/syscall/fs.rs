@@ -119,14 +119,20 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// What an empty path (with AT_EMPTY_PATH) names: the directory
+    /// descriptor's file, or the cwd.
+    fn empty_target(&self, dirfd: DirFd) -> Result<Target, Errno> {
+        if dirfd == DirFd::CWD {
+            let cwd = self.process().cwd.lock().unwrap().clone();
+            return Ok(Target::Object(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?));
+        }
+        Ok(Target::File(self.file(dirfd.fd())?))
+    }
+
     fn target(&self, dirfd: DirFd, pathname: Path, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
         let abs = self.abs_path(dirfd, pathname, empty_ok)?;
         if abs.is_empty() {
-            if dirfd == DirFd::CWD {
-                let cwd = self.process().cwd.lock().unwrap().clone();
-                return Ok(Target::Object(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?));
-            }
-            return Ok(Target::File(self.file(dirfd.fd())?));
+            return self.empty_target(dirfd);
         }
         if path::special(&abs).is_none() && self.kernel().root.is_host_root() {
             return Ok(Target::HostPath(path::cstring(&abs)?, follow));
@@ -188,7 +194,21 @@ pub fn sys_creat(ctx: &mut Ctx, pathname: Path, Mode(mode): Mode) -> SysResult {
 }
 
 fn do_open(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, flags: i32, mode: u32) -> SysResult {
-    let abs = ctx.abs_path(dirfd, pathname, false)?;
+    // Linux's order (do_sys_openat2): the flags (build_open_flags, O_PATH
+    // dropping the others first), the path, a free descriptor (EMFILE),
+    // then the directory descriptor and the lookup.
+    let judged = if flags & libc::O_PATH != 0 { flags & (libc::O_DIRECTORY | libc::O_NOFOLLOW) } else { flags };
+    let tmpfile = libc::O_TMPFILE & !libc::O_DIRECTORY;
+    if judged & (libc::O_CREAT | libc::O_DIRECTORY) == libc::O_CREAT | libc::O_DIRECTORY
+        || (judged & tmpfile != 0 && (judged & libc::O_DIRECTORY == 0 || judged & libc::O_ACCMODE == libc::O_RDONLY))
+    {
+        return Err(Errno::EINVAL);
+    }
+    let abs = ctx.abs_path(dirfd, pathname, false);
+    if !matches!(abs, Err(Errno::EFAULT | Errno::ENAMETOOLONG | Errno::ENOENT)) && ctx.fd_table_full() {
+        return Err(Errno::EMFILE);
+    }
+    let abs = abs?;
     let mode = mode & 0o7777 & !ctx.umask();
     let writes = flags & libc::O_ACCMODE != libc::O_RDONLY && flags & libc::O_PATH == 0;
     let mut writing = None;
@@ -262,6 +282,30 @@ pub fn sys_fstat(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
     super::file_ops::of(&f).fstat(ctx, &f, buf)
 }
 
+const STATX_RESERVED: u32 = 0x8000_0000;
+
+/// Linux's fstat shortcut for newfstatat and statx: an empty or NULL path
+/// with AT_EMPTY_PATH on a descriptor is that descriptor, whatever the
+/// other flags (None: the call goes the usual way).
+fn empty_path_fd(ctx: &Ctx, dirfd: DirFd, pathname: Path, flags: i32) -> Option<Result<Target, Errno>> {
+    if flags & libc::AT_EMPTY_PATH == 0
+        || dirfd.0 < 0
+        || (!pathname.is_null() && !matches!(ctx.mem().read::<u8>(pathname.0), Ok(0)))
+    {
+        return None;
+    }
+    Some(ctx.file(dirfd.fd()).map(Target::File))
+}
+
+/// A stat call's target: a NULL path with AT_EMPTY_PATH is an empty one.
+fn stat_target_of(ctx: &Ctx, dirfd: DirFd, pathname: Path, flags: i32) -> Result<Target, Errno> {
+    let empty_ok = flags & libc::AT_EMPTY_PATH != 0;
+    if pathname.is_null() && empty_ok {
+        return ctx.empty_target(dirfd);
+    }
+    ctx.target(dirfd, pathname, flags & libc::AT_SYMLINK_NOFOLLOW == 0, empty_ok)
+}
+
 pub fn sys_newfstatat(
     ctx: &mut Ctx,
     dirfd: DirFd,
@@ -269,11 +313,14 @@ pub fn sys_newfstatat(
     UserPtr(buf): UserPtr,
     AtFlags(flags): AtFlags,
 ) -> SysResult {
-    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT) != 0 {
+    if let Some(t) = empty_path_fd(ctx, dirfd, pathname, flags) {
+        return stat_into(ctx, &t?, buf);
+    }
+    let allowed = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_SYNC_TYPE;
+    if flags & !allowed != 0 {
         return Err(Errno::EINVAL);
     }
-    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    stat_into(ctx, &ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?, buf)
+    stat_into(ctx, &stat_target_of(ctx, dirfd, pathname, flags)?, buf)
 }
 
 pub fn sys_statx(
@@ -284,15 +331,18 @@ pub fn sys_statx(
     Hex(mask): Hex<u32>,
     UserPtr(buffer): UserPtr,
 ) -> SysResult {
+    let shortcut = empty_path_fd(ctx, dirfd, pathname, flags);
     let allowed = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_SYNC_TYPE;
-    if flags & !allowed != 0 || flags & libc::AT_STATX_SYNC_TYPE == libc::AT_STATX_SYNC_TYPE {
+    if (shortcut.is_none() && flags & !allowed != 0)
+        || flags & libc::AT_STATX_SYNC_TYPE == libc::AT_STATX_SYNC_TYPE
+        || mask & STATX_RESERVED != 0
+    {
         return Err(Errno::EINVAL);
     }
-    if mask & 0x8000_0000 != 0 {
-        return Err(Errno::EINVAL); // STATX__RESERVED
-    }
-    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-    let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    let t = match shortcut {
+        Some(t) => t?,
+        None => stat_target_of(ctx, dirfd, pathname, flags)?,
+    };
     let sync = flags & libc::AT_STATX_SYNC_TYPE;
     let buf = match t.object_fd() {
         Some(fd) => hostfs::statx(fd, c"", libc::AT_EMPTY_PATH | sync, mask)?,
@@ -426,7 +476,9 @@ pub fn sys_renameat2(
     newpath: Path,
     Hex(flags): Hex<u32>,
 ) -> SysResult {
-    if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0 {
+    if flags & !(libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT) != 0
+        || (flags & (libc::RENAME_NOREPLACE | libc::RENAME_WHITEOUT) != 0 && flags & libc::RENAME_EXCHANGE != 0)
+    {
         return Err(Errno::EINVAL);
     }
     let (od, on) = entry(ctx, olddirfd, oldpath)?;
@@ -493,8 +545,10 @@ pub fn sys_linkat(
     }
     let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
     let old = ctx.target(olddirfd, oldpath, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    // Linux looks the old file up whole before it reads the new name.
+    let old_st = stat_target(&old)?;
     let (nd, nn) = entry(ctx, newdirfd, newpath)?;
-    refuse_device_node(&stat_target(&old)?)?;
+    refuse_device_node(&old_st)?;
     let (od, on, at_flags) = old.at();
     let link_flags = if at_flags & libc::AT_SYMLINK_NOFOLLOW != 0 { 0 } else { libc::AT_SYMLINK_FOLLOW };
     hostfs::linkat(od, &on, nd.as_fd(), &nn, link_flags).map(|_| 0)
@@ -541,29 +595,41 @@ pub fn sys_utimensat(
     UserPtr(times): UserPtr,
     AtFlags(flags): AtFlags,
 ) -> SysResult {
-    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
-        return Err(Errno::EINVAL);
+    // Linux's order (utimensat, do_utimes, vfs_utimes): the times are read,
+    // and two UTIME_OMITs do nothing, checking nothing else; then the
+    // flags, the file, and last the nanoseconds.
+    let ts: Option<[libc::timespec; 2]> = if times != 0 { Some(ctx.mem().read(times)?) } else { None };
+    if ts.is_some_and(|ts| ts.iter().all(|t| t.tv_nsec == UTIME_OMIT)) {
+        return Ok(0);
     }
-    let ts = if times != 0 {
-        let ts: [libc::timespec; 2] = ctx.mem().read(times)?;
-        for t in &ts {
-            if t.tv_nsec != UTIME_NOW && t.tv_nsec != UTIME_OMIT && !(0..1_000_000_000).contains(&t.tv_nsec) {
-                return Err(Errno::EINVAL);
-            }
-        }
-        Some(ts)
-    } else {
-        None
+    let nsec_valid = || {
+        ts.iter()
+            .flatten()
+            .all(|t| t.tv_nsec == UTIME_NOW || t.tv_nsec == UTIME_OMIT || (0..1_000_000_000).contains(&t.tv_nsec))
     };
-    // A NULL path means the descriptor itself (futimens).
-    if pathname.is_null() {
-        let f = ctx.file(dirfd.fd())?;
+    // A NULL path with a descriptor means the descriptor itself
+    // (futimens), which takes no flags.
+    if pathname.is_null() && dirfd != DirFd::CWD {
+        if flags != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let f = ctx.io_file(dirfd.fd())?;
+        if !nsec_valid() {
+            return Err(Errno::EINVAL);
+        }
         refuse_device_node(&hostfs::fstat(f.fd())?)?;
         return hostfs::utimensat(f.fd(), None, ts.as_ref(), 0).map(|_| 0);
     }
+    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
-    refuse_device_node(&stat_target(&t)?)?;
+    let st = stat_target(&t)?;
+    if !nsec_valid() {
+        return Err(Errno::EINVAL);
+    }
+    refuse_device_node(&st)?;
     let (dir, name, at_flags) = t.at();
     hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
 }

@@ -70,28 +70,33 @@ fn check_pid(ctx: &Ctx, pid: i32) -> Result<(), Errno> {
     Ok(())
 }
 
-fn do_prlimit(ctx: &Ctx, resource: u32, new: u64, old: u64) -> SysResult {
+/// The new limit the caller gave, read first: Linux reads it before it
+/// finds the process or judges the resource (prlimit64, setrlimit).
+fn read_limit(ctx: &Ctx, ptr: u64) -> Result<Option<libc::rlimit>, Errno> {
+    Ok(if ptr != 0 { Some(ctx.mem().read(ptr)?) } else { None })
+}
+
+fn do_prlimit(ctx: &Ctx, resource: u32, new: Option<libc::rlimit>, old: u64) -> SysResult {
     if resource as usize >= RLIM_NLIMITS {
         return Err(Errno::EINVAL);
     }
-    let new = if new != 0 {
-        let r: libc::rlimit = ctx.mem().read(new)?;
+    if let Some(r) = new {
         if r.rlim_cur > r.rlim_max {
             return Err(Errno::EINVAL);
         }
         if resource == libc::RLIMIT_NOFILE && r.rlim_max > 1 << 20 {
             return Err(Errno::EPERM); // above fs.nr_open
         }
-        Some(r)
-    } else {
-        None
-    };
-    let mut limits = ctx.process().rlimits.lock().unwrap();
-    if old != 0 {
-        ctx.mem().write(old, &limits[resource as usize])?;
     }
-    if let Some(r) = new {
-        limits[resource as usize] = r;
+    let prev = {
+        let mut limits = ctx.process().rlimits.lock().unwrap();
+        let prev = limits[resource as usize];
+        limits[resource as usize] = new.unwrap_or(prev);
+        prev
+    };
+    // The old limit is written once the new one is in place.
+    if old != 0 {
+        ctx.mem().write(old, &prev)?;
     }
     Ok(0)
 }
@@ -103,14 +108,16 @@ pub fn sys_prlimit64(
     UserPtr(new_rlim): UserPtr,
     UserPtr(old_rlim): UserPtr,
 ) -> SysResult {
+    let new = read_limit(ctx, new_rlim)?;
     check_pid(ctx, pid)?;
-    do_prlimit(ctx, resource, new_rlim, old_rlim)
+    do_prlimit(ctx, resource, new, old_rlim)
 }
 
 pub fn sys_getrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
-    do_prlimit(ctx, resource, 0, rlim)
+    do_prlimit(ctx, resource, None, rlim)
 }
 
 pub fn sys_setrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
-    do_prlimit(ctx, resource, rlim, 0)
+    let new = read_limit(ctx, rlim)?;
+    do_prlimit(ctx, resource, new, 0)
 }

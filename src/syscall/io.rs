@@ -5,11 +5,11 @@ use super::file_ops::{self, FIONREAD};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::GuestIovec;
-use crate::fs::file::OpenFile;
+use crate::fs::file::{FileKind, FileType, OpenFile};
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::host::sys as hostsys;
-use crate::mm::uaccess::Pinned;
+use crate::mm::uaccess::{access_ok, Pinned};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +30,12 @@ impl Ctx<'_, '_> {
             return Err(Errno::EBADF);
         }
         Ok(f)
+    }
+
+    /// Whether no descriptor is free below RLIMIT_NOFILE.
+    pub fn fd_table_full(&self) -> bool {
+        let limit = self.process().nofile_limit();
+        self.process().files.lock().unwrap().lowest_free(0, limit).is_none()
     }
 
     pub fn install_fd(&self, file: Arc<OpenFile>, cloexec: bool) -> SysResult {
@@ -68,32 +74,66 @@ fn count(len: usize) -> usize {
     len.min(MAX_RW_COUNT)
 }
 
+/// Whether pread, pwrite and a sendfile offset apply to `f`: Linux's
+/// FMODE_PREAD, which pipes, sockets and terminals lack.
+fn positional(f: &OpenFile) -> bool {
+    !matches!(f.kind(), FileKind::Fifo | FileKind::Socket) && f.file_type() != FileType::Terminal
+}
+
+/// A read or write of `len` bytes at `buf` in Linux's order (vfs_read,
+/// vfs_write): for pread/pwrite whether the file has offsets (ESPIPE),
+/// then the descriptor's mode (EBADF), the whole buffer's place in user
+/// space (access_ok, EFAULT), and a directory's read (EISDIR) before its
+/// buffer is touched. Only an EFAULT asks: the fast path pays nothing.
+fn rw_in_order(
+    f: &OpenFile,
+    write: bool,
+    positioned: bool,
+    buf: u64,
+    len: usize,
+    io: impl FnOnce() -> SysResult,
+) -> SysResult {
+    let in_user = access_ok(buf, len as u64);
+    match if in_user { io() } else { Err(Errno::EFAULT) } {
+        Err(Errno::EFAULT) if positioned && !positional(f) => Err(Errno::ESPIPE),
+        Err(Errno::EFAULT) if !(if write { f.writable() } else { f.readable() }) => Err(Errno::EBADF),
+        Err(Errno::EFAULT) if in_user && !write && f.kind() == FileKind::Directory => Err(Errno::EISDIR),
+        r => r,
+    }
+}
+
 pub fn sys_read(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize) -> SysResult {
     let f = ctx.io_file(fd)?;
-    file_ops::of(&f).read(ctx, &f, buf, count(len))
+    rw_in_order(&f, false, false, buf, len, || file_ops::of(&f).read(ctx, &f, buf, count(len)))
 }
 
 pub fn sys_write(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize) -> SysResult {
     let f = ctx.io_file(fd)?;
-    file_ops::of(&f).write(ctx, &f, buf, count(len))
+    rw_in_order(&f, true, false, buf, len, || file_ops::of(&f).write(ctx, &f, buf, count(len)))
 }
 
 pub fn sys_pread64(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize, pos: i64) -> SysResult {
-    let f = ctx.io_file(fd)?;
+    // Linux checks pos before the descriptor (ksys_pread64).
     if pos < 0 {
         return Err(Errno::EINVAL);
     }
-    let buf = ctx.mem().range(buf, count(len), true)?;
-    hostfs::pread(f.fd(), *buf, pos).map(|n| n as u64)
+    let f = ctx.io_file(fd)?;
+    rw_in_order(&f, false, true, buf, len, || {
+        let buf = ctx.mem().range(buf, count(len), true)?;
+        hostfs::pread(f.fd(), *buf, pos).map(|n| n as u64)
+    })
 }
 
 pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos: i64) -> SysResult {
-    let f = ctx.io_file(fd)?;
+    // Linux checks pos before the descriptor (ksys_pwrite64).
     if pos < 0 {
         return Err(Errno::EINVAL);
     }
-    let buf = ctx.mem().range(buf, count(len), false)?;
-    hostfs::pwrite(f.fd(), *buf, pos).map(|n| n as u64)
+    let f = ctx.io_file(fd)?;
+    rw_in_order(&f, true, true, buf, len, || {
+        let buf = ctx.mem().range(buf, count(len), false)?;
+        hostfs::pwrite(f.fd(), *buf, pos).map(|n| n as u64)
+    })
 }
 
 /// A guest iovec array's buffers, pinned while the call uses them.
@@ -117,12 +157,23 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Er
         return Err(Errno::EINVAL);
     }
     let mem = ctx.mem();
-    let mut ranges = Vec::with_capacity(cnt);
-    let mut total: u64 = 0;
-    let mut short = false;
+    // Linux's import_iovec: the whole array is read, each length judged,
+    // before any buffer; several buffers must each lie in user space whole,
+    // one alone is cut to MAX_RW_COUNT first (import_ubuf).
+    let mut iovs = Vec::with_capacity(cnt);
     for i in 0..cnt {
         let v: GuestIovec = mem.read(iov + (i * 16) as u64)?;
-        total = total.checked_add(v.len).filter(|&t| t <= isize::MAX as u64).ok_or(Errno::EINVAL)?;
+        if (v.len as i64) < 0 {
+            return Err(Errno::EINVAL);
+        }
+        iovs.push(v);
+    }
+    if iovs.iter().any(|v| !access_ok(v.base, if cnt == 1 { count(v.len as usize) as u64 } else { v.len })) {
+        return Err(Errno::EFAULT);
+    }
+    let mut ranges = Vec::with_capacity(cnt);
+    let mut short = false;
+    for v in iovs {
         if short || v.len == 0 {
             continue;
         }
@@ -140,12 +191,20 @@ fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Er
 
 pub fn sys_readv(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> SysResult {
     let f = ctx.io_file(fd)?;
+    // The mode before the iovec (vfs_readv).
+    if !f.readable() {
+        return Err(Errno::EBADF);
+    }
     let ranges = iov_ranges(ctx, iov, vlen, true)?;
     file_ops::of(&f).readv(ctx, &f, &ranges)
 }
 
 pub fn sys_writev(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> SysResult {
     let f = ctx.io_file(fd)?;
+    // The mode before the iovec (vfs_writev).
+    if !f.writable() {
+        return Err(Errno::EBADF);
+    }
     let ops = file_ops::of(&f);
     ops.writev_ignores_buffers(&f)?;
     let ranges = iov_ranges(ctx, iov, vlen, false)?;
@@ -153,17 +212,24 @@ pub fn sys_writev(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> Sy
 }
 
 pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserPtr, len: usize) -> SysResult {
-    let out = ctx.io_file(out_fd)?;
+    // Linux's order (sendfile64, do_sendfile): the offset is read, the
+    // input judged (its mode, whether it has offsets, the offset), then
+    // the output.
+    let mut off: Option<i64> = if offset != 0 { Some(ctx.mem().read(offset)?) } else { None };
     let input = ctx.io_file(in_fd)?;
-    let mut off = if offset != 0 {
-        let o: i64 = ctx.mem().read(offset)?;
-        if o < 0 {
-            return Err(Errno::EINVAL);
-        }
-        Some(o)
-    } else {
-        None
-    };
+    if !input.readable() {
+        return Err(Errno::EBADF);
+    }
+    if off.is_some() && !positional(&input) {
+        return Err(Errno::ESPIPE);
+    }
+    if off.is_some_and(|o| o < 0) {
+        return Err(Errno::EINVAL);
+    }
+    let out = ctx.io_file(out_fd)?;
+    if !out.writable() {
+        return Err(Errno::EBADF);
+    }
     wait_ready(ctx, &input, libc::POLLIN)?;
     wait_ready(ctx, &out, libc::POLLOUT)?;
     let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), count(len))?;
@@ -192,10 +258,11 @@ pub fn sys_fdatasync(ctx: &mut Ctx, fd: Fd) -> SysResult {
 }
 
 pub fn sys_ftruncate(ctx: &mut Ctx, fd: Fd, length: i64) -> SysResult {
-    let f = ctx.io_file(fd)?;
+    // Linux checks the length before the descriptor (do_sys_ftruncate).
     if length < 0 {
         return Err(Errno::EINVAL);
     }
+    let f = ctx.io_file(fd)?;
     hostfs::ftruncate(f.fd(), length).map(|_| 0)
 }
 
@@ -244,11 +311,12 @@ const F_GETPIPE_SZ: i32 = 1032;
 
 fn dup_from(ctx: &Ctx, fd: Fd, min: u32, cloexec: bool) -> SysResult {
     let limit = ctx.process().nofile_limit();
+    let mut files = ctx.process().files.lock().unwrap();
+    let file = files.file(fd.0)?;
+    // fcntl finds the descriptor before f_dupfd judges the lowest number.
     if min as usize >= limit {
         return Err(Errno::EINVAL);
     }
-    let mut files = ctx.process().files.lock().unwrap();
-    let file = files.file(fd.0)?;
     files.install(file, cloexec, min as usize, limit).map(|fd| fd as u64)
 }
 
@@ -268,7 +336,9 @@ pub fn sys_fcntl(ctx: &mut Ctx, fd: Fd, cmd: u32, Hex(arg): Hex) -> SysResult {
             Ok((hostfs::getfl(f.fd())? & !libc::O_CLOEXEC) as u64)
         }
         F_SETFL => {
-            let f = ctx.file(fd)?;
+            // An O_PATH descriptor takes only F_DUPFD*, F_GETFD, F_SETFD and
+            // F_GETFL: EBADF for the rest, unknown ones too (check_fcntl_cmd).
+            let f = ctx.io_file(fd)?;
             let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
             let old = hostfs::getfl(f.fd())?;
             hostfs::setfl(f.fd(), (old & !changeable) | (arg as i32 & changeable)).map(|_| 0)
@@ -278,14 +348,17 @@ pub fn sys_fcntl(ctx: &mut Ctx, fd: Fd, cmd: u32, Hex(arg): Hex) -> SysResult {
             crate::host::fs::fcntl_int(f.fd(), cmd, arg as i32).map(|v| v as u64)
         }
         _ => {
-            ctx.file(fd)?;
+            ctx.io_file(fd)?;
             Err(Errno::EINVAL)
         }
     }
 }
 
 pub fn sys_dup(ctx: &mut Ctx, fd: Fd) -> SysResult {
-    dup_from(ctx, fd, 0, false)
+    let limit = ctx.process().nofile_limit();
+    let mut files = ctx.process().files.lock().unwrap();
+    let file = files.file(fd.0)?;
+    files.install(file, false, 0, limit).map(|fd| fd as u64)
 }
 
 fn dup_to(ctx: &Ctx, old: Fd, new: Fd, cloexec: bool) -> SysResult {

@@ -8,6 +8,8 @@ use crate::mm::space::{Backing, Placement, Vma, VmaKind};
 use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
 
 const PROT_ALL: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+/// Accepted and ignored by mprotect (arch_validate_prot).
+const PROT_SEM: i32 = 0x8;
 const MAP_SHARED_VALIDATE: i32 = 3;
 /// The top of a 4-level x86-64 user address space.
 const TASK_SIZE: usize = crate::mm::uaccess::TASK_SIZE_MAX as usize;
@@ -97,16 +99,22 @@ pub fn sys_munmap(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize) -> SysResul
 
 pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot): Prot) -> SysResult {
     let addr = addr as usize;
-    // An unsigned long: a bit in its upper half is an unknown bit too.
-    let Ok(prot) = i32::try_from(prot) else { return Err(Errno::EINVAL) };
-    if !is_page_aligned(addr) || prot & !(PROT_ALL | libc::PROT_GROWSDOWN | libc::PROT_GROWSUP) != 0 {
+    // An unsigned long: a bit in its upper half is an unknown bit too,
+    // judged with the others, last.
+    let grows = (libc::PROT_GROWSDOWN | libc::PROT_GROWSUP) as u64;
+    // Linux's order (do_mprotect_pkey): both growth bits, the alignment,
+    // an empty range (done), the end, and only then the protection.
+    if prot & grows == grows || !is_page_aligned(addr) {
         return Err(Errno::EINVAL);
     }
     if len == 0 {
         return Ok(0);
     }
-    let len = page_up(len).ok_or(Errno::ENOMEM)?;
-    ctx.space().lock().unwrap().protect(addr, len, prot & PROT_ALL)?;
+    let len = page_up(len).filter(|&l| addr.checked_add(l).is_some()).ok_or(Errno::ENOMEM)?;
+    if prot & !((PROT_ALL | PROT_SEM) as u64 | grows) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    ctx.space().lock().unwrap().protect(addr, len, prot as i32 & PROT_ALL)?;
     Ok(0)
 }
 
@@ -134,8 +142,13 @@ pub fn sys_mremap(
     }
     let old_len = page_up(old_len).ok_or(Errno::EINVAL)?;
     let new_len = page_up(new_len).ok_or(Errno::EINVAL)?;
-    if new_len == 0 || old_len == 0 {
+    if new_len == 0 || new_len > TASK_SIZE {
         return Err(Errno::EINVAL);
+    }
+    if old_len == 0 {
+        // Linux's zero old length duplicates a shared mapping, which nomu
+        // cannot; the address is still looked up first (EFAULT).
+        return Err(if ctx.space().lock().unwrap().find(old).is_some() { Errno::EINVAL } else { Errno::EFAULT });
     }
     ctx.space().lock().unwrap().remap(old, old_len, new_len, may_move).map(|v| v as u64)
 }
@@ -149,7 +162,7 @@ pub fn sys_madvise(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, advice: i3
     if !is_page_aligned(addr) {
         return Err(Errno::EINVAL);
     }
-    let len = page_up(len).ok_or(Errno::EINVAL)?;
+    let len = page_up(len).filter(|&l| addr.checked_add(l).is_some()).ok_or(Errno::EINVAL)?;
     match advice {
         libc::MADV_DONTNEED | libc::MADV_REMOVE => {
             if len > 0 {
@@ -184,7 +197,15 @@ pub fn sys_msync(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Hex(flags): 
     if !is_page_aligned(addr) || flags & !known != 0 || flags & libc::MS_ASYNC != 0 && flags & libc::MS_SYNC != 0 {
         return Err(Errno::EINVAL);
     }
-    let len = page_up(len).ok_or(Errno::ENOMEM)?;
+    // Linux rounds the length up modulo 2^64: one that comes to 0 does
+    // nothing, an end below the start is ENOMEM.
+    let len = len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+    if addr.checked_add(len).is_none() {
+        return Err(Errno::ENOMEM);
+    }
+    if len == 0 {
+        return Ok(0);
+    }
     ctx.space().lock().unwrap().write_back(addr, len)?;
     Ok(0)
 }

@@ -68,8 +68,9 @@ pub fn sys_get_robust_list(
         return Err(Errno::ESRCH);
     }
     let head = ctx.t.thread.state.lock().unwrap().robust_list;
-    ctx.mem().write(head_ptr, &head)?;
+    // The length is written before the head.
     ctx.mem().write(len_ptr, &24u64)?;
+    ctx.mem().write(head_ptr, &head)?;
     Ok(0)
 }
 
@@ -124,7 +125,14 @@ const PR_GET_NO_NEW_PRIVS: i32 = 39;
 
 /// The option is an `int` (the upper half of its register is ignored);
 /// what the unsigned long arguments mean depends on it.
-pub fn sys_prctl(ctx: &mut Ctx, option: i32, Hex(arg2): Hex, _arg3: Hex, _arg4: Hex, _arg5: Hex) -> SysResult {
+pub fn sys_prctl(
+    ctx: &mut Ctx,
+    option: i32,
+    Hex(arg2): Hex,
+    Hex(arg3): Hex,
+    Hex(arg4): Hex,
+    Hex(arg5): Hex,
+) -> SysResult {
     match option {
         PR_SET_NAME => {
             // Linux takes at most 15 bytes, NUL-terminated or not.
@@ -158,8 +166,8 @@ pub fn sys_prctl(ctx: &mut Ctx, option: i32, Hex(arg2): Hex, _arg3: Hex, _arg4: 
         PR_GET_DUMPABLE => Ok(1),
         PR_SET_DUMPABLE if arg2 <= 1 => Ok(0),
         // Already in force: nomu runs guests with no_new_privs.
-        PR_SET_NO_NEW_PRIVS if arg2 == 1 => Ok(0),
-        PR_GET_NO_NEW_PRIVS => Ok(1),
+        PR_SET_NO_NEW_PRIVS if arg2 == 1 && [arg3, arg4, arg5] == [0; 3] => Ok(0),
+        PR_GET_NO_NEW_PRIVS if [arg2, arg3, arg4, arg5] == [0; 4] => Ok(1),
         _ => Err(Errno::EINVAL),
     }
 }
@@ -205,6 +213,18 @@ pub fn sys_futex(
 ) -> SysResult {
     let cmd = op & !(FUTEX_PRIVATE | FUTEX_CLOCK_REALTIME);
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
+    // Linux's order (sys_futex, do_futex): a wait's timeout is read and
+    // judged, then FUTEX_CLOCK_REALTIME (of the commands here, for
+    // FUTEX_WAIT_BITSET only), the command, and the address.
+    let timeout = if matches!(cmd, FUTEX_WAIT | FUTEX_WAIT_BITSET) { read_timeout(ctx, utime)? } else { None };
+    if realtime && cmd != FUTEX_WAIT_BITSET {
+        return Err(Errno::ENOSYS);
+    }
+    let known =
+        [FUTEX_WAIT, FUTEX_WAKE, FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET];
+    if !known.contains(&cmd) {
+        return Err(Errno::ENOSYS);
+    }
     if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
@@ -215,14 +235,10 @@ pub fn sys_futex(
             if bitset == 0 {
                 return Err(Errno::EINVAL);
             }
-            let timeout = read_timeout(ctx, utime)?;
-            // FUTEX_WAIT's timeout is relative (to CLOCK_MONOTONIC unless
-            // FUTEX_CLOCK_REALTIME); the host call takes an absolute one.
+            // FUTEX_WAIT's timeout is relative (to CLOCK_MONOTONIC); the
+            // host call takes an absolute one.
             let deadline = match (cmd, timeout) {
-                (FUTEX_WAIT, Some(t)) => {
-                    let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
-                    Some(super::time::ts_add(hostsys::clock_gettime(clock)?, t))
-                }
+                (FUTEX_WAIT, Some(t)) => Some(super::time::ts_add(hostsys::clock_gettime(libc::CLOCK_MONOTONIC)?, t)),
                 (_, t) => t,
             };
             let w = word()?;

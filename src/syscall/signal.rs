@@ -23,20 +23,26 @@ pub fn sys_rt_sigaction(
     UserPtr(oact): UserPtr,
     sigsetsize: usize,
 ) -> SysResult {
-    if sigsetsize != SIGSET_SIZE || !valid_signal(sig) {
+    if sigsetsize != SIGSET_SIZE {
         return Err(Errno::EINVAL);
     }
-    if act != 0 && (sig == libc::SIGKILL || sig == libc::SIGSTOP) {
-        return Err(Errno::EINVAL);
-    }
+    // Linux reads the new action before it judges the signal, and writes
+    // the old one once the new one is in place (rt_sigaction).
     let new = if act != 0 { Some(ctx.mem().read::<KernelSigaction>(act)?) } else { None };
-    let old = ctx.process().signals.lock().unwrap().get(sig);
+    if !valid_signal(sig) || (new.is_some() && (sig == libc::SIGKILL || sig == libc::SIGSTOP)) {
+        return Err(Errno::EINVAL);
+    }
+    let old = {
+        let mut signals = ctx.process().signals.lock().unwrap();
+        let old = signals.get(sig);
+        if let Some(mut new) = new {
+            new.mask &= !UNBLOCKABLE;
+            signals.set(sig, new);
+        }
+        old
+    };
     if oact != 0 {
         ctx.mem().write(oact, &old)?;
-    }
-    if let Some(mut new) = new {
-        new.mask &= !UNBLOCKABLE;
-        ctx.process().signals.lock().unwrap().set(sig, new);
     }
     Ok(0)
 }
@@ -51,25 +57,27 @@ pub fn sys_rt_sigprocmask(
     if sigsetsize != SIGSET_SIZE {
         return Err(Errno::EINVAL);
     }
-    let new = if set != 0 {
-        if !matches!(how, libc::SIG_BLOCK | libc::SIG_UNBLOCK | libc::SIG_SETMASK) {
-            return Err(Errno::EINVAL);
+    // Linux reads the new set before it judges `how`, and writes the old
+    // one once the new one is in place.
+    let new = if set != 0 { Some(ctx.mem().read::<u64>(set)?) } else { None };
+    if new.is_some() && !matches!(how, libc::SIG_BLOCK | libc::SIG_UNBLOCK | libc::SIG_SETMASK) {
+        return Err(Errno::EINVAL);
+    }
+    let old = {
+        let mut st = ctx.t.thread.state.lock().unwrap();
+        let old = st.sigmask;
+        if let Some(set) = new {
+            let mask = match how {
+                libc::SIG_BLOCK => old | set,
+                libc::SIG_UNBLOCK => old & !set,
+                _ => set,
+            };
+            st.sigmask = mask & !UNBLOCKABLE;
         }
-        Some(ctx.mem().read::<u64>(set)?)
-    } else {
-        None
+        old
     };
-    let old = ctx.t.thread.state.lock().unwrap().sigmask;
     if oset != 0 {
         ctx.mem().write(oset, &old)?;
-    }
-    if let Some(set) = new {
-        let mask = match how {
-            libc::SIG_BLOCK => old | set,
-            libc::SIG_UNBLOCK => old & !set,
-            _ => set,
-        };
-        ctx.t.thread.state.lock().unwrap().sigmask = mask & !UNBLOCKABLE;
     }
     Ok(0)
 }
@@ -79,9 +87,6 @@ fn sender_info(ctx: &Ctx, sig: i32, code: i32) -> SigInfo {
 }
 
 pub fn sys_kill(ctx: &mut Ctx, pid: i32, Signal(sig): Signal) -> SysResult {
-    if sig != 0 && !valid_signal(sig) {
-        return Err(Errno::EINVAL);
-    }
     let tasks = &ctx.kernel().tasks;
     let me = ctx.process().pid;
     let targets = match pid {
@@ -93,6 +98,10 @@ pub fn sys_kill(ctx: &mut Ctx, pid: i32, Signal(sig): Signal) -> SysResult {
     // A zombie can still be signalled (to no effect).
     if targets.is_empty() && !(pid > 0 && tasks.exists(pid as u32)) {
         return Err(Errno::ESRCH);
+    }
+    // The target is found before the signal is judged (check_kill_permission).
+    if sig != 0 && !valid_signal(sig) {
+        return Err(Errno::EINVAL);
     }
     if sig != 0 {
         // The first program has no init protection: it gets signals as it
@@ -106,7 +115,7 @@ pub fn sys_kill(ctx: &mut Ctx, pid: i32, Signal(sig): Signal) -> SysResult {
 
 /// tkill/tgkill: one thread.
 fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
-    if tid <= 0 || tgid.is_some_and(|g| g <= 0) || (sig != 0 && !valid_signal(sig)) {
+    if tid <= 0 || tgid.is_some_and(|g| g <= 0) {
         return Err(Errno::EINVAL);
     }
     let thread = if tid as u32 == ctx.tid() {
@@ -116,6 +125,10 @@ fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
     };
     if tgid.is_some_and(|g| g as u32 != thread.process.pid) {
         return Err(Errno::ESRCH);
+    }
+    // The thread is found before the signal is judged (do_send_specific).
+    if sig != 0 && !valid_signal(sig) {
+        return Err(Errno::EINVAL);
     }
     if sig != 0 {
         ctx.kernel().signal_thread(&thread, sender_info(ctx, sig, signal::SI_TKILL));
@@ -127,8 +140,7 @@ fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
 /// Linux's rule: only to itself may a process send one that claims to come
 /// from the kernel (si_code >= 0) or from tkill; `target` is the pid (or
 /// tid) the caller named, `me` its own.
-fn queued_info(ctx: &Ctx, ptr: u64, sig: i32, target: i32, me: u32) -> Result<SigInfo, Errno> {
-    let mut info = SigInfo(ctx.mem().read(ptr)?);
+fn queued_info(mut info: SigInfo, sig: i32, target: i32, me: u32) -> Result<SigInfo, Errno> {
     let code = info.code();
     if (code >= 0 || code == signal::SI_TKILL) && target as u32 != me {
         return Err(Errno::EPERM);
@@ -140,7 +152,7 @@ fn queued_info(ctx: &Ctx, ptr: u64, sig: i32, target: i32, me: u32) -> Result<Si
 /// rt_sigqueueinfo (sigqueue): a signal with the caller's siginfo (si_code
 /// SI_QUEUE and a value for the handler) to a process.
 pub fn sys_rt_sigqueueinfo(ctx: &mut Ctx, pid: i32, Signal(sig): Signal, UserPtr(uinfo): UserPtr) -> SysResult {
-    let info = queued_info(ctx, uinfo, sig, pid, ctx.process().pid)?;
+    let info = queued_info(SigInfo(ctx.mem().read(uinfo)?), sig, pid, ctx.process().pid)?;
     let tasks = &ctx.kernel().tasks;
     // A zombie exists for it (the signal then does nothing).
     if pid <= 0 || !tasks.exists(pid as u32) {
@@ -163,10 +175,12 @@ pub fn sys_rt_tgsigqueueinfo(
     Signal(sig): Signal,
     UserPtr(uinfo): UserPtr,
 ) -> SysResult {
+    // Linux reads the siginfo before it judges the ids.
+    let info = SigInfo(ctx.mem().read(uinfo)?);
     if tgid <= 0 || tid <= 0 {
         return Err(Errno::EINVAL);
     }
-    let info = queued_info(ctx, uinfo, sig, tid, ctx.tid())?;
+    let info = queued_info(info, sig, tid, ctx.tid())?;
     let thread = if tid as u32 == ctx.tid() {
         ctx.t.thread.clone()
     } else {
@@ -221,9 +235,8 @@ pub fn sys_sigaltstack(ctx: &mut Ctx, UserPtr(ss): UserPtr, UserPtr(old): UserPt
     let new = if ss != 0 {
         let raw: [u64; 3] = ctx.mem().read(ss)?;
         let flags = raw[1] as u32 as i32;
-        if flags & !(SS_DISABLE | SS_ONSTACK | SS_AUTODISARM) != 0 {
-            return Err(Errno::EINVAL);
-        }
+        // On the alternate stack, any change is EPERM before its flags
+        // are judged (do_sigaltstack).
         if on_alt {
             return Err(Errno::EPERM);
         }
@@ -240,6 +253,10 @@ pub fn sys_sigaltstack(ctx: &mut Ctx, UserPtr(ss): UserPtr, UserPtr(old): UserPt
     } else {
         None
     };
+    // The old stack is written once the new one is in place.
+    if let Some(n) = new {
+        ctx.t.thread.state.lock().unwrap().altstack = n;
+    }
     if old != 0 {
         let flags = if on_alt {
             SS_ONSTACK
@@ -249,9 +266,6 @@ pub fn sys_sigaltstack(ctx: &mut Ctx, UserPtr(ss): UserPtr, UserPtr(old): UserPt
             SS_DISABLE
         } | (cur.flags & SS_AUTODISARM);
         ctx.mem().write(old, &[cur.sp, flags as u32 as u64, cur.size])?;
-    }
-    if let Some(n) = new {
-        ctx.t.thread.state.lock().unwrap().altstack = n;
     }
     Ok(0)
 }

@@ -108,8 +108,13 @@ pub fn sys_clock_nanosleep(
 ) -> SysResult {
     match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => {}
-        libc::CLOCK_PROCESS_CPUTIME_ID => return Err(Errno::ENOTSUP),
-        libc::CLOCK_THREAD_CPUTIME_ID => return Err(Errno::EINVAL),
+        // No sleeping on the thread's CPU time; on the process's, nomu
+        // cannot, but reads and judges the request first, as Linux does.
+        libc::CLOCK_PROCESS_CPUTIME_ID => {
+            read_timespec(ctx, rqtp)?;
+            return Err(Errno::ENOTSUP);
+        }
+        libc::CLOCK_THREAD_CPUTIME_ID => return Err(Errno::ENOTSUP),
         _ => return Err(Errno::EINVAL),
     }
     let req = read_timespec(ctx, rqtp)?;
@@ -147,14 +152,15 @@ pub fn sys_getitimer(ctx: &mut Ctx, which: i32, UserPtr(value): UserPtr) -> SysR
 }
 
 pub fn sys_setitimer(ctx: &mut Ctx, which: i32, UserPtr(value): UserPtr, UserPtr(ovalue): UserPtr) -> SysResult {
-    if which != ITIMER_REAL {
-        return Err(Errno::EINVAL);
-    }
+    // Linux reads and judges the new value before `which` (do_setitimer).
     let new = if value != 0 { Some(ctx.mem().read::<[libc::timeval; 2]>(value)?) } else { None };
     let (interval, value) = match &new {
         Some(v) => (tv_to_dur(&v[0])?, tv_to_dur(&v[1])?),
         None => (Duration::ZERO, Duration::ZERO),
     };
+    if which != ITIMER_REAL {
+        return Err(Errno::EINVAL);
+    }
     let deadline = (!value.is_zero()).then(|| Instant::now() + value);
     let p = ctx.process().clone();
     let old = ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, interval);

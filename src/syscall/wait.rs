@@ -143,17 +143,17 @@ pub fn sys_ppoll(
     UserPtr(sigmask): UserPtr,
     sigsetsize: usize,
 ) -> SysResult {
-    let fds = read_pollfds(ctx, ufds, nfds)?;
+    // Linux's order: the timeout, the signal mask, then the descriptors.
     let deadline = read_timespec_deadline(ctx, tsp)?;
     swap_mask(ctx, sigmask, sigsetsize as u64)?;
+    let fds = read_pollfds(ctx, ufds, nfds)?;
     let revents = poll_guest(ctx, &fds, deadline)?;
     write_revents(ctx, ufds, &revents)
 }
 
-const FD_SETSIZE_MAX: usize = 1 << 20;
-
 fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>) -> SysResult {
-    if nfds < 0 || nfds as usize > FD_SETSIZE_MAX {
+    // A count above the table's size is cut to it, never refused.
+    if nfds < 0 {
         return Err(Errno::EINVAL);
     }
     let nfds = (nfds as usize).min(ctx.process().nofile_limit());
@@ -223,21 +223,30 @@ pub fn sys_select(
     UserPtr(exp): UserPtr,
     UserPtr(tvp): UserPtr,
 ) -> SysResult {
+    let mut zero = false;
     let deadline = if tvp != 0 {
         let tv: libc::timeval = ctx.mem().read(tvp)?;
-        if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
+        // Linux carries whole seconds of tv_usec into tv_sec before it
+        // judges the timeout (kern_select): {-1, 1000000} is zero.
+        let (sec, nsec) = (tv.tv_sec.wrapping_add(tv.tv_usec / 1_000_000), (tv.tv_usec % 1_000_000) * 1000);
+        if sec < 0 || nsec < 0 {
             return Err(Errno::EINVAL);
         }
-        Some(deadline_in(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000)))
+        zero = sec == 0 && nsec == 0;
+        Some(deadline_in(Duration::new(sec as u64, nsec as u32)))
     } else {
         None
     };
     let r = do_select(ctx, n, [inp, outp, exp], deadline);
-    if tvp != 0 {
-        // Linux writes back the time left.
+    if tvp != 0 && !zero {
+        // Linux writes back the time left, but not for a zero timeout, and
+        // a timeval it cannot write changes nothing but a restart
+        // (poll_select_finish).
         let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
         let tv = libc::timeval { tv_sec: left.as_secs() as i64, tv_usec: left.subsec_micros() as i64 };
-        ctx.mem().write(tvp, &tv)?;
+        if ctx.mem().write(tvp, &tv).is_err() && r == Err(Errno::ERESTARTNOHAND) {
+            return Err(Errno::EINTR);
+        }
     }
     r
 }
@@ -251,9 +260,11 @@ pub fn sys_pselect6(
     UserPtr(tsp): UserPtr,
     UserPtr(sig): UserPtr,
 ) -> SysResult {
+    // Linux reads the sigset argument pack first, then the timeout, then
+    // the mask (pselect6, do_pselect).
+    let sig: Option<[u64; 2]> = if sig != 0 { Some(ctx.mem().read(sig)?) } else { None };
     let deadline = read_timespec_deadline(ctx, tsp)?;
-    if sig != 0 {
-        let sig: [u64; 2] = ctx.mem().read(sig)?;
+    if let Some(sig) = sig {
         swap_mask(ctx, sig[0], sig[1])?;
     }
     do_select(ctx, n, [inp, outp, exp], deadline)
