@@ -11,6 +11,25 @@ const PROT_ALL: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
 /// Accepted and ignored by mprotect (arch_validate_prot).
 const PROT_SEM: i32 = 0x8;
 const MAP_SHARED_VALIDATE: i32 = 3;
+/// The mapping's type: four bits (Linux's MAP_TYPE).
+const MAP_TYPE: i32 = 0x0f;
+/// The flags MAP_SHARED_VALIDATE accepts (Linux's LEGACY_MAP_MASK).
+const LEGACY_MAP_MASK: u64 = (libc::MAP_SHARED
+    | libc::MAP_PRIVATE
+    | libc::MAP_FIXED
+    | libc::MAP_ANONYMOUS
+    | libc::MAP_DENYWRITE
+    | libc::MAP_EXECUTABLE
+    | 0x400_0000 // MAP_UNINITIALIZED
+    | libc::MAP_GROWSDOWN
+    | libc::MAP_LOCKED
+    | libc::MAP_NORESERVE
+    | libc::MAP_POPULATE
+    | libc::MAP_NONBLOCK
+    | libc::MAP_STACK
+    | libc::MAP_HUGETLB
+    | libc::MAP_32BIT
+    | 0x3f << 26) as u32 as u64; // MAP_HUGE_MASK (bit 31: not sign-extended)
 /// The top of a 4-level x86-64 user address space.
 const TASK_SIZE: usize = crate::mm::uaccess::TASK_SIZE_MAX as usize;
 
@@ -24,8 +43,9 @@ pub fn sys_mmap(
     Hex(off): Hex,
 ) -> SysResult {
     // Both unsigned longs, but mmap ignores the PROT_ and MAP_ bits it does
-    // not know (nomu checks no MAP_SHARED_VALIDATE flags), and every bit it
-    // knows is in the low half.
+    // not know (but under MAP_SHARED_VALIDATE), and every bit it knows is in
+    // the low half.
+    let full_flags = flags;
     let (addr, prot, flags) = (addr as usize, prot as i32, flags as i32);
     // Linux's order: the offset (x86's mmap), the descriptor
     // (ksys_mmap_pgoff), then do_mmap's length, placement and type checks.
@@ -49,9 +69,17 @@ pub fn sys_mmap(
     if fixed && !is_page_aligned(addr) {
         return Err(Errno::EINVAL);
     }
-    let shared = match flags & 3 {
+    let shared = match flags & MAP_TYPE {
         libc::MAP_PRIVATE => false,
-        libc::MAP_SHARED | MAP_SHARED_VALIDATE => true,
+        libc::MAP_SHARED => true,
+        // Only a file takes it, and only the flags it knows (no MAP_SYNC:
+        // nomu has no DAX file).
+        MAP_SHARED_VALIDATE if open_file.is_some() => {
+            if full_flags & !LEGACY_MAP_MASK != 0 {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            true
+        }
         _ => return Err(Errno::EINVAL),
     };
     // Unknown protection bits are ignored, as Linux's calc_vm_prot_bits does.

@@ -344,6 +344,20 @@ static void test_errors(void)
 		*(volatile char *)odd = 1;
 		CHECK_OK(syscall(SYS_munmap, odd, PG));
 	}
+	/* The mapping type is four bits (MAP_TYPE), and MAP_SHARED_VALIDATE
+	 * refuses flags it does not know with EOPNOTSUPP; only files take it
+	 * (regression: nomu looked at two bits and validated nothing). */
+	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, MAP_PRIVATE | 0x4 | MAP_ANONYMOUS, -1, 0), EINVAL);
+	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, 0x3 | MAP_ANONYMOUS, -1, 0), EINVAL);
+	int vf = open("/proc/self/exe", O_RDONLY);
+	CHECK(vf >= 0);
+	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, 0x3 | 0x80000 /* MAP_SYNC */, vf, 0), EOPNOTSUPP);
+	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, 0x3 | (1L << 40), vf, 0), EOPNOTSUPP);
+	long sv = syscall(SYS_mmap, NULL, PG, PROT_READ, 0x3, vf, 0);
+	CHECK(sv != -1);
+	if (sv != -1)
+		CHECK_OK(syscall(SYS_munmap, sv, PG));
+	close(vf);
 	/* munmap's range must lie below the top of user space. */
 	CHECK_ERR(syscall(SYS_munmap, 0, -PG), EINVAL);
 	CHECK_ERR(syscall(SYS_munmap, 0x1000, 0x7ffffffff000UL), EINVAL);
