@@ -310,8 +310,7 @@ pub fn pipe2(flags: i32) -> R<(OwnedFd, OwnedFd)> {
 
 /// The host path of an open descriptor (via /proc/self/fd).
 pub fn fd_path(fd: BorrowedFd) -> R<Vec<u8>> {
-    let link = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
-    readlinkat(cwd(), &link)
+    readlinkat(cwd(), &proc_fd_path(fd))
 }
 
 pub fn isatty(fd: BorrowedFd) -> bool {
@@ -359,18 +358,54 @@ pub fn sendfile(out: BorrowedFd, input: BorrowedFd, offset: Option<&mut i64>, co
     unsafe { syscall_retry(libc::SYS_sendfile, args([raw(out), raw(input), off as u64, count as u64])) }
 }
 
-/// A read-only-in-spirit anonymous file holding `content` (nomu's /proc
-/// files), positioned at its start.
-pub fn memfd_with(content: &[u8]) -> R<OwnedFd> {
+/// An anonymous file holding `content` (nomu's /proc files), opened
+/// again with `flags` (O_RDONLY and the guest's status flags), so the
+/// guest's descriptor is as read-only as a /proc file's.
+pub fn memfd_with(content: &[u8], flags: i32) -> R<OwnedFd> {
     let name = c"nomu-proc".as_ptr() as u64;
     // SAFETY: a NUL-terminated name; the result is a new descriptor.
     let fd = owned(unsafe { syscall(libc::SYS_memfd_create, args([name, libc::MFD_CLOEXEC as u64])) }?);
+    write_all_at(fd.as_fd(), content)?;
+    open_host(&proc_fd_path(fd.as_fd()), flags)
+}
+
+/// Replaces the contents of a memfd made by [`memfd_with`] (through a
+/// writable descriptor of its own; the guest's stays read-only).
+pub fn memfd_refill(fd: BorrowedFd, content: &[u8]) -> R<()> {
+    let rw = open_host(&proc_fd_path(fd), libc::O_RDWR)?;
+    ftruncate(rw.as_fd(), 0)?;
+    write_all_at(rw.as_fd(), content)?;
+    close(rw);
+    Ok(())
+}
+
+fn proc_fd_path(fd: BorrowedFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
+}
+
+fn write_all_at(fd: BorrowedFd, content: &[u8]) -> R<()> {
     let mut done = 0;
     while done < content.len() {
         let rest = &content[done..];
-        // SAFETY: writing from a valid buffer to our own memfd.
-        done += unsafe { syscall(libc::SYS_write, args([raw(fd.as_fd()), rest.as_ptr() as u64, rest.len() as u64])) }?;
+        let call = args([raw(fd), rest.as_ptr() as u64, rest.len() as u64, done as u64]);
+        // SAFETY: writing from a valid buffer to our own file.
+        done += unsafe { syscall_retry(libc::SYS_pwrite64, call) }?;
     }
-    lseek(fd.as_fd(), 0, libc::SEEK_SET)?;
-    Ok(fd)
+    Ok(())
+}
+
+/// The whole of a host file nomu reads for itself (/proc/cpuinfo).
+pub fn read_file(path: &CStr) -> R<Vec<u8>> {
+    let fd = open_host(path, libc::O_RDONLY)?;
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = pread_local(fd.as_fd(), &mut chunk, out.len() as u64)?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    close(fd);
+    Ok(out)
 }

@@ -71,7 +71,7 @@ pub fn sys_clone(
 fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
     let kernel = ctx.kernel();
     let parent = ctx.process().clone();
-    let pid = kernel.pids.next();
+    let pid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
     let child = Arc::new(Process::new_child(&parent, pid));
     let (pgid, sid) = kernel.tasks.ids(parent.pid).unwrap_or((parent.pid, parent.pid));
     if flags & CLONE_PARENT_SETTID != 0 {
@@ -136,7 +136,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
 fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
     let kernel = ctx.kernel();
     let process = ctx.process().clone();
-    let tid = kernel.pids.next();
+    let tid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
     let thread = Arc::new(Thread::new(tid, process));
     if flags & CLONE_PARENT_SETTID != 0 {
         ctx.mem().write(ptid, &(tid as i32))?;
@@ -190,14 +190,10 @@ fn read_strings(ctx: &Ctx, mut ptr: u64, total: &mut usize) -> Result<Vec<Vec<u8
 }
 
 pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr(envp): UserPtr) -> SysResult {
-    let mut path = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
+    let path = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
     let mut total = 0;
     let argv = read_strings(ctx, argv, &mut total)?;
     let envp = read_strings(ctx, envp, &mut total)?;
-    // No-MMU hush re-executes itself through /proc/self/exe.
-    if crate::fs::path::normalize(&path) == b"/proc/self/exe" {
-        path = ctx.process().exe.lock().unwrap().clone();
-    }
     let process = ctx.process().clone();
     let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp).map_err(|e| {
         if !e.message.is_empty() {
