@@ -224,6 +224,18 @@ fn exit_statuses_are_what_a_shell_reports(e: Entry) {
     assert!(text(&segv.stderr).contains("Segmentation fault"));
 }
 
+fn the_environment_keeps_its_order_and_env_overrides_their_place(e: Entry) {
+    // Regression: the in-process paths' re-execution (std's Command) gave
+    // the guest its environment sorted.
+    let root = repo().join("build/root");
+    let mut cmd = e.command();
+    cmd.env_clear().args(["--env", "A=9", "--env", "Z=0", "--root", s(&root), "--", "/usr/bin/env"]);
+    let mut env = Command::new("/usr/bin/env");
+    env.args(["-i", "B=2", "A=1", "C=3", cmd.get_program().to_str().unwrap()]).args(cmd.get_args());
+    let out = env.stdin(Stdio::null()).output().unwrap();
+    assert_eq!(text(&out.stdout), "B=2\nA=9\nC=3\nZ=0\n", "{}", text(&out.stderr));
+}
+
 fn relative_program_paths_start_from_the_callers_directory(e: Entry) {
     let out = e.command().args(["--", "./open_paths"]).current_dir(bin("nomu-tests")).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -544,6 +556,7 @@ entry_matrix!(
     background_reads_of_the_terminal_get_sigttin,
     proc_shows_guest_processes_and_memory,
     proc_is_a_file_system_of_its_own_inside_the_root,
+    the_environment_keeps_its_order_and_env_overrides_their_place,
     garbage_sigreturn_frames_kill_only_the_guest,
     garbage_process_syscalls_never_bring_nomu_down,
     first_program_is_signalled_as_when_run_directly,
