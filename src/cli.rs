@@ -237,7 +237,11 @@ fn run(m: &ArgMatches) -> i32 {
     match status {
         ExitStatus::Code(c) => c,
         ExitStatus::Signal { signo, core } => {
-            eprintln!("{}{}", signal::description(signo), if core { " (core dumped)" } else { "" });
+            // What bash prints for a job the signal ended: nothing for
+            // SIGPIPE (the usual end of a writer whose reader went away).
+            if signo != libc::SIGPIPE {
+                eprintln!("{}{}", signal::description(signo), if core { " (core dumped)" } else { "" });
+            }
             128 + signo
         }
     }

@@ -222,6 +222,14 @@ fn exit_statuses_are_what_a_shell_reports(e: Entry) {
     let segv = e.run(&["--", s(&bin("guest/static/crash")), "segv"]);
     assert_eq!(segv.status.code(), Some(128 + 11));
     assert!(text(&segv.stderr).contains("Segmentation fault"));
+    // A writer whose reader went away: nothing said, as a shell says
+    // nothing of SIGPIPE (regression: nomu printed "Broken pipe").
+    let root = repo().join("build/root");
+    let pipe = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", "kill -PIPE $$"]);
+    assert_eq!(pipe.status.code(), Some(128 + 13));
+    assert_eq!(text(&pipe.stderr), "");
+    let term = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", "kill -TERM $$"]);
+    assert_eq!((term.status.code(), text(&term.stderr).as_str()), (Some(128 + 15), "Terminated\n"));
 }
 
 fn the_environment_keeps_its_order_and_env_overrides_their_place(e: Entry) {
