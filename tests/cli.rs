@@ -450,6 +450,18 @@ fn proc_is_a_file_system_of_its_own_inside_the_root(e: Entry) {
     assert_eq!(text(&out.stdout), want, "{}", text(&out.stderr));
 }
 
+/// statfs and the xattr calls on paths inside a root (the guest test's
+/// checks, where paths are resolved from the root rather than the host's).
+fn file_system_queries_inside_a_root(e: Entry) {
+    let root = scratch("fsinfo", e);
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("proc")).unwrap();
+    std::fs::copy(bin("guest/static/fsinfo"), root.join("bin/fsinfo")).unwrap();
+    let out = e.run(&["--root", s(&root), "--", "/bin/fsinfo"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let _ = std::fs::remove_dir_all(root);
+}
+
 fn garbage_sigreturn_frames_kill_only_the_guest(e: Entry) {
     for mode in ["0", "1", "2"] {
         let out = e.run(&["--", s(&bin("nomu-tests/bad_sigreturn")), mode]);
@@ -564,6 +576,7 @@ entry_matrix!(
     background_reads_of_the_terminal_get_sigttin,
     proc_shows_guest_processes_and_memory,
     proc_is_a_file_system_of_its_own_inside_the_root,
+    file_system_queries_inside_a_root,
     the_environment_keeps_its_order_and_env_overrides_their_place,
     garbage_sigreturn_frames_kill_only_the_guest,
     garbage_process_syscalls_never_bring_nomu_down,

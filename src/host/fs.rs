@@ -269,11 +269,62 @@ pub fn fsync(fd: BorrowedFd, data_only: bool) -> R<()> {
 
 /// The type of the filesystem `fd` lives on (statfs's f_type).
 pub fn fs_type(fd: BorrowedFd) -> R<i64> {
-    // SAFETY: an all-zero statfs is a valid value for the kernel to overwrite.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    Ok(fstatfs(fd)?.f_type as i64)
+}
+
+/// fstatfs(2).
+pub fn fstatfs(fd: BorrowedFd) -> R<libc::statfs> {
+    let mut st: libc::statfs = crate::host::pod::zeroed();
     // SAFETY: valid output buffer.
     unsafe { syscall(libc::SYS_fstatfs, args([raw(fd), &mut st as *mut libc::statfs as u64])) }?;
-    Ok(st.f_type as i64)
+    Ok(st)
+}
+
+/// statfs(2) of a path (nomu's own: the host's /proc).
+pub fn statfs(path: &CStr) -> R<libc::statfs> {
+    let mut st: libc::statfs = crate::host::pod::zeroed();
+    // SAFETY: a NUL-terminated path and a valid output buffer.
+    unsafe { syscall(libc::SYS_statfs, args([path.as_ptr() as u64, &mut st as *mut libc::statfs as u64])) }?;
+    Ok(st)
+}
+
+fn out_buf(buf: &mut [u8]) -> (u64, u64) {
+    if buf.is_empty() {
+        (0, 0)
+    } else {
+        (buf.as_mut_ptr() as u64, buf.len() as u64)
+    }
+}
+
+/// getxattr(2) of a path (lgetxattr when not `follow`) into `buf` (empty:
+/// the size the value needs).
+pub fn getxattr(path: &CStr, follow: bool, name: &CStr, buf: &mut [u8]) -> R<usize> {
+    let nr = if follow { libc::SYS_getxattr } else { libc::SYS_lgetxattr };
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: NUL-terminated path and name; buf is null or valid for len bytes.
+    unsafe { syscall(nr, args([path.as_ptr() as u64, name.as_ptr() as u64, ptr, len])) }
+}
+
+/// fgetxattr(2), as [`getxattr`].
+pub fn fgetxattr(fd: BorrowedFd, name: &CStr, buf: &mut [u8]) -> R<usize> {
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: NUL-terminated name; buf is null or valid for len bytes.
+    unsafe { syscall(libc::SYS_fgetxattr, args([raw(fd), name.as_ptr() as u64, ptr, len])) }
+}
+
+/// listxattr(2) of a path (llistxattr when not `follow`) into `buf`.
+pub fn listxattr(path: &CStr, follow: bool, buf: &mut [u8]) -> R<usize> {
+    let nr = if follow { libc::SYS_listxattr } else { libc::SYS_llistxattr };
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: NUL-terminated path; buf is null or valid for len bytes.
+    unsafe { syscall(nr, args([path.as_ptr() as u64, ptr, len])) }
+}
+
+/// flistxattr(2).
+pub fn flistxattr(fd: BorrowedFd, buf: &mut [u8]) -> R<usize> {
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: buf is null or valid for len bytes.
+    unsafe { syscall(libc::SYS_flistxattr, args([raw(fd), ptr, len])) }
 }
 
 pub fn getfl(fd: BorrowedFd) -> R<i32> {

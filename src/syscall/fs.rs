@@ -740,3 +740,124 @@ pub fn sys_umask(ctx: &mut Ctx, Mode(mask): Mode) -> SysResult {
     let old = ctx.process().umask.swap(mask & 0o777, std::sync::atomic::Ordering::Relaxed);
     Ok(old as u64)
 }
+
+/// A file system's statistics for a target: nomu's /proc answers as the
+/// host's /proc mount (whose device it has), anything else as the host's.
+fn statfs_of(t: &Target) -> Result<libc::statfs, Errno> {
+    match t {
+        Target::Proc(_) => hostfs::statfs(c"/proc"),
+        Target::File(f) => hostfs::fstatfs(f.fd()),
+        Target::Object(fd) => hostfs::fstatfs(fd.as_fd()),
+        Target::HostPath(p, _) => hostfs::statfs(p),
+        Target::Entry(dir, name) => {
+            // One component in a directory inside the root.
+            let fd = hostfs::openat2(dir.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0, 0)?;
+            hostfs::fstatfs(fd.as_fd())
+        }
+    }
+}
+
+pub fn sys_statfs(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysResult {
+    let t = ctx.target(DirFd::CWD, pathname, true, false)?;
+    ctx.mem().write(buf, &statfs_of(&t)?)?;
+    Ok(0)
+}
+
+pub fn sys_fstatfs(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
+    let t = Target::file(ctx.file(fd)?);
+    ctx.mem().write(buf, &statfs_of(&t)?)?;
+    Ok(0)
+}
+
+/// Linux's XATTR_NAME_MAX, XATTR_SIZE_MAX and XATTR_LIST_MAX.
+const XATTR_NAME_MAX: usize = 255;
+const XATTR_SIZE_MAX: usize = 65536;
+const XATTR_LIST_MAX: usize = 65536;
+
+/// An attribute name: ERANGE when empty or longer than XATTR_NAME_MAX.
+fn xattr_name(ctx: &Ctx, name: Path) -> Result<CString, Errno> {
+    match ctx.mem().read_cstring(name.0, XATTR_NAME_MAX) {
+        Ok(n) if n.is_empty() => Err(Errno::ERANGE),
+        Ok(n) => Ok(CString::new(n).unwrap()),
+        Err(Errno::ENAMETOOLONG) => Err(Errno::ERANGE),
+        Err(e) => Err(e),
+    }
+}
+
+/// A host path naming a target for the xattr calls, which take no
+/// directory descriptor, and whether a final link is followed.
+fn xattr_path(t: &Target) -> Result<(CString, bool), Errno> {
+    Ok(match t {
+        Target::HostPath(p, follow) => (p.clone(), *follow),
+        Target::Entry(dir, name) => {
+            let mut p = proc_fd_path(dir.as_fd()).into_bytes();
+            p.push(b'/');
+            p.extend_from_slice(name.as_bytes());
+            (CString::new(p).unwrap(), false)
+        }
+        t => (t.at()?.1, true),
+    })
+}
+
+/// The value a get call found (or its size, for an empty buffer), copied out.
+fn xattr_out(ctx: &Ctx, value: u64, size: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize, Errno>) -> SysResult {
+    let mut buf = vec![0u8; size];
+    let n = fill(&mut buf)?;
+    if size > 0 {
+        ctx.mem().write_bytes(value, &buf[..n])?;
+    }
+    Ok(n as u64)
+}
+
+fn do_getxattr(ctx: &Ctx, pathname: Path, follow: bool, name: Path, value: u64, size: usize) -> SysResult {
+    let t = ctx.target(DirFd::CWD, pathname, follow, false)?;
+    let name = xattr_name(ctx, name)?;
+    if let Target::Proc(_) = t {
+        // Linux's proc has no xattr handlers.
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let (path, follow) = xattr_path(&t)?;
+    xattr_out(ctx, value, size.min(XATTR_SIZE_MAX), |buf| hostfs::getxattr(&path, follow, &name, buf))
+}
+
+pub fn sys_getxattr(ctx: &mut Ctx, pathname: Path, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
+    do_getxattr(ctx, pathname, true, name, value, size)
+}
+
+pub fn sys_lgetxattr(ctx: &mut Ctx, pathname: Path, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
+    do_getxattr(ctx, pathname, false, name, value, size)
+}
+
+pub fn sys_fgetxattr(ctx: &mut Ctx, fd: Fd, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    let name = xattr_name(ctx, name)?;
+    if f.proc.is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    xattr_out(ctx, value, size.min(XATTR_SIZE_MAX), |buf| hostfs::fgetxattr(f.fd(), &name, buf))
+}
+
+fn do_listxattr(ctx: &Ctx, pathname: Path, follow: bool, list: u64, size: usize) -> SysResult {
+    let t = ctx.target(DirFd::CWD, pathname, follow, false)?;
+    if let Target::Proc(_) = t {
+        return Ok(0);
+    }
+    let (path, follow) = xattr_path(&t)?;
+    xattr_out(ctx, list, size.min(XATTR_LIST_MAX), |buf| hostfs::listxattr(&path, follow, buf))
+}
+
+pub fn sys_listxattr(ctx: &mut Ctx, pathname: Path, OutBuf(list): OutBuf, size: usize) -> SysResult {
+    do_listxattr(ctx, pathname, true, list, size)
+}
+
+pub fn sys_llistxattr(ctx: &mut Ctx, pathname: Path, OutBuf(list): OutBuf, size: usize) -> SysResult {
+    do_listxattr(ctx, pathname, false, list, size)
+}
+
+pub fn sys_flistxattr(ctx: &mut Ctx, fd: Fd, OutBuf(list): OutBuf, size: usize) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    if f.proc.is_some() {
+        return Ok(0);
+    }
+    xattr_out(ctx, list, size.min(XATTR_LIST_MAX), |buf| hostfs::flistxattr(f.fd(), buf))
+}
