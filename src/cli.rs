@@ -211,9 +211,7 @@ fn run(m: &ArgMatches) -> i32 {
     }
     let mut envp: Vec<Vec<u8>> = guest_environment();
     for kv in env_overrides {
-        let key_len = kv.iter().position(|&b| b == b'=').unwrap() + 1;
-        envp.retain(|e| !e.starts_with(&kv[..key_len]));
-        envp.push(kv);
+        set_env(&mut envp, kv);
     }
 
     let kernel = match kernel::boot(Config { root, mem, trace, entry }) {
@@ -239,9 +237,28 @@ fn run(m: &ArgMatches) -> i32 {
     match status {
         ExitStatus::Code(c) => c,
         ExitStatus::Signal { signo, core } => {
-            eprintln!("{}{}", signal::description(signo), if core { " (core dumped)" } else { "" });
+            // What bash prints for a job the signal ended: nothing for
+            // SIGPIPE (the usual end of a writer whose reader went away).
+            if signo != libc::SIGPIPE {
+                eprintln!("{}{}", signal::description(signo), if core { " (core dumped)" } else { "" });
+            }
             128 + signo
         }
+    }
+}
+
+/// Sets `kv` (K=V) in an environment as setenv does: in the place of the
+/// variable it replaces (and of any duplicates, which go), else at the end.
+fn set_env(envp: &mut Vec<Vec<u8>>, kv: Vec<u8>) {
+    let key_len = kv.iter().position(|&b| b == b'=').unwrap() + 1;
+    let same = |e: &Vec<u8>| e.starts_with(&kv[..key_len]);
+    match envp.iter().position(same) {
+        Some(i) => {
+            let mut first = true;
+            envp.retain(|e| !same(e) || std::mem::take(&mut first));
+            envp[i] = kv;
+        }
+        None => envp.push(kv),
     }
 }
 
@@ -257,7 +274,6 @@ const ORIGINAL_TUNABLES: &str = "NOMU_ORIGINAL_GLIBC_TUNABLES";
 /// frame bigger (signal delivery went from 5.4 to 4.4 us with this). nomu
 /// re-executes itself once with glibc told to use its SSE2 versions.
 fn reexec_with_glibc_off_avx() -> i32 {
-    use std::os::unix::process::CommandExt;
     const OFF_AVX: &str = "glibc.cpu.hwcaps=-AVX,-AVX2,-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-EVEX,\
                            -AVX_Fast_Unaligned_Load";
     let original = std::env::var("GLIBC_TUNABLES").ok();
@@ -265,12 +281,16 @@ fn reexec_with_glibc_off_avx() -> i32 {
         Some(t) if !t.is_empty() => format!("{t}:{OFF_AVX}"),
         _ => OFF_AVX.to_string(),
     };
-    let err = std::process::Command::new("/proc/self/exe")
-        .arg0(std::env::args_os().next().unwrap_or_default())
-        .args(std::env::args_os().skip(1))
-        .env("GLIBC_TUNABLES", tunables)
-        .env(ORIGINAL_TUNABLES, original.as_deref().unwrap_or("-"))
-        .exec();
+    // The caller's environment in its order (the guest gets it so), with
+    // GLIBC_TUNABLES set in its place and the original kept at the end.
+    let mut envp: Vec<Vec<u8>> =
+        std::env::vars_os().map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat()).collect();
+    set_env(&mut envp, format!("GLIBC_TUNABLES={tunables}").into_bytes());
+    set_env(&mut envp, format!("{ORIGINAL_TUNABLES}={}", original.as_deref().unwrap_or("-")).into_bytes());
+    let c = |b: &[u8]| std::ffi::CString::new(b).unwrap_or_default();
+    let argv: Vec<std::ffi::CString> = std::env::args_os().map(|a| c(a.as_bytes())).collect();
+    let envp: Vec<std::ffi::CString> = envp.iter().map(|e| c(e)).collect();
+    let err = crate::host::sys::execve(c"/proc/self/exe", &argv, &envp);
     eprintln!("nomu: re-executing itself with glibc off AVX: {err}");
     1
 }
@@ -318,7 +338,15 @@ fn info() -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_size, set_env};
+
+    #[test]
+    fn env_overrides_keep_their_place() {
+        let mut env: Vec<Vec<u8>> = [&b"B=1"[..], b"A=2", b"B=3", b"C=4"].iter().map(|e| e.to_vec()).collect();
+        set_env(&mut env, b"B=9".to_vec());
+        set_env(&mut env, b"Z=0".to_vec());
+        assert_eq!(env, [&b"B=9"[..], b"A=2", b"C=4", b"Z=0"]);
+    }
 
     #[test]
     fn sizes_parse_like_uml_mem() {

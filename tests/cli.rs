@@ -84,7 +84,10 @@ fn paths_cannot_leave_the_root(e: Entry) {
         "/abs/motd",
         "/home/user/up/motd",
         "/etc/passwd",
-        "/proc/self/maps",
+        "/proc/self/mem",
+        "/proc/self/root/etc/motd",
+        "/proc/self/cwd/../../etc/passwd",
+        "/proc/sys/kernel/ostype",
         "/dev/null",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -94,7 +97,10 @@ fn paths_cannot_leave_the_root(e: Entry) {
 /abs/motd: inside the root
 /home/user/up/motd: inside the root
 /etc/passwd: ENOENT
-/proc/self/maps: ENOENT
+/proc/self/mem: ENOENT
+/proc/self/root/etc/motd: inside the root
+/proc/self/cwd/../../etc/passwd: ENOENT
+/proc/sys/kernel/ostype: Linux
 /dev/null: 
 cwd: /
 ";
@@ -216,6 +222,26 @@ fn exit_statuses_are_what_a_shell_reports(e: Entry) {
     let segv = e.run(&["--", s(&bin("guest/static/crash")), "segv"]);
     assert_eq!(segv.status.code(), Some(128 + 11));
     assert!(text(&segv.stderr).contains("Segmentation fault"));
+    // A writer whose reader went away: nothing said, as a shell says
+    // nothing of SIGPIPE (regression: nomu printed "Broken pipe").
+    let root = repo().join("build/root");
+    let pipe = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", "kill -PIPE $$"]);
+    assert_eq!(pipe.status.code(), Some(128 + 13));
+    assert_eq!(text(&pipe.stderr), "");
+    let term = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", "kill -TERM $$"]);
+    assert_eq!((term.status.code(), text(&term.stderr).as_str()), (Some(128 + 15), "Terminated\n"));
+}
+
+fn the_environment_keeps_its_order_and_env_overrides_their_place(e: Entry) {
+    // Regression: the in-process paths' re-execution (std's Command) gave
+    // the guest its environment sorted.
+    let root = repo().join("build/root");
+    let mut cmd = e.command();
+    cmd.env_clear().args(["--env", "A=9", "--env", "Z=0", "--root", s(&root), "--", "/usr/bin/env"]);
+    let mut env = Command::new("/usr/bin/env");
+    env.args(["-i", "B=2", "A=1", "C=3", cmd.get_program().to_str().unwrap()]).args(cmd.get_args());
+    let out = env.stdin(Stdio::null()).output().unwrap();
+    assert_eq!(text(&out.stdout), "B=2\nA=9\nC=3\nZ=0\n", "{}", text(&out.stderr));
 }
 
 fn relative_program_paths_start_from_the_callers_directory(e: Entry) {
@@ -400,9 +426,40 @@ fn proc_shows_guest_processes_and_memory(e: Entry) {
     let stat: Vec<&str> = lines[1].split(' ').collect();
     assert_eq!(stat[1], "S"); // sleeping
     assert_eq!(stat[2], "1"); // its parent is the shell, pid 1
-    assert_eq!(lines[2], "/bin/sh"); // busybox re-executes itself through /proc/self/exe
+    assert_eq!(lines[2], "/bin/busybox"); // the program file itself (/bin/sleep links to it)
     assert_eq!(lines[3], "sleep 1 ");
     assert_eq!(&lines[4..], ["1", "1"]);
+}
+
+/// /proc inside a root: its own device (find walks it with no loop), the
+/// links name paths inside the root, the root's mount is "/".
+fn proc_is_a_file_system_of_its_own_inside_the_root(e: Entry) {
+    let root = repo().join("build/root");
+    let find = e.run(&["--root", s(&root), "--", "/usr/bin/find", "/", "-maxdepth", "3", "-name", "fdinfo"]);
+    assert!(find.status.success(), "{:?} {}", find.status, text(&find.stderr));
+    assert_eq!(text(&find.stderr), "");
+    assert_eq!(text(&find.stdout), "/proc/1/fdinfo\n");
+    let xdev = e.run(&["--root", s(&root), "--", "/usr/bin/find", "/", "-xdev", "-maxdepth", "1", "-name", "proc"]);
+    assert_eq!((text(&xdev.stdout).as_str(), text(&xdev.stderr).as_str()), ("/proc\n", ""));
+    let script = "stat -c '%d %i' / /proc /proc/1 | sort -u | wc -l; readlink /proc/self/exe; \
+                  ls -l /proc/self/fd/ | grep -c -- '-> /dev/null$'; cd /bin && readlink /proc/self/cwd; \
+                  grep ' /proc proc ' /proc/mounts | cut -d' ' -f1-3; cut -d' ' -f4,5 /proc/self/mountinfo";
+    let out = e.run(&["--root", s(&root), "--", "/bin/sh", "-c", script]);
+    let canon = std::fs::canonicalize(&root).unwrap();
+    let want = format!("3\n/bin/busybox\n1\n/bin\nproc /proc proc\n{} /\n/ /proc\n", canon.display());
+    assert_eq!(text(&out.stdout), want, "{}", text(&out.stderr));
+}
+
+/// statfs and the xattr calls on paths inside a root (the guest test's
+/// checks, where paths are resolved from the root rather than the host's).
+fn file_system_queries_inside_a_root(e: Entry) {
+    let root = scratch("fsinfo", e);
+    std::fs::create_dir_all(root.join("bin")).unwrap();
+    std::fs::create_dir_all(root.join("proc")).unwrap();
+    std::fs::copy(bin("guest/static/fsinfo"), root.join("bin/fsinfo")).unwrap();
+    let out = e.run(&["--root", s(&root), "--", "/bin/fsinfo"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let _ = std::fs::remove_dir_all(root);
 }
 
 fn garbage_sigreturn_frames_kill_only_the_guest(e: Entry) {
@@ -518,6 +575,9 @@ entry_matrix!(
     orphans_are_reparented_to_init,
     background_reads_of_the_terminal_get_sigttin,
     proc_shows_guest_processes_and_memory,
+    proc_is_a_file_system_of_its_own_inside_the_root,
+    file_system_queries_inside_a_root,
+    the_environment_keeps_its_order_and_env_overrides_their_place,
     garbage_sigreturn_frames_kill_only_the_guest,
     garbage_process_syscalls_never_bring_nomu_down,
     first_program_is_signalled_as_when_run_directly,

@@ -194,6 +194,18 @@ fn exec_path(case: &Case, build: Build, scratch: &Path) -> PathBuf {
     }
 }
 
+/// A command running `program` with the case's variables set by env(1),
+/// in their order: std's Command would sort the whole environment, and a
+/// program (or nomu) must get it in the order it was given.
+fn with_env(case: &Case, program: &Path) -> Command {
+    if case.env.is_empty() {
+        return Command::new(program);
+    }
+    let mut cmd = Command::new("/usr/bin/env");
+    cmd.args(case.env.iter().map(|(k, v)| format!("{k}={v}"))).arg(program);
+    cmd
+}
+
 fn run_case(name: &str, build: Build, e: Entry) {
     let case = load_case(name);
     let want = expected(&case);
@@ -202,9 +214,8 @@ fn run_case(name: &str, build: Build, e: Entry) {
     let exe = exec_path(&case, build, &scratch);
     let stdin = case.stdin.as_ref().map(|f| root().join("tests/guest/data").join(f));
 
-    let mut native = Command::new(&exe);
+    let mut native = with_env(&case, &exe);
     native.args(case.native_args.as_ref().unwrap_or(&case.args));
-    native.envs(case.env.iter().map(|(k, v)| (k, v)));
     let native = run(native, stdin.as_deref());
     assert_eq!(
         native.outcome,
@@ -214,12 +225,11 @@ fn run_case(name: &str, build: Build, e: Entry) {
         String::from_utf8_lossy(&native.stderr)
     );
 
-    let mut nomu = e.command();
+    let probe = e.command();
+    let mut nomu = with_env(&case, Path::new(probe.get_program()));
+    nomu.args(probe.get_args());
     if let Some(m) = &case.mem {
         nomu.args(["--mem", m]);
-    }
-    for (k, v) in &case.env {
-        nomu.args(["--env", &format!("{k}={v}")]);
     }
     nomu.arg("--").arg(&exe).args(&case.args);
     let under = run(nomu, stdin.as_deref());

@@ -30,6 +30,11 @@ impl FdTable {
         (min..limit).find(|&i| self.entries.get(i).is_none_or(|e| e.is_none()))
     }
 
+    /// The open descriptors, lowest first.
+    pub fn iter(&self) -> impl Iterator<Item = (i32, &FdEntry)> {
+        self.entries.iter().enumerate().filter_map(|(i, e)| e.as_ref().map(|e| (i as i32, e)))
+    }
+
     /// Installs at the lowest free descriptor >= `min`, below `limit`.
     pub fn install(&mut self, file: Arc<OpenFile>, cloexec: bool, min: usize, limit: usize) -> Result<i32, Errno> {
         let slot = self.lowest_free(min, limit).ok_or(Errno::EMFILE)?;

@@ -39,7 +39,7 @@ impl FileKind {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FileType {
     /// A host file whose I/O never waits: regular files, directories,
-    /// block devices, nomu's /proc files (memfds).
+    /// block devices.
     HostFile,
     /// A pipe, socket or character device of the host: I/O may wait for a
     /// peer, and a signal must end the wait.
@@ -50,8 +50,11 @@ pub enum FileType {
     NullDevice,
     /// The zero device (1, 5): reads zeroes, maps as anonymous memory.
     ZeroDevice,
-    /// One of nomu's /proc directories, listed by nomu (None: /proc).
-    ProcDir(Option<u32>),
+    /// A directory of nomu's /proc, listed by nomu.
+    ProcDir,
+    /// A file of nomu's /proc: its contents in a memfd, made again when
+    /// read from the start.
+    ProcFile,
 }
 
 /// Which file, in which version: equal identities mean the same bytes
@@ -87,9 +90,10 @@ pub struct OpenFile {
     pub path: Vec<u8>,
     /// Opened with O_PATH: only a handle, no I/O.
     pub path_only: bool,
-    /// A directory of nomu's /proc (None: /proc itself, Some(pid)), listed
-    /// by nomu rather than the host; the position is the next entry.
-    pub proc_dir: Option<Option<u32>>,
+    /// A file or directory of nomu's /proc (whose host descriptor is a
+    /// memfd of its contents, or any host directory for a directory).
+    pub proc: Option<super::procfs::ProcOpen>,
+    /// A /proc directory's position: the next entry.
     pub dir_pos: Mutex<usize>,
     /// Set for a regular file opened for writing: it cannot be executed
     /// while this description is open (ETXTBSY).
@@ -107,7 +111,7 @@ impl OpenFile {
             file_type: OnceLock::new(),
             path,
             path_only,
-            proc_dir: None,
+            proc: None,
             dir_pos: Mutex::new(0),
             writing: None,
         }
@@ -127,8 +131,11 @@ impl OpenFile {
     }
 
     pub fn file_type(&self) -> FileType {
-        if let Some(dir) = self.proc_dir {
-            return FileType::ProcDir(dir);
+        if let Some(p) = &self.proc {
+            return match p.node.kind() {
+                super::procfs::Kind::Dir => FileType::ProcDir,
+                _ => FileType::ProcFile,
+            };
         }
         *self.file_type.get_or_init(|| match self.meta() {
             (FileKind::CharDevice, dev) if dev == libc::makedev(1, 3) => FileType::NullDevice,

@@ -47,6 +47,11 @@ impl Root {
         self.host_prefix.is_empty()
     }
 
+    /// The root's canonical host path ("" when it is the host's `/`).
+    pub fn host_path(&self) -> &[u8] {
+        &self.host_prefix
+    }
+
     /// Opens an absolute guest path.
     pub fn open_path(&self, abs: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
         let resolve = if self.is_host_root() { hostfs::RESOLVE_NO_MAGICLINKS } else { hostfs::RESOLVE_IN_ROOT };
@@ -136,12 +141,12 @@ pub fn normalize(abs: &[u8]) -> Vec<u8> {
 pub enum Special {
     /// A host device every guest gets, whatever the root holds.
     HostDevice(&'static str),
-    /// The guest's own descriptor N (/dev/fd/N, /proc/self/fd/N, /dev/stdin...).
+    /// The guest's own descriptor N (/dev/fd/N, /dev/stdin...).
     GuestFd(i32),
     /// Paths that would show nomu's own host state.
     Hidden,
-    /// nomu's own /proc.
-    Proc(super::procfs::ProcPath),
+    /// nomu's own /proc: the path, normalised (see fs::procfs::lookup).
+    Proc(Vec<u8>),
 }
 
 pub fn special(abs: &[u8]) -> Option<Special> {
@@ -151,6 +156,9 @@ pub fn special(abs: &[u8]) -> Option<Special> {
         return None;
     }
     let norm = normalize(abs);
+    if norm == b"/proc" || norm.starts_with(b"/proc/") {
+        return Some(Special::Proc(norm));
+    }
     let s = std::str::from_utf8(&norm).ok()?;
     let dev = match s {
         "/dev/null" => Some("/dev/null"),
@@ -170,15 +178,13 @@ pub fn special(abs: &[u8]) -> Option<Special> {
         "/dev/stderr" => return Some(Special::GuestFd(2)),
         _ => {}
     }
-    for prefix in ["/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"] {
-        if let Some(n) = s.strip_prefix(prefix) {
-            return Some(n.parse().map(Special::GuestFd).unwrap_or(Special::Hidden));
-        }
+    if let Some(n) = s.strip_prefix("/dev/fd/") {
+        return Some(n.parse().map(Special::GuestFd).unwrap_or(Special::Hidden));
     }
-    if s == "/dev/fd" || s.starts_with("/proc/self/fd") || s.starts_with("/proc/thread-self/fd") {
+    if s == "/dev/fd" {
         return Some(Special::Hidden);
     }
-    super::procfs::parse(s).map(Special::Proc)
+    None
 }
 
 #[cfg(test)]
@@ -201,9 +207,10 @@ mod tests {
     #[test]
     fn specials() {
         assert!(matches!(special(b"/dev/../dev/null"), Some(Special::HostDevice("/dev/null"))));
-        assert!(matches!(special(b"/proc/self/fd/7"), Some(Special::GuestFd(7))));
-        assert!(matches!(special(b"/proc/self/fd"), Some(Special::Hidden)));
-        assert!(matches!(special(b"/proc/self/maps"), Some(Special::Proc(_))));
+        assert!(matches!(special(b"/dev/fd/7"), Some(Special::GuestFd(7))));
+        assert!(matches!(special(b"/proc/self/../self/fd"), Some(Special::Proc(p)) if p == b"/proc/self/fd"));
+        assert!(matches!(special(b"/proc"), Some(Special::Proc(_))));
+        assert!(special(b"/procfs").is_none());
         assert!(special(b"/etc/hosts").is_none());
     }
 }

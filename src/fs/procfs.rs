@@ -1,67 +1,542 @@
-//! A small /proc: what programs read about processes (/proc/PID/stat,
-//! cmdline, comm, status, exe; /proc/self) and the system (meminfo, uptime,
-//! loadavg). Files are generated when opened, directories listed from the
-//! process table; nothing here reaches the host's own /proc.
+//! nomu's /proc: what programs read about processes and the system, in
+//! Linux's formats. Every path under /proc is nomu's (the host's own /proc
+//! is never reached through it): directories are listed from the process
+//! and descriptor tables, files are generated when opened and again when
+//! read from their start (as Linux's seq files are), and every entry has an
+//! inode number of its own on /proc's own device, so programs that walk
+//! the tree (find, du, fts) see one file system with no loops in it.
+//!
+//! - /proc/PID (and self): cmdline, comm, cwd, environ, exe, fd/, fdinfo/,
+//!   maps, mountinfo, mounts, root, stat, statm, status;
+//! - /proc: cpuinfo (the host's), loadavg, meminfo, mounts, self, stat
+//!   (the host's CPU counters), uptime, sys/kernel/{hostname, osrelease,
+//!   ostype, pid_max}.
+
+mod maps;
+mod mounts;
+mod system;
 
 use crate::abi::errno::Errno;
+use crate::fs::file::OpenFile;
+use crate::host::fs as hostfs;
 use crate::kernel::process::Process;
 use crate::kernel::Kernel;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
-/// Who a /proc/PID path names.
-#[derive(Clone, Copy, Debug)]
-pub enum Who {
-    Me,
-    Pid(u32),
-}
+pub use mounts::{mount_id, proc_mount_id};
 
-#[derive(Clone, Debug)]
-pub enum ProcPath {
+const DIR: u32 = libc::S_IFDIR;
+const REG: u32 = libc::S_IFREG;
+const LNK: u32 = libc::S_IFLNK;
+
+/// A system-wide entry (a process's directory aside).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Top {
     Root,
     SelfLink,
-    Pid(Who),
-    Entry(Who, String),
-    Top(String),
+    Mounts,
+    CpuInfo,
+    LoadAvg,
+    MemInfo,
+    Stat,
+    Uptime,
+    Sys,
+    SysKernel,
+    Hostname,
+    OsRelease,
+    OsType,
+    PidMax,
 }
 
-/// What a /proc path resolves to.
-pub enum ProcNode {
-    /// A directory: the root (None) or a process's.
-    Dir(Option<u32>),
-    File(Vec<u8>),
-    Link(Vec<u8>),
+struct TopEntry {
+    name: &'static str,
+    node: Top,
+    parent: Top,
+    mode: u32,
 }
 
-const PID_ENTRIES: [&str; 5] = ["cmdline", "comm", "exe", "stat", "status"];
-const TOP_ENTRIES: [&str; 3] = ["loadavg", "meminfo", "uptime"];
+const fn top(name: &'static str, node: Top, parent: Top, mode: u32) -> TopEntry {
+    TopEntry { name, node, parent, mode }
+}
 
-/// Parses a normalised absolute path under /proc.
-pub fn parse(norm: &str) -> Option<ProcPath> {
-    let rest = norm.strip_prefix("/proc")?;
-    if rest.is_empty() {
-        return Some(ProcPath::Root);
+/// /proc's own entries, each under its parent directory.
+const TOP: [TopEntry; 13] = [
+    top("cpuinfo", Top::CpuInfo, Top::Root, REG | 0o444),
+    top("loadavg", Top::LoadAvg, Top::Root, REG | 0o444),
+    top("meminfo", Top::MemInfo, Top::Root, REG | 0o444),
+    top("mounts", Top::Mounts, Top::Root, LNK | 0o777),
+    top("self", Top::SelfLink, Top::Root, LNK | 0o777),
+    top("stat", Top::Stat, Top::Root, REG | 0o444),
+    top("sys", Top::Sys, Top::Root, DIR | 0o555),
+    top("uptime", Top::Uptime, Top::Root, REG | 0o444),
+    top("kernel", Top::SysKernel, Top::Sys, DIR | 0o555),
+    top("hostname", Top::Hostname, Top::SysKernel, REG | 0o644),
+    top("osrelease", Top::OsRelease, Top::SysKernel, REG | 0o444),
+    top("ostype", Top::OsType, Top::SysKernel, REG | 0o444),
+    top("pid_max", Top::PidMax, Top::SysKernel, REG | 0o644),
+];
+
+/// What /proc/mounts points to.
+const MOUNTS_LINK: &[u8] = b"self/mounts";
+
+/// An entry of a process's directory (Dir: the directory itself).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PidEntry {
+    Dir,
+    Cmdline,
+    Comm,
+    Cwd,
+    Environ,
+    Exe,
+    Fd,
+    FdInfo,
+    Maps,
+    MountInfo,
+    Mounts,
+    Root,
+    Stat,
+    Statm,
+    Status,
+}
+
+/// A process's directory, with Linux's modes.
+const PID_ENTRIES: [(&str, PidEntry, u32); 14] = [
+    ("cmdline", PidEntry::Cmdline, REG | 0o444),
+    ("comm", PidEntry::Comm, REG | 0o644),
+    ("cwd", PidEntry::Cwd, LNK | 0o777),
+    ("environ", PidEntry::Environ, REG | 0o400),
+    ("exe", PidEntry::Exe, LNK | 0o777),
+    ("fd", PidEntry::Fd, DIR | 0o500),
+    ("fdinfo", PidEntry::FdInfo, DIR | 0o555),
+    ("maps", PidEntry::Maps, REG | 0o444),
+    ("mountinfo", PidEntry::MountInfo, REG | 0o444),
+    ("mounts", PidEntry::Mounts, REG | 0o444),
+    ("root", PidEntry::Root, LNK | 0o777),
+    ("stat", PidEntry::Stat, REG | 0o444),
+    ("statm", PidEntry::Statm, REG | 0o444),
+    ("status", PidEntry::Status, REG | 0o444),
+];
+
+/// One file, directory or link of nomu's /proc. A process's entries name
+/// the process by pid (/proc/self is resolved when looked up, as on Linux).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Node {
+    Top(Top),
+    Pid(u32, PidEntry),
+    /// /proc/PID/fd/N: a link to the open file.
+    Fd(u32, i32),
+    /// /proc/PID/fdinfo/N.
+    FdInfo(u32, i32),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Dir,
+    File,
+    Link,
+}
+
+/// What a /proc path names.
+pub enum Lookup {
+    Node(Node),
+    /// A path that goes on past a link out of /proc (/proc/self/cwd/x):
+    /// the path to resolve instead.
+    Through(Vec<u8>),
+}
+
+/// Where a /proc link leads.
+pub enum Follow {
+    Node(Node),
+    /// A path outside /proc (exe, cwd, root).
+    Path(Vec<u8>),
+    /// The open file itself (fd/N, as Linux's magic links).
+    File(Arc<OpenFile>),
+}
+
+impl Node {
+    fn mode(self) -> u32 {
+        match self {
+            Node::Top(Top::Root) => DIR | 0o555,
+            Node::Top(t) => TOP.iter().find(|e| e.node == t).map_or(REG | 0o444, |e| e.mode),
+            Node::Pid(_, PidEntry::Dir) => DIR | 0o555,
+            Node::Pid(_, e) => PID_ENTRIES.iter().find(|x| x.1 == e).map_or(REG | 0o444, |x| x.2),
+            // The access bits are the description's (see stat).
+            Node::Fd(..) => LNK,
+            Node::FdInfo(..) => REG | 0o444,
+        }
     }
-    let rest = rest.strip_prefix('/')?;
-    let mut parts = rest.splitn(2, '/');
-    let first = parts.next()?;
-    let who = match first {
-        "self" | "thread-self" => Who::Me,
-        p => match p.parse::<u32>() {
-            Ok(pid) => Who::Pid(pid),
-            Err(_) => return Some(ProcPath::Top(rest.to_string())),
+
+    pub fn kind(self) -> Kind {
+        match self.mode() & libc::S_IFMT {
+            DIR => Kind::Dir,
+            LNK => Kind::Link,
+            _ => Kind::File,
+        }
+    }
+
+    /// Its inode number: fixed for /proc's own entries, made of the pid and
+    /// the entry (or descriptor) for a process's.
+    pub fn ino(self) -> u64 {
+        match self {
+            Node::Top(Top::Root) => 1,
+            Node::Top(t) => 2 + TOP.iter().position(|e| e.node == t).unwrap_or(0) as u64,
+            Node::Pid(pid, e) => u64::from(pid) << 32 | e as u64,
+            Node::Fd(pid, fd) => u64::from(pid) << 32 | 1 << 30 | fd as u64,
+            Node::FdInfo(pid, fd) => u64::from(pid) << 32 | 2 << 30 | fd as u64,
+        }
+    }
+
+    /// Its canonical path.
+    pub fn path(self) -> Vec<u8> {
+        let text = match self {
+            Node::Top(Top::Root) => "/proc".to_string(),
+            Node::Top(t) => {
+                let mut names = Vec::new();
+                let mut at = t;
+                while let Some(e) = TOP.iter().find(|e| e.node == at) {
+                    names.push(e.name);
+                    at = e.parent;
+                }
+                names.reverse();
+                format!("/proc/{}", names.join("/"))
+            }
+            Node::Pid(pid, PidEntry::Dir) => format!("/proc/{pid}"),
+            Node::Pid(pid, e) => format!("/proc/{pid}/{}", PID_ENTRIES.iter().find(|x| x.1 == e).map_or("", |x| x.0)),
+            Node::Fd(pid, fd) => format!("/proc/{pid}/fd/{fd}"),
+            Node::FdInfo(pid, fd) => format!("/proc/{pid}/fdinfo/{fd}"),
+        };
+        text.into_bytes()
+    }
+
+    /// The directory it is in (/proc's is itself, as a mount's root).
+    fn parent(self) -> Node {
+        match self {
+            Node::Top(Top::Root) => self,
+            Node::Top(t) => Node::Top(TOP.iter().find(|e| e.node == t).map_or(Top::Root, |e| e.parent)),
+            Node::Pid(_, PidEntry::Dir) => Node::Top(Top::Root),
+            Node::Pid(pid, _) => Node::Pid(pid, PidEntry::Dir),
+            Node::Fd(pid, _) => Node::Pid(pid, PidEntry::Fd),
+            Node::FdInfo(pid, _) => Node::Pid(pid, PidEntry::FdInfo),
+        }
+    }
+
+    fn pid(self) -> Option<u32> {
+        match self {
+            Node::Top(_) => None,
+            Node::Pid(pid, _) | Node::Fd(pid, _) | Node::FdInfo(pid, _) => Some(pid),
+        }
+    }
+}
+
+/// An open file or directory of nomu's /proc (kept in its description).
+pub struct ProcOpen {
+    pub node: Node,
+    /// Its contents were generated at open and nothing has been read yet.
+    fresh: AtomicBool,
+}
+
+impl ProcOpen {
+    pub fn new(node: Node) -> ProcOpen {
+        ProcOpen { node, fresh: AtomicBool::new(true) }
+    }
+
+    /// Whether a read from the start must generate the contents again: every
+    /// such read does but the first, whose contents open made.
+    pub fn regenerate(&self) -> bool {
+        !self.fresh.swap(false, Ordering::Relaxed)
+    }
+}
+
+/// The device number of nomu's /proc: the host's own /proc's, an anonymous
+/// device the host gave a proc superblock, so that no other file system
+/// inside the root has it (the host's /proc itself is never visible there).
+pub fn device() -> u64 {
+    static DEV: OnceLock<u64> = OnceLock::new();
+    *DEV.get_or_init(|| hostfs::fstatat(hostfs::cwd(), c"/proc", 0).map_or(libc::makedev(0, 0xffff), |st| st.st_dev))
+}
+
+/// nomu's start as wall-clock seconds (/proc's times, /proc/stat's btime).
+fn boot_wall(kernel: &Kernel) -> i64 {
+    static BOOT: OnceLock<i64> = OnceLock::new();
+    *BOOT.get_or_init(|| {
+        let now = crate::host::sys::clock_gettime(libc::CLOCK_REALTIME).map_or(0, |t| t.tv_sec);
+        now - kernel.boot_time.elapsed().as_secs() as i64
+    })
+}
+
+fn parse_number<T: std::str::FromStr>(part: &[u8]) -> Option<T> {
+    // Linux's name_to_int: digits only, no leading zero.
+    if part.is_empty() || part.len() > 10 || (part.len() > 1 && part[0] == b'0') || !part.iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    std::str::from_utf8(part).ok()?.parse().ok()
+}
+
+fn join_rest(base: &[u8], rest: &[&[u8]]) -> Vec<u8> {
+    let mut out = base.to_vec();
+    for part in rest {
+        if !out.ends_with(b"/") {
+            out.push(b'/');
+        }
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+/// Looks up a normalised absolute path under /proc for the process `me`.
+pub fn lookup(kernel: &Kernel, me: u32, norm: &[u8]) -> Result<Lookup, Errno> {
+    let rest = norm.strip_prefix(b"/proc").ok_or(Errno::ENOENT)?;
+    let parts: Vec<&[u8]> = rest.split(|&b| b == b'/').filter(|p| !p.is_empty()).collect();
+    let Some((&first, rest)) = parts.split_first() else { return Ok(Lookup::Node(Node::Top(Top::Root))) };
+    let pid = match first {
+        b"self" | b"thread-self" if rest.is_empty() => return Ok(Lookup::Node(Node::Top(Top::SelfLink))),
+        b"self" | b"thread-self" => me,
+        p => match parse_number::<u32>(p) {
+            Some(pid) => pid,
+            None => return lookup_top(&parts),
         },
     };
-    match (parts.next(), who) {
-        (None, Who::Me) => Some(ProcPath::SelfLink),
-        (None, w) => Some(ProcPath::Pid(w)),
-        (Some(entry), w) => Some(ProcPath::Entry(w, entry.to_string())),
+    let process = kernel.tasks.process(pid).ok_or(Errno::ENOENT)?;
+    let Some((&name, beyond)) = rest.split_first() else { return Ok(Lookup::Node(Node::Pid(pid, PidEntry::Dir))) };
+    let entry = PID_ENTRIES.iter().find(|x| x.0.as_bytes() == name).ok_or(Errno::ENOENT)?.1;
+    let node = Node::Pid(pid, entry);
+    match entry {
+        PidEntry::Fd | PidEntry::FdInfo => {
+            let Some((&n, beyond)) = beyond.split_first() else { return Ok(Lookup::Node(node)) };
+            let fd = parse_number::<i32>(n).filter(|&fd| process.files.lock().unwrap().get(fd).is_ok());
+            let fd = fd.ok_or(Errno::ENOENT)?;
+            let node = if entry == PidEntry::Fd { Node::Fd(pid, fd) } else { Node::FdInfo(pid, fd) };
+            if beyond.is_empty() {
+                return Ok(Lookup::Node(node));
+            }
+            through(kernel, me, node, beyond)
+        }
+        _ if beyond.is_empty() => Ok(Lookup::Node(node)),
+        _ => through(kernel, me, node, beyond),
     }
 }
 
-fn pid_of(me: &Process, who: Who) -> u32 {
-    match who {
-        Who::Me => me.pid,
-        Who::Pid(p) => p,
+/// A path that goes on past `node`: on through a link out of /proc, or
+/// ENOTDIR.
+fn through(kernel: &Kernel, me: u32, node: Node, beyond: &[&[u8]]) -> Result<Lookup, Errno> {
+    if node.kind() != Kind::Link {
+        return Err(Errno::ENOTDIR);
     }
+    let target = link_target(kernel, me, node)?;
+    if !target.starts_with(b"/") {
+        return Err(Errno::ENOTDIR);
+    }
+    Ok(Lookup::Through(join_rest(&target, beyond)))
+}
+
+fn lookup_top(parts: &[&[u8]]) -> Result<Lookup, Errno> {
+    let mut at = Top::Root;
+    for (i, part) in parts.iter().enumerate() {
+        if Node::Top(at).kind() != Kind::Dir {
+            return Err(Errno::ENOTDIR);
+        }
+        at = TOP.iter().find(|e| e.parent == at && e.name.as_bytes() == *part).ok_or(Errno::ENOENT)?.node;
+        if at == Top::Mounts && i + 1 < parts.len() {
+            // Through self/mounts, a file.
+            return Err(Errno::ENOTDIR);
+        }
+    }
+    Ok(Lookup::Node(Node::Top(at)))
+}
+
+/// The open file behind /proc/PID/fd/N.
+pub fn fd_file(kernel: &Kernel, pid: u32, fd: i32) -> Result<Arc<OpenFile>, Errno> {
+    let p = kernel.tasks.process(pid).ok_or(Errno::ENOENT)?;
+    let file = p.files.lock().unwrap().file(fd).map_err(|_| Errno::ENOENT)?;
+    Ok(file)
+}
+
+/// What readlink of /proc/PID/fd/N says of an open file: its canonical
+/// path inside the root (Linux's d_path; a file outside the root keeps
+/// its host path, as Linux prints one outside a chroot), or the host's
+/// name for a file without one (`pipe:[N]`, `socket:[N]`,
+/// `anon_inode:[eventfd]`).
+pub fn fd_link_text(kernel: &Kernel, f: &OpenFile) -> Vec<u8> {
+    if let Some(p) = &f.proc {
+        return p.node.path();
+    }
+    match hostfs::fd_path(f.fd()) {
+        Ok(host) if host.starts_with(b"/") => kernel.root.strip_host_prefix(&host).unwrap_or(host),
+        Ok(name) => name,
+        Err(_) => f.path.clone(),
+    }
+}
+
+/// What readlink of a /proc link says (EINVAL for anything else).
+pub fn link_target(kernel: &Kernel, me: u32, node: Node) -> Result<Vec<u8>, Errno> {
+    let process = |pid| kernel.tasks.process(pid).ok_or(Errno::ENOENT);
+    Ok(match node {
+        Node::Top(Top::SelfLink) => me.to_string().into_bytes(),
+        Node::Top(Top::Mounts) => MOUNTS_LINK.to_vec(),
+        Node::Pid(pid, PidEntry::Exe) => process(pid)?.exe_file.lock().unwrap().clone(),
+        Node::Pid(pid, PidEntry::Cwd) => process(pid)?.cwd.lock().unwrap().clone(),
+        Node::Pid(pid, PidEntry::Root) => {
+            process(pid)?;
+            b"/".to_vec()
+        }
+        Node::Fd(pid, fd) => fd_link_text(kernel, &*fd_file(kernel, pid, fd)?),
+        _ => return Err(Errno::EINVAL),
+    })
+}
+
+/// Where following a /proc link leads (a node that is no link: itself).
+pub fn follow(kernel: &Kernel, me: u32, node: Node) -> Result<Follow, Errno> {
+    Ok(match node {
+        Node::Top(Top::SelfLink) => Follow::Node(Node::Pid(me, PidEntry::Dir)),
+        Node::Top(Top::Mounts) => Follow::Node(Node::Pid(me, PidEntry::Mounts)),
+        Node::Pid(_, PidEntry::Exe | PidEntry::Cwd | PidEntry::Root) => Follow::Path(link_target(kernel, me, node)?),
+        Node::Fd(pid, fd) => Follow::File(fd_file(kernel, pid, fd)?),
+        n => Follow::Node(n),
+    })
+}
+
+/// Its attributes, as Linux's proc inodes have them: /proc's own device,
+/// the entry's inode number, owned by root (a process's entries: by the
+/// process's user), size 0 (a descriptor link: 64; the fd directory: the
+/// number of open descriptors), times from nomu's start.
+pub fn stat(kernel: &Kernel, node: Node) -> libc::stat {
+    let mut st: libc::stat = crate::host::pod::zeroed();
+    st.st_dev = device();
+    st.st_ino = node.ino();
+    st.st_mode = node.mode();
+    st.st_nlink = match node {
+        // sysctl directories say 1, as Linux's.
+        Node::Top(Top::Sys | Top::SysKernel) => 1,
+        Node::Top(Top::Root) => 3 + kernel.tasks.all_live().len() as u64,
+        Node::Pid(_, PidEntry::Dir) => 4,
+        n if n.kind() == Kind::Dir => 2,
+        _ => 1,
+    };
+    if node.pid().is_some() {
+        let ids = crate::host::sys::ids();
+        (st.st_uid, st.st_gid) = (ids.euid, ids.egid);
+    }
+    st.st_blksize = 1024;
+    let t = boot_wall(kernel);
+    (st.st_atime, st.st_mtime, st.st_ctime) = (t, t, t);
+    match node {
+        Node::Fd(pid, fd) => {
+            st.st_size = 64;
+            if let Ok(f) = fd_file(kernel, pid, fd) {
+                if !f.path_only {
+                    if f.readable() {
+                        st.st_mode |= libc::S_IRUSR | libc::S_IXUSR;
+                    }
+                    if f.writable() {
+                        st.st_mode |= libc::S_IWUSR | libc::S_IXUSR;
+                    }
+                }
+            }
+        }
+        Node::Top(Top::Mounts) => st.st_size = MOUNTS_LINK.len() as i64,
+        Node::Pid(pid, PidEntry::Fd) => {
+            if let Some(p) = kernel.tasks.process(pid) {
+                st.st_size = p.files.lock().unwrap().iter().count() as i64;
+            }
+        }
+        _ => {}
+    }
+    st
+}
+
+/// Whether the caller may access it with `mode` (R_OK, W_OK, X_OK), as
+/// Linux's generic_permission: root may read and write anything and
+/// execute what some execute bit allows.
+pub fn may_access(kernel: &Kernel, node: Node, mode: i32) -> Result<(), Errno> {
+    let st = stat(kernel, node);
+    let ids = crate::host::sys::ids();
+    let perm = st.st_mode & 0o777;
+    let ok = if ids.euid == 0 {
+        mode & libc::X_OK == 0 || perm & 0o111 != 0 || node.kind() == Kind::Dir
+    } else {
+        let bits = if st.st_uid == ids.euid {
+            perm >> 6
+        } else if st.st_gid == ids.egid {
+            perm >> 3
+        } else {
+            perm
+        } & 7;
+        (mode as u32 & 7) & !bits == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Errno::EACCES)
+    }
+}
+
+/// A directory's entries: (name, d_type, inode number), "." and ".." first.
+pub fn list(kernel: &Kernel, dir: Node) -> Result<Vec<(Vec<u8>, u8, u64)>, Errno> {
+    let entry = |name: &[u8], n: Node| {
+        let dtype = match n.kind() {
+            Kind::Dir => libc::DT_DIR,
+            Kind::File => libc::DT_REG,
+            Kind::Link => libc::DT_LNK,
+        };
+        (name.to_vec(), dtype, n.ino())
+    };
+    let mut out = vec![entry(b".", dir), entry(b"..", dir.parent())];
+    match dir {
+        Node::Top(t) if dir.kind() == Kind::Dir => {
+            out.extend(TOP.iter().filter(|e| e.parent == t).map(|e| entry(e.name.as_bytes(), Node::Top(e.node))));
+            if t == Top::Root {
+                let mut pids: Vec<u32> = kernel.tasks.all_live().iter().map(|p| p.pid).collect();
+                pids.sort_unstable();
+                out.extend(pids.into_iter().map(|p| entry(p.to_string().as_bytes(), Node::Pid(p, PidEntry::Dir))));
+            }
+        }
+        Node::Pid(pid, PidEntry::Dir) => {
+            out.extend(PID_ENTRIES.iter().map(|(name, e, _)| entry(name.as_bytes(), Node::Pid(pid, *e))));
+        }
+        Node::Pid(pid, e @ (PidEntry::Fd | PidEntry::FdInfo)) => {
+            let p = kernel.tasks.process(pid).ok_or(Errno::ENOENT)?;
+            let fds: Vec<i32> = p.files.lock().unwrap().iter().map(|(fd, _)| fd).collect();
+            out.extend(fds.into_iter().map(|fd| {
+                entry(
+                    fd.to_string().as_bytes(),
+                    if e == PidEntry::Fd { Node::Fd(pid, fd) } else { Node::FdInfo(pid, fd) },
+                )
+            }));
+        }
+        _ => return Err(Errno::ENOTDIR),
+    }
+    Ok(out)
+}
+
+/// A file's contents, generated now.
+pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
+    let process = |pid| kernel.tasks.process(pid).ok_or(Errno::ESRCH);
+    Ok(match node {
+        Node::Top(t) => system::contents(kernel, t)?,
+        Node::Pid(pid, e) => {
+            let p = process(pid)?;
+            match e {
+                PidEntry::Cmdline => p.cmdline.lock().unwrap().clone(),
+                PidEntry::Environ => p.environ.lock().unwrap().clone(),
+                PidEntry::Comm => {
+                    let mut c = comm(&p);
+                    c.push(b'\n');
+                    c
+                }
+                PidEntry::Maps => maps::maps(kernel, &p),
+                PidEntry::MountInfo => mounts::mountinfo(kernel).into_bytes(),
+                PidEntry::Mounts => mounts::mounts(kernel).into_bytes(),
+                PidEntry::Stat => stat_line(kernel, &p),
+                PidEntry::Statm => statm(&p),
+                PidEntry::Status => status(kernel, &p),
+                _ => return Err(Errno::EINVAL),
+            }
+        }
+        Node::FdInfo(pid, fd) => fdinfo(kernel, &*process(pid)?, fd)?,
+        Node::Fd(..) => return Err(Errno::EINVAL),
+    })
 }
 
 /// The process's name: what its first thread set with PR_SET_NAME, else
@@ -79,31 +554,50 @@ fn comm(p: &Process) -> Vec<u8> {
     base.into_iter().take(15).collect()
 }
 
+/// Clock ticks (USER_HZ, 100 a second) since nomu started.
+fn ticks_since_boot(kernel: &Kernel, at: std::time::Instant) -> u128 {
+    at.saturating_duration_since(kernel.boot_time).as_millis() / 10
+}
+
 fn stat_line(kernel: &Kernel, p: &Process) -> Vec<u8> {
     let (pgid, sid) = kernel.tasks.ids(p.pid).unwrap_or((p.pid, p.pid));
-    let state = if p.stopped.load(std::sync::atomic::Ordering::Relaxed) != 0 { 'T' } else { 'S' };
+    let state = if p.stopped.load(Ordering::Relaxed) != 0 { 'T' } else { 'S' };
     let threads = p.threads.lock().unwrap().len().max(1);
+    let usage = maps::usage(p);
+    let start = ticks_since_boot(kernel, p.started);
     let mut line = format!("{} (", p.pid).into_bytes();
     line.extend(comm(p));
     line.extend(
         format!(
-            ") {state} {} {pgid} {sid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 {threads} 0 0 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-            kernel.tasks.ppid(p.pid)
+            ") {state} {} {pgid} {sid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 {threads} 0 {start} {} {} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+            kernel.tasks.ppid(p.pid),
+            usage.size,
+            usage.size / 4096,
         )
         .into_bytes(),
     );
     line
 }
 
+fn statm(p: &Process) -> Vec<u8> {
+    let u = maps::usage(p);
+    let pages = |b: u64| b / 4096;
+    format!("{} {} {} {} 0 {} 0\n", pages(u.size), pages(u.size), pages(u.file), pages(u.text), pages(u.data))
+        .into_bytes()
+}
+
 fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
     let ids = crate::host::sys::ids();
-    let state = if p.stopped.load(std::sync::atomic::Ordering::Relaxed) != 0 { "T (stopped)" } else { "S (sleeping)" };
+    let state = if p.stopped.load(Ordering::Relaxed) != 0 { "T (stopped)" } else { "S (sleeping)" };
+    let usage = maps::usage(p);
     let mut s = b"Name:\t".to_vec();
     s.extend(comm(p));
     s.extend(
         format!(
-            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{u}\t{eu}\t{eu}\t{eu}\nGid:\t{g}\t{eg}\t{eg}\t{eg}\nThreads:\t{}\n",
+            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{u}\t{eu}\t{eu}\t{eu}\nGid:\t{g}\t{eg}\t{eg}\t{eg}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\n",
             kernel.tasks.ppid(p.pid),
+            usage.size / 1024,
+            usage.size / 1024,
             p.threads.lock().unwrap().len().max(1),
             pid = p.pid,
             u = ids.uid,
@@ -116,83 +610,26 @@ fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
     s
 }
 
-fn top_file(kernel: &Kernel, name: &str) -> Option<Vec<u8>> {
-    let text = match name {
-        "meminfo" => {
-            let kb = |b: usize| b / 1024;
-            let (total, free) = (kernel.phys.total_bytes(), kernel.phys.free_bytes());
-            format!(
-                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n",
-                kb(total),
-                kb(free),
-                kb(free)
-            )
-        }
-        "uptime" => {
-            // Integer arithmetic, as Linux prints it (and nomu does no
-            // floating point on guest threads).
-            let up = kernel.boot_time.elapsed();
-            let (s, cs) = (up.as_secs(), up.subsec_nanos() / 10_000_000);
-            format!("{s}.{cs:02} {s}.{cs:02}\n")
-        }
-        "loadavg" => {
-            let n = kernel.tasks.all_live().len();
-            format!("0.00 0.00 0.00 1/{n} {n}\n")
-        }
-        _ => return None,
+/// /proc/PID/fdinfo/N in Linux's format: position, status flags (with
+/// O_CLOEXEC when the descriptor has it), mount id and inode number.
+fn fdinfo(kernel: &Kernel, p: &Process, fd: i32) -> Result<Vec<u8>, Errno> {
+    let (file, cloexec) = {
+        let files = p.files.lock().unwrap();
+        let e = files.get(fd).map_err(|_| Errno::ENOENT)?;
+        (e.file.clone(), e.cloexec)
     };
-    Some(text.into_bytes())
-}
-
-/// Resolves a /proc path for the process `me`.
-pub fn resolve(kernel: &Kernel, me: &Process, path: &ProcPath) -> Result<ProcNode, Errno> {
-    Ok(match path {
-        ProcPath::Root => ProcNode::Dir(None),
-        ProcPath::SelfLink => ProcNode::Link(me.pid.to_string().into_bytes()),
-        ProcPath::Pid(who) => {
-            let pid = pid_of(me, *who);
-            kernel.tasks.ids(pid).ok_or(Errno::ENOENT)?;
-            ProcNode::Dir(Some(pid))
+    let host_pos = || hostfs::lseek(file.fd(), 0, libc::SEEK_CUR).unwrap_or(0);
+    let (pos, mnt_id, ino) = match &file.proc {
+        Some(po) if po.node.kind() == Kind::Dir => {
+            (*file.dir_pos.lock().unwrap() as u64, proc_mount_id(), po.node.ino())
         }
-        ProcPath::Entry(who, entry) => {
-            let pid = pid_of(me, *who);
-            let p = kernel.tasks.process(pid).ok_or(Errno::ENOENT)?;
-            match entry.as_str() {
-                "stat" => ProcNode::File(stat_line(kernel, &p)),
-                "status" => ProcNode::File(status(kernel, &p)),
-                "cmdline" => ProcNode::File(p.cmdline.lock().unwrap().clone()),
-                "comm" => {
-                    let mut c = comm(&p);
-                    c.push(b'\n');
-                    ProcNode::File(c)
-                }
-                "exe" => ProcNode::Link(p.exe.lock().unwrap().clone()),
-                _ => return Err(Errno::ENOENT),
-            }
-        }
-        ProcPath::Top(name) => ProcNode::File(top_file(kernel, name).ok_or(Errno::ENOENT)?),
-    })
-}
-
-/// The entries of a /proc directory, as (name, d_type).
-pub fn list(kernel: &Kernel, dir: Option<u32>) -> Vec<(Vec<u8>, u8)> {
-    const DT_DIR: u8 = 4;
-    const DT_REG: u8 = 8;
-    const DT_LNK: u8 = 10;
-    let mut out = vec![(b".".to_vec(), DT_DIR), (b"..".to_vec(), DT_DIR)];
-    match dir {
-        None => {
-            out.push((b"self".to_vec(), DT_LNK));
-            out.extend(TOP_ENTRIES.iter().map(|n| (n.as_bytes().to_vec(), DT_REG)));
-            let mut pids: Vec<u32> = kernel.tasks.all_live().iter().map(|p| p.pid).collect();
-            pids.sort_unstable();
-            out.extend(pids.into_iter().map(|p| (p.to_string().into_bytes(), DT_DIR)));
-        }
-        Some(_) => {
-            out.extend(PID_ENTRIES.iter().map(|n| (n.as_bytes().to_vec(), if *n == "exe" { DT_LNK } else { DT_REG })));
-        }
-    }
-    out
+        Some(po) => (host_pos(), proc_mount_id(), po.node.ino()),
+        None => (host_pos(), mount_id(file.fd()), hostfs::fstat(file.fd()).map_or(0, |st| st.st_ino)),
+    };
+    // The host descriptor is always O_CLOEXEC; the guest's may not be.
+    let flags = hostfs::getfl(file.fd()).unwrap_or(0) & !libc::O_CLOEXEC | if cloexec { libc::O_CLOEXEC } else { 0 };
+    let _ = kernel;
+    Ok(format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t{mnt_id}\nino:\t{ino}\n").into_bytes())
 }
 
 #[cfg(test)]
@@ -200,13 +637,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn proc_paths_parse() {
-        assert!(matches!(parse("/proc"), Some(ProcPath::Root)));
-        assert!(matches!(parse("/proc/self"), Some(ProcPath::SelfLink)));
-        assert!(matches!(parse("/proc/12"), Some(ProcPath::Pid(Who::Pid(12)))));
-        assert!(matches!(parse("/proc/self/stat"), Some(ProcPath::Entry(Who::Me, ref e)) if e == "stat"));
-        assert!(matches!(parse("/proc/meminfo"), Some(ProcPath::Top(ref t)) if t == "meminfo"));
-        assert!(parse("/procfoo").is_none());
-        assert!(parse("/etc").is_none());
+    fn top_paths_and_inodes() {
+        assert_eq!(Node::Top(Top::PidMax).path(), b"/proc/sys/kernel/pid_max");
+        assert_eq!(Node::Top(Top::Root).path(), b"/proc");
+        assert_eq!(Node::Pid(7, PidEntry::Maps).path(), b"/proc/7/maps");
+        assert_eq!(Node::Fd(7, 3).path(), b"/proc/7/fd/3");
+        let mut inos: Vec<u64> = TOP.iter().map(|e| Node::Top(e.node).ino()).collect();
+        inos.push(Node::Top(Top::Root).ino());
+        for pid in [1, 2] {
+            inos.extend(PID_ENTRIES.iter().map(|e| Node::Pid(pid, e.1).ino()));
+            inos.push(Node::Pid(pid, PidEntry::Dir).ino());
+            inos.extend((0..3).flat_map(|fd| [Node::Fd(pid, fd).ino(), Node::FdInfo(pid, fd).ino()]));
+        }
+        let n = inos.len();
+        inos.sort_unstable();
+        inos.dedup();
+        assert_eq!(inos.len(), n, "inode numbers are distinct");
+    }
+
+    #[test]
+    fn top_lookup() {
+        let node = |p: &[u8]| match lookup_top(&p.split(|&b| b == b'/').filter(|x| !x.is_empty()).collect::<Vec<_>>()) {
+            Ok(Lookup::Node(n)) => Ok(n),
+            Ok(Lookup::Through(_)) => Err(Errno::EINVAL),
+            Err(e) => Err(e),
+        };
+        assert_eq!(node(b"sys/kernel/ostype"), Ok(Node::Top(Top::OsType)));
+        assert_eq!(node(b"meminfo/x"), Err(Errno::ENOTDIR));
+        assert_eq!(node(b"mounts/x"), Err(Errno::ENOTDIR));
+        assert_eq!(node(b"nothing"), Err(Errno::ENOENT));
+        assert_eq!(Node::Top(Top::OsType).parent(), Node::Top(Top::SysKernel));
+    }
+
+    #[test]
+    fn numbers_parse_as_linux_names() {
+        assert_eq!(parse_number::<u32>(b"12"), Some(12));
+        assert_eq!(parse_number::<u32>(b"012"), None);
+        assert_eq!(parse_number::<u32>(b"0"), Some(0));
+        assert_eq!(parse_number::<u32>(b"1a"), None);
+        assert_eq!(parse_number::<i32>(b"99999999999"), None);
     }
 }

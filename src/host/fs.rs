@@ -269,11 +269,62 @@ pub fn fsync(fd: BorrowedFd, data_only: bool) -> R<()> {
 
 /// The type of the filesystem `fd` lives on (statfs's f_type).
 pub fn fs_type(fd: BorrowedFd) -> R<i64> {
-    // SAFETY: an all-zero statfs is a valid value for the kernel to overwrite.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    Ok(fstatfs(fd)?.f_type as i64)
+}
+
+/// fstatfs(2).
+pub fn fstatfs(fd: BorrowedFd) -> R<libc::statfs> {
+    let mut st: libc::statfs = crate::host::pod::zeroed();
     // SAFETY: valid output buffer.
     unsafe { syscall(libc::SYS_fstatfs, args([raw(fd), &mut st as *mut libc::statfs as u64])) }?;
-    Ok(st.f_type as i64)
+    Ok(st)
+}
+
+/// statfs(2) of a path (nomu's own: the host's /proc).
+pub fn statfs(path: &CStr) -> R<libc::statfs> {
+    let mut st: libc::statfs = crate::host::pod::zeroed();
+    // SAFETY: a NUL-terminated path and a valid output buffer.
+    unsafe { syscall(libc::SYS_statfs, args([path.as_ptr() as u64, &mut st as *mut libc::statfs as u64])) }?;
+    Ok(st)
+}
+
+fn out_buf(buf: &mut [u8]) -> (u64, u64) {
+    if buf.is_empty() {
+        (0, 0)
+    } else {
+        (buf.as_mut_ptr() as u64, buf.len() as u64)
+    }
+}
+
+/// getxattr(2) of a path (lgetxattr when not `follow`) into `buf` (empty:
+/// the size the value needs).
+pub fn getxattr(path: &CStr, follow: bool, name: &CStr, buf: &mut [u8]) -> R<usize> {
+    let nr = if follow { libc::SYS_getxattr } else { libc::SYS_lgetxattr };
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: NUL-terminated path and name; buf is null or valid for len bytes.
+    unsafe { syscall(nr, args([path.as_ptr() as u64, name.as_ptr() as u64, ptr, len])) }
+}
+
+/// fgetxattr(2), as [`getxattr`].
+pub fn fgetxattr(fd: BorrowedFd, name: &CStr, buf: &mut [u8]) -> R<usize> {
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: NUL-terminated name; buf is null or valid for len bytes.
+    unsafe { syscall(libc::SYS_fgetxattr, args([raw(fd), name.as_ptr() as u64, ptr, len])) }
+}
+
+/// listxattr(2) of a path (llistxattr when not `follow`) into `buf`.
+pub fn listxattr(path: &CStr, follow: bool, buf: &mut [u8]) -> R<usize> {
+    let nr = if follow { libc::SYS_listxattr } else { libc::SYS_llistxattr };
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: NUL-terminated path; buf is null or valid for len bytes.
+    unsafe { syscall(nr, args([path.as_ptr() as u64, ptr, len])) }
+}
+
+/// flistxattr(2).
+pub fn flistxattr(fd: BorrowedFd, buf: &mut [u8]) -> R<usize> {
+    let (ptr, len) = out_buf(buf);
+    // SAFETY: buf is null or valid for len bytes.
+    unsafe { syscall(libc::SYS_flistxattr, args([raw(fd), ptr, len])) }
 }
 
 pub fn getfl(fd: BorrowedFd) -> R<i32> {
@@ -316,8 +367,7 @@ pub fn pipe2(flags: i32) -> R<(OwnedFd, OwnedFd)> {
 
 /// The host path of an open descriptor (via /proc/self/fd).
 pub fn fd_path(fd: BorrowedFd) -> R<Vec<u8>> {
-    let link = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
-    readlinkat(cwd(), &link)
+    readlinkat(cwd(), &proc_fd_path(fd))
 }
 
 pub fn isatty(fd: BorrowedFd) -> bool {
@@ -365,18 +415,54 @@ pub fn sendfile(out: BorrowedFd, input: BorrowedFd, offset: Option<&mut i64>, co
     unsafe { syscall_retry(libc::SYS_sendfile, args([raw(out), raw(input), off as u64, count as u64])) }
 }
 
-/// A read-only-in-spirit anonymous file holding `content` (nomu's /proc
-/// files), positioned at its start.
-pub fn memfd_with(content: &[u8]) -> R<OwnedFd> {
+/// An anonymous file holding `content` (nomu's /proc files), opened
+/// again with `flags` (O_RDONLY and the guest's status flags), so the
+/// guest's descriptor is as read-only as a /proc file's.
+pub fn memfd_with(content: &[u8], flags: i32) -> R<OwnedFd> {
     let name = c"nomu-proc".as_ptr() as u64;
     // SAFETY: a NUL-terminated name; the result is a new descriptor.
     let fd = owned(unsafe { syscall(libc::SYS_memfd_create, args([name, libc::MFD_CLOEXEC as u64])) }?);
+    write_all_at(fd.as_fd(), content)?;
+    open_host(&proc_fd_path(fd.as_fd()), flags)
+}
+
+/// Replaces the contents of a memfd made by [`memfd_with`] (through a
+/// writable descriptor of its own; the guest's stays read-only).
+pub fn memfd_refill(fd: BorrowedFd, content: &[u8]) -> R<()> {
+    let rw = open_host(&proc_fd_path(fd), libc::O_RDWR)?;
+    ftruncate(rw.as_fd(), 0)?;
+    write_all_at(rw.as_fd(), content)?;
+    close(rw);
+    Ok(())
+}
+
+fn proc_fd_path(fd: BorrowedFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
+}
+
+fn write_all_at(fd: BorrowedFd, content: &[u8]) -> R<()> {
     let mut done = 0;
     while done < content.len() {
         let rest = &content[done..];
-        // SAFETY: writing from a valid buffer to our own memfd.
-        done += unsafe { syscall(libc::SYS_write, args([raw(fd.as_fd()), rest.as_ptr() as u64, rest.len() as u64])) }?;
+        let call = args([raw(fd), rest.as_ptr() as u64, rest.len() as u64, done as u64]);
+        // SAFETY: writing from a valid buffer to our own file.
+        done += unsafe { syscall_retry(libc::SYS_pwrite64, call) }?;
     }
-    lseek(fd.as_fd(), 0, libc::SEEK_SET)?;
-    Ok(fd)
+    Ok(())
+}
+
+/// The whole of a host file nomu reads for itself (/proc/cpuinfo).
+pub fn read_file(path: &CStr) -> R<Vec<u8>> {
+    let fd = open_host(path, libc::O_RDONLY)?;
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = pread_local(fd.as_fd(), &mut chunk, out.len() as u64)?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    close(fd);
+    Ok(out)
 }

@@ -15,7 +15,7 @@ macro_rules! pod {
 }
 
 pod!(u8, u16, u32, u64, i32, i64, usize, libc::stat, libc::timespec, libc::timeval, libc::utsname);
-pod!(libc::sysinfo, libc::rlimit, libc::winsize, libc::tms, libc::rusage);
+pod!(libc::sysinfo, libc::rlimit, libc::winsize, libc::tms, libc::rusage, libc::statfs);
 pod!(crate::abi::Termios, crate::abi::KernelSigaction, crate::abi::GuestIovec);
 
 // SAFETY: an array of Pod values is Pod.

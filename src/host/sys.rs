@@ -378,3 +378,14 @@ pub fn kill_group(pgid: i32, sig: i32) -> R<()> {
     // SAFETY: kill has no memory arguments.
     check(unsafe { libc::kill(-pgid, sig) } as libc::c_long).map(drop)
 }
+
+/// execve(2) with an environment given in order (std's Command sorts the
+/// environment it is asked to change). Returns only on failure.
+pub fn execve(path: &std::ffi::CStr, argv: &[std::ffi::CString], envp: &[std::ffi::CString]) -> std::io::Error {
+    let argv: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect();
+    let envp: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).chain([std::ptr::null()]).collect();
+    // SAFETY: path and every argument are NUL-terminated strings, and both
+    // arrays end with a null pointer; they outlive the call.
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    std::io::Error::last_os_error()
+}

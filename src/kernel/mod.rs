@@ -126,7 +126,29 @@ pub struct StartError {
     pub message: String,
 }
 
+/// The system's name as guests see it (uname, /proc/sys/kernel): the
+/// host's, with Linux's sysname and machine.
+pub fn uname() -> libc::utsname {
+    fn set_field(field: &mut [libc::c_char], value: &str) {
+        field.fill(0);
+        for (d, s) in field.iter_mut().zip(value.bytes().take(64)) {
+            *d = s as libc::c_char;
+        }
+    }
+    let mut u = crate::host::sys::uname();
+    set_field(&mut u.sysname, "Linux");
+    set_field(&mut u.machine, "x86_64");
+    u
+}
+
 impl Kernel {
+    /// Whether a process, thread, process group or session has this id
+    /// (a new process or thread may not take it).
+    pub fn id_in_use(&self, id: u32) -> bool {
+        self.tasks.id_in_use(id)
+            || self.tasks.all_live().iter().any(|p| p.threads.lock().unwrap().iter().any(|t| t.tid == id))
+    }
+
     /// Writes one line to nomu's own stderr.
     pub fn log(&self, line: &str) {
         let mut buf = Vec::with_capacity(line.len() + 1);
@@ -142,7 +164,7 @@ impl Kernel {
         argv: Vec<Vec<u8>>,
         envp: Vec<Vec<u8>>,
     ) -> Result<ExitStatus, StartError> {
-        let pid = self.pids.next();
+        let pid = self.pids.next(|_| false).expect("the first process's id");
         let process = Arc::new(Process::new_init(pid, self.phys));
         self.inherit_stdio(&process);
         // Start where nomu was started, if that lies inside the root.

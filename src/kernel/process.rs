@@ -69,12 +69,20 @@ pub struct Process {
     pub umask: AtomicU32,
     pub signals: crate::sync::OrderedMutex<SignalActions, { crate::sync::SIGNALS }>,
     pub rlimits: Mutex<[libc::rlimit; RLIM_NLIMITS]>,
-    /// The guest path of the running program (AT_EXECFN, /proc/self/exe).
+    /// The absolute guest path the running program was started by (its
+    /// name, comm, comes from it).
     pub exe: Mutex<Vec<u8>>,
+    /// The running program file's canonical guest path (/proc/PID/exe).
+    pub exe_file: Mutex<Vec<u8>>,
     /// The running program's file, busy for writing while this lives.
     pub program: Mutex<Option<crate::fs::text_busy::RunningProgram>>,
     /// argv of the running program, each NUL-terminated (/proc/PID/cmdline).
     pub cmdline: Mutex<Vec<u8>>,
+    /// The environment the running program started with, each
+    /// NUL-terminated (/proc/PID/environ).
+    pub environ: Mutex<Vec<u8>>,
+    /// When the process was created (/proc/PID/stat's start time).
+    pub started: std::time::Instant,
     /// Set when a vfork child stops borrowing its parent's memory (it
     /// exec'd or exited), which lets the parent continue.
     vfork_released: AtomicBool,
@@ -116,7 +124,13 @@ impl Process {
         let cwd = parent.cwd.lock().unwrap().clone();
         let rlimits = *parent.rlimits.lock().unwrap();
         let exe = parent.exe.lock().unwrap().clone();
-        Process::with(pid, parent.mm(), files, cwd, parent.umask.load(Ordering::Relaxed), signals, rlimits, exe)
+        let child =
+            Process::with(pid, parent.mm(), files, cwd, parent.umask.load(Ordering::Relaxed), signals, rlimits, exe);
+        // Until it execs, it runs its parent's program in its parent's memory.
+        *child.exe_file.lock().unwrap() = parent.exe_file.lock().unwrap().clone();
+        *child.cmdline.lock().unwrap() = parent.cmdline.lock().unwrap().clone();
+        *child.environ.lock().unwrap() = parent.environ.lock().unwrap().clone();
+        child
     }
 
     /// What a process inherits is given; the rest starts fresh.
@@ -140,6 +154,9 @@ impl Process {
             signals: crate::sync::OrderedMutex::new(signals),
             rlimits: Mutex::new(rlimits),
             cmdline: Mutex::new(exe.iter().copied().chain([0]).collect()),
+            environ: Mutex::new(Vec::new()),
+            started: std::time::Instant::now(),
+            exe_file: Mutex::new(exe.clone()),
             exe: Mutex::new(exe),
             program: Mutex::new(None),
             vfork_released: AtomicBool::new(false),
@@ -289,14 +306,84 @@ pub fn timeval_add(a: libc::timeval, b: libc::timeval) -> libc::timeval {
     libc::timeval { tv_sec: us / 1_000_000, tv_usec: us % 1_000_000 }
 }
 
-pub struct PidAllocator(AtomicU32);
+/// Linux's PID_MAX_DEFAULT: process and thread ids stay below it and wrap
+/// around to RESERVED_PIDS when they reach it (/proc/sys/kernel/pid_max).
+pub const PID_MAX: u32 = 32768;
+/// Linux's RESERVED_PIDS: where ids start again after wrapping.
+const RESERVED_PIDS: u32 = 300;
+
+/// Process and thread ids, as Linux's alloc_pid hands them out: the next
+/// after the last one given, below `max`, skipping those in use once the
+/// ids have wrapped around.
+pub struct PidAllocator {
+    last: AtomicU32,
+    wrapped: AtomicBool,
+    allocated: AtomicU64,
+    max: u32,
+}
 
 impl PidAllocator {
     pub const fn new() -> PidAllocator {
-        PidAllocator(AtomicU32::new(1))
+        PidAllocator::with_max(PID_MAX)
     }
 
-    pub fn next(&self) -> u32 {
-        self.0.fetch_add(1, Ordering::Relaxed)
+    const fn with_max(max: u32) -> PidAllocator {
+        PidAllocator { last: AtomicU32::new(0), wrapped: AtomicBool::new(false), allocated: AtomicU64::new(0), max }
+    }
+
+    /// A free id; `in_use` says which are taken (asked only once the ids
+    /// have wrapped: before that every id is new). None when every id is
+    /// in use (fork's EAGAIN).
+    pub fn next(&self, in_use: impl Fn(u32) -> bool) -> Option<u32> {
+        for _ in 0..self.max {
+            let mut wrapped = false;
+            let step = |p: u32| {
+                wrapped = p + 1 >= self.max;
+                Some(if wrapped { RESERVED_PIDS.min(self.max - 1) } else { p + 1 })
+            };
+            let prev = self.last.fetch_update(Ordering::Relaxed, Ordering::Relaxed, step).unwrap();
+            let id = if prev + 1 >= self.max { RESERVED_PIDS.min(self.max - 1) } else { prev + 1 };
+            if wrapped {
+                self.wrapped.store(true, Ordering::Relaxed);
+            }
+            if !self.wrapped.load(Ordering::Relaxed) || !in_use(id) {
+                self.allocated.fetch_add(1, Ordering::Relaxed);
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// The last id given (/proc/loadavg).
+    pub fn last(&self) -> u32 {
+        self.last.load(Ordering::Relaxed)
+    }
+
+    /// How many ids were given (/proc/stat's "processes").
+    pub fn allocated(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PidAllocator;
+
+    #[test]
+    fn pids_wrap_and_skip_those_in_use() {
+        let pids = PidAllocator::with_max(310);
+        let taken = |id: u32| id == 300 || id == 302;
+        let first: Vec<u32> = (0..309).map(|_| pids.next(taken).unwrap()).collect();
+        assert_eq!(first[0], 1);
+        assert_eq!(first[308], 309);
+        // Wrapped: 300 and 302 are taken.
+        assert_eq!(pids.next(taken), Some(301));
+        assert_eq!(pids.next(taken), Some(303));
+        assert_eq!(pids.allocated(), 311);
+        let pids = PidAllocator::with_max(310);
+        for _ in 0..309 {
+            pids.next(|_| true).unwrap();
+        }
+        assert_eq!(pids.next(|_| true), None, "every id in use");
     }
 }

@@ -128,6 +128,13 @@ impl<P: Member> Tasks<P> {
         self.table.lock().unwrap().contains_key(&pid)
     }
 
+    /// Whether a process (live or zombie), process group or session has
+    /// this id.
+    pub fn id_in_use(&self, id: u32) -> bool {
+        let table = self.table.lock().unwrap();
+        table.contains_key(&id) || table.values().any(|t| t.pgid == id || t.sid == id)
+    }
+
     /// Live processes in a process group.
     pub fn group_members(&self, pgid: u32) -> Vec<P> {
         let table = self.table.lock().unwrap();

@@ -7,7 +7,7 @@ use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::kernel::Kernel;
 use crate::mm::space::{
-    AddressSpace, ImageOrigin, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE,
+    AddressSpace, Backing, ImageOrigin, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE,
 };
 use crate::mm::{page_down, page_up, PAGE_SIZE};
 use std::sync::Arc;
@@ -242,6 +242,17 @@ fn load_one(
         }
     }
 
+    // Each segment's file pages show the file in /proc/PID/maps (the
+    // zeroed pages past them are anonymous, as Linux's bss).
+    for p in &loads {
+        let s = page_down(bias + p.vaddr as usize);
+        let e = page_up(bias + (p.vaddr + p.filesz) as usize).unwrap();
+        if e > s {
+            let offset = page_down(p.offset as usize) as u64;
+            space.set_image_file(s, e, Backing { file: file.clone(), offset });
+        }
+    }
+
     prepare_known_sites(kernel, space, file, &loads, bias);
 
     let phdr = phdrs
@@ -293,6 +304,7 @@ fn prepare_known_sites(kernel: &Kernel, space: &mut AddressSpace, file: &OpenFil
 /// Loads the program and, if it names one, its interpreter.
 pub fn load(
     kernel: &Kernel,
+    me: u32,
     space: &mut AddressSpace,
     file: &Arc<OpenFile>,
     head: &[u8],
@@ -301,7 +313,7 @@ pub fn load(
     let main = load_one(kernel, space, file, head, true)?;
     let (entry, interp_base) = match &main.interp {
         Some(interp) => {
-            let (_, ifile) = super::open_exec(kernel, cwd, interp).map_err(|e| {
+            let (_, ifile) = super::open_exec(kernel, me, cwd, interp).map_err(|e| {
                 ExecError::new(
                     e.errno,
                     format!("interpreter {}: {}", String::from_utf8_lossy(interp), e.errno.description()),

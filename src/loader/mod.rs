@@ -9,12 +9,13 @@ mod stack;
 use crate::abi::errno::Errno;
 use crate::entry::{GuestRegs, StartState};
 use crate::fs::file::{FileKind, OpenFile};
-use crate::fs::path;
+use crate::fs::path::{self, Special};
 use crate::fs::text_busy::RunningProgram;
 use crate::host::fs as hostfs;
 use crate::kernel::process::Process;
 use crate::kernel::Kernel;
 use crate::mm::space::AddressSpace;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// Linux's BINPRM_BUF_SIZE: how much of a file decides its format.
@@ -41,13 +42,54 @@ impl From<Errno> for ExecError {
     }
 }
 
+/// The host file an absolute guest path names for execve: /proc's links
+/// lead to the files they name (/proc/self/exe; /proc/self/fd/N and
+/// /dev/fd/N, which is how fexecve runs a descriptor); host devices and
+/// /proc's own files are no programs.
+fn open_program(kernel: &Kernel, me: u32, abs: &[u8]) -> Result<OwnedFd, Errno> {
+    use crate::fs::procfs::{self, Follow, Lookup, Node};
+    let mut abs = abs.to_vec();
+    for _ in 0..MAX_PROC_LINKS {
+        let node = match path::special(&abs) {
+            None => return kernel.root.open_path(&abs, libc::O_RDONLY, 0),
+            Some(Special::Proc(norm)) => match procfs::lookup(kernel, me, &norm)? {
+                Lookup::Through(p) => {
+                    abs = p;
+                    continue;
+                }
+                Lookup::Node(n) => n,
+            },
+            Some(Special::GuestFd(fd)) => Node::Fd(me, fd),
+            Some(Special::Hidden) => return Err(Errno::ENOENT),
+            Some(Special::HostDevice(_)) => return Err(Errno::EACCES),
+        };
+        match procfs::follow(kernel, me, node)? {
+            Follow::Path(p) => abs = p,
+            Follow::File(f) if f.proc.is_none() => {
+                let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f.fd()));
+                return hostfs::open_host(&std::ffi::CString::new(link).unwrap(), libc::O_RDONLY);
+            }
+            _ => return Err(Errno::EACCES),
+        }
+    }
+    Err(Errno::ELOOP)
+}
+
+/// How many /proc links one execve path may pass through.
+const MAX_PROC_LINKS: usize = 8;
+
 /// Opens an executable by guest path, with execve's permission checks.
-pub(crate) fn open_exec(kernel: &Kernel, cwd: &[u8], file: &[u8]) -> Result<(Vec<u8>, Arc<OpenFile>), ExecError> {
+pub(crate) fn open_exec(
+    kernel: &Kernel,
+    me: u32,
+    cwd: &[u8],
+    file: &[u8],
+) -> Result<(Vec<u8>, Arc<OpenFile>), ExecError> {
     if file.is_empty() {
         return Err(Errno::ENOENT.into());
     }
     let abs = path::join(cwd, file);
-    let host = kernel.root.open_path(&abs, libc::O_RDONLY, 0)?;
+    let host = open_program(kernel, me, &abs)?;
     let f = OpenFile::new(host, abs.clone(), false);
     if f.kind() != FileKind::Regular {
         return Err(Errno::EACCES.into());
@@ -65,7 +107,9 @@ pub struct Prepared {
     space: AddressSpace,
     program: RunningProgram,
     exe: Vec<u8>,
+    exe_file: Vec<u8>,
     cmdline: Vec<u8>,
+    environ: Vec<u8>,
     start: StartState,
 }
 
@@ -76,7 +120,9 @@ impl Prepared {
         drop(process.set_mm(std::sync::Arc::new(crate::sync::OrderedMutex::new(self.space))));
         *process.program.lock().unwrap() = Some(self.program);
         *process.exe.lock().unwrap() = self.exe;
+        *process.exe_file.lock().unwrap() = self.exe_file;
         *process.cmdline.lock().unwrap() = self.cmdline;
+        *process.environ.lock().unwrap() = self.environ;
         self.start
     }
 }
@@ -109,7 +155,7 @@ pub fn prepare(
     let execfn = file.to_vec();
     let mut target = file.to_vec();
     for _ in 0..=MAX_SCRIPT_DEPTH {
-        let (abs, f) = open_exec(kernel, &cwd, &target)?;
+        let (abs, f) = open_exec(kernel, process.pid, &cwd, &target)?;
         // Linux's deny_write_access at open: a file open for writing cannot
         // run, a `#!` script no more than an ELF program (the script's mark
         // goes when its interpreter takes its place).
@@ -130,14 +176,20 @@ pub fn prepare(
             continue;
         }
         let mut space = AddressSpace::new(kernel.phys);
-        let image = elf::load(kernel, &mut space, &f, &head, &cwd)?;
+        let image = elf::load(kernel, process.pid, &mut space, &f, &head, &cwd)?;
         let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, kernel)?;
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
+        // /proc/PID/exe names the file itself, as Linux's d_path of it:
+        // symlinks resolved, inside the root.
+        let exe_file = kernel.root.guest_path_of(f.fd()).unwrap_or_else(|_| abs.clone());
+        let nul_separated = |v: &[Vec<u8>]| v.iter().flat_map(|a| a.iter().copied().chain([0])).collect();
         return Ok(Prepared {
             space,
             program,
             exe: abs,
-            cmdline: argv.iter().flat_map(|a| a.iter().copied().chain([0])).collect(),
+            exe_file,
+            cmdline: nul_separated(&argv),
+            environ: nul_separated(&envp),
             start: StartState { regs, fs_base: 0, gs_base: 0 },
         });
     }

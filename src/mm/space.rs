@@ -66,11 +66,29 @@ pub struct Vma {
     /// Ever writable: a shared file mapping then needs writing back.
     pub was_writable: bool,
     pub origin: Option<ImageOrigin>,
+    /// The program file a piece of an executable image was read from, and
+    /// the file offset of the piece's first byte (/proc/PID/maps names it,
+    /// as Linux names the file it mapped).
+    pub image_file: Option<Backing>,
 }
 
 impl Vma {
     pub fn new(end: usize, prot: i32, kind: VmaKind) -> Vma {
-        Vma { end, prot, kind, shared: false, backing: None, was_writable: prot & PROT_WRITE != 0, origin: None }
+        Vma {
+            end,
+            prot,
+            kind,
+            shared: false,
+            backing: None,
+            was_writable: prot & PROT_WRITE != 0,
+            origin: None,
+            image_file: None,
+        }
+    }
+
+    /// The file a mapping shows, and the file offset of its first byte.
+    pub fn shown_file(&self) -> Option<&Backing> {
+        self.backing.as_ref().or(self.image_file.as_ref())
     }
 }
 
@@ -144,6 +162,18 @@ impl AddressSpace {
         for (&s, v) in self.vmas.range_mut(start..end) {
             if v.prot & PROT_EXEC != 0 && v.prot & PROT_WRITE == 0 && v.end <= end {
                 v.origin = Some(ImageOrigin { offset: origin.offset + (s - start) as u64, ..origin.clone() });
+            }
+        }
+    }
+
+    /// Notes that the image pieces in [start, end) were read from `file`
+    /// (its offset is that of `start`), splitting the VMAs at the edges.
+    pub fn set_image_file(&mut self, start: usize, end: usize, file: Backing) {
+        self.split_at(start);
+        self.split_at(end);
+        for (&s, v) in self.vmas.range_mut(start..end) {
+            if v.kind == VmaKind::Image {
+                v.image_file = Some(Backing { file: file.file.clone(), offset: file.offset + (s - start) as u64 });
             }
         }
     }
@@ -240,6 +270,9 @@ impl AddressSpace {
         }
         if let Some(o) = tail.origin.as_mut() {
             o.offset += (addr - start) as u64;
+        }
+        if let Some(b) = tail.image_file.as_mut() {
+            b.offset += (addr - start) as u64;
         }
         self.vmas.get_mut(&start).unwrap().end = addr;
         self.vmas.insert(addr, tail);
@@ -443,7 +476,7 @@ impl AddressSpace {
             return Err(Errno::ENOMEM);
         }
         let mut moved = vma.clone();
-        if let Some(b) = moved.backing.as_mut() {
+        for b in [moved.backing.as_mut(), moved.image_file.as_mut()].into_iter().flatten() {
             b.offset += (old - start) as u64;
         }
         let phys = self.phys;

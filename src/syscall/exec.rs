@@ -71,7 +71,7 @@ pub fn sys_clone(
 fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
     let kernel = ctx.kernel();
     let parent = ctx.process().clone();
-    let pid = kernel.pids.next();
+    let pid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
     let child = Arc::new(Process::new_child(&parent, pid));
     let (pgid, sid) = kernel.tasks.ids(parent.pid).unwrap_or((parent.pid, parent.pid));
     if flags & CLONE_PARENT_SETTID != 0 {
@@ -136,7 +136,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
 fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
     let kernel = ctx.kernel();
     let process = ctx.process().clone();
-    let tid = kernel.pids.next();
+    let tid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
     let thread = Arc::new(Thread::new(tid, process));
     if flags & CLONE_PARENT_SETTID != 0 {
         ctx.mem().write(ptid, &(tid as i32))?;
@@ -208,15 +208,11 @@ fn read_args(ctx: &Ctx, argv: u64, envp: u64) -> Result<[Vec<Vec<u8>>; 2], Errno
 }
 
 pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr(envp): UserPtr) -> SysResult {
-    let mut path = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
-    // No-MMU hush re-executes itself through /proc/self/exe.
-    if crate::fs::path::normalize(&path) == b"/proc/self/exe" {
-        path = ctx.process().exe.lock().unwrap().clone();
-    }
+    let path = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
     let [argv, envp] = read_args(ctx, argv, envp).map_err(|e| {
         // Linux opens the file before it reads argv and envp (alloc_bprm).
         let cwd = ctx.process().cwd.lock().unwrap().clone();
-        crate::loader::open_exec(ctx.kernel(), &cwd, &path).err().map_or(e, |open| open.errno)
+        crate::loader::open_exec(ctx.kernel(), ctx.process().pid, &cwd, &path).err().map_or(e, |open| open.errno)
     })?;
     let process = ctx.process().clone();
     let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp).map_err(|e| {

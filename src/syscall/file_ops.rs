@@ -10,6 +10,7 @@ use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::Termios;
 use crate::fs::file::{FileKind, FileType, OpenFile};
+use crate::fs::procfs;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 
@@ -85,6 +86,11 @@ pub trait FileOps: Sync {
         }
     }
 
+    /// lseek(2).
+    fn lseek(&self, _ctx: &Ctx, f: &OpenFile, offset: i64, whence: u32) -> SysResult {
+        hostfs::lseek(f.fd(), offset, whence as i32)
+    }
+
     /// An ioctl that is not one every descriptor answers (FIOCLEX...).
     fn ioctl(&self, _ctx: &Ctx, _f: &OpenFile, _req: u64, _arg: u64) -> SysResult {
         Err(Errno::ENOTTY)
@@ -99,7 +105,8 @@ pub fn of(f: &OpenFile) -> &'static dyn FileOps {
         FileType::Terminal => &Terminal,
         FileType::NullDevice => &NullDevice,
         FileType::ZeroDevice => &ZeroDevice,
-        FileType::ProcDir(_) => &ProcDir,
+        FileType::ProcDir => &ProcDir,
+        FileType::ProcFile => &ProcFile,
     }
 }
 
@@ -325,17 +332,24 @@ impl FileOps for ZeroDevice {
     }
 }
 
+/// Attributes of a /proc file or directory, as nomu makes them.
+fn proc_fstat(ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
+    let Some(p) = &f.proc else { return Err(Errno::EBADF) };
+    ctx.mem().write(buf, &procfs::stat(ctx.kernel(), p.node))?;
+    Ok(0)
+}
+
 /// A directory of nomu's /proc: nomu lists it; its descriptor underneath
-/// is a host directory (for fstat), never read.
+/// is a host directory, never read.
 struct ProcDir;
 
 impl FileOps for ProcDir {
     fn getdents(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
-        let FileType::ProcDir(dir) = f.file_type() else { return Err(Errno::ENOTDIR) };
-        let entries = crate::fs::procfs::list(ctx.kernel(), dir);
+        let Some(p) = &f.proc else { return Err(Errno::ENOTDIR) };
+        let entries = procfs::list(ctx.kernel(), p.node)?;
         let mut pos = f.dir_pos.lock().unwrap();
         let mut out = Vec::new();
-        for (i, (name, kind)) in entries.iter().enumerate().skip(*pos) {
+        for (i, (name, kind, ino)) in entries.iter().enumerate().skip(*pos) {
             // struct linux_dirent64: ino, off, reclen, type, name, NUL, padded to 8.
             let reclen = (19 + name.len() + 1).next_multiple_of(8);
             if out.len() + reclen > len {
@@ -345,7 +359,7 @@ impl FileOps for ProcDir {
                 break;
             }
             let mut rec = vec![0u8; reclen];
-            rec[0..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+            rec[0..8].copy_from_slice(&ino.to_le_bytes());
             rec[8..16].copy_from_slice(&(i as u64 + 1).to_le_bytes());
             rec[16..18].copy_from_slice(&(reclen as u16).to_le_bytes());
             rec[18] = *kind;
@@ -355,6 +369,69 @@ impl FileOps for ProcDir {
         }
         ctx.mem().write_bytes(buf, &out)?;
         Ok(out.len() as u64)
+    }
+
+    fn fstat(&self, ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
+        proc_fstat(ctx, f, buf)
+    }
+
+    /// The position is an entry's index (what getdents gives as d_off).
+    fn lseek(&self, _ctx: &Ctx, f: &OpenFile, offset: i64, whence: u32) -> SysResult {
+        let mut pos = f.dir_pos.lock().unwrap();
+        let new = match whence as i32 {
+            libc::SEEK_SET => offset,
+            libc::SEEK_CUR => (*pos as i64).checked_add(offset).ok_or(Errno::EINVAL)?,
+            libc::SEEK_END => offset,
+            _ => return Err(Errno::EINVAL),
+        };
+        if new < 0 {
+            return Err(Errno::EINVAL);
+        }
+        *pos = new as usize;
+        Ok(new as u64)
+    }
+}
+
+/// A file of nomu's /proc: reads come from a memfd of its contents,
+/// generated at open and again whenever a read starts at the beginning
+/// (as Linux's seq files are), so a program that keeps /proc/stat or
+/// /proc/meminfo open and reads it again from the start (top, free -s)
+/// sees new values.
+struct ProcFile;
+
+impl ProcFile {
+    fn refresh(ctx: &Ctx, f: &OpenFile) -> Result<(), Errno> {
+        let Some(p) = &f.proc else { return Ok(()) };
+        let at_start = hostfs::lseek(f.fd(), 0, libc::SEEK_CUR)? == 0;
+        if p.regenerate() && at_start {
+            hostfs::memfd_refill(f.fd(), &procfs::contents(ctx.kernel(), p.node)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl FileOps for ProcFile {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        Self::refresh(ctx, f)?;
+        HostFile.read(ctx, f, buf, len)
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        Self::refresh(ctx, f)?;
+        HostFile.readv(ctx, f, ranges)
+    }
+
+    fn fstat(&self, ctx: &Ctx, f: &OpenFile, buf: u64) -> SysResult {
+        proc_fstat(ctx, f, buf)
+    }
+
+    fn always_ready(&self, _f: &OpenFile) -> bool {
+        true
+    }
+
+    /// Linux's proc files have no mmap.
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
     }
 }
 

@@ -5,7 +5,7 @@ use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::fs::file::{FileKind, OpenFile};
 use crate::fs::path::{self, Special, PATH_MAX};
-use crate::fs::procfs::{self, ProcNode};
+use crate::fs::procfs::{self, Follow, Kind, Lookup, Node};
 use crate::host::fs as hostfs;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -22,19 +22,32 @@ enum Target {
     /// A host path, when the root is the host's `/` (one host call instead
     /// of opening first); `follow` says whether a final symlink is followed.
     HostPath(CString, bool),
+    /// A file, directory or link of nomu's /proc.
+    Proc(Node),
 }
 
 impl Target {
-    /// The (directory, name, AT_ flags) triple a host *at call takes.
-    fn at(&self) -> (std::os::fd::BorrowedFd<'_>, CString, i32) {
-        match self {
+    /// An open file as a target (a /proc one is its node).
+    fn file(f: Arc<OpenFile>) -> Target {
+        match &f.proc {
+            Some(p) => Target::Proc(p.node),
+            None => Target::File(f),
+        }
+    }
+
+    /// The (directory, name, AT_ flags) triple a host *at call takes; a
+    /// /proc entry has none (its attributes are not the guest's to change:
+    /// EPERM, as Linux's proc_setattr answers chmod).
+    fn at(&self) -> Result<(std::os::fd::BorrowedFd<'_>, CString, i32), Errno> {
+        Ok(match self {
             Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd.as_fd()), 0),
             Target::File(f) => (hostfs::cwd(), proc_fd_path(f.fd()), 0),
             Target::Entry(dir, name) => (dir.as_fd(), name.clone(), libc::AT_SYMLINK_NOFOLLOW),
             Target::HostPath(p, follow) => {
                 (hostfs::cwd(), p.clone(), if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW })
             }
-        }
+            Target::Proc(_) => return Err(Errno::EPERM),
+        })
     }
 
     /// The host descriptor of the object itself, if the target is one.
@@ -58,8 +71,8 @@ impl Ctx<'_, '_> {
             return Err(Errno::ENOTDIR);
         }
         // nomu's /proc directories are not the host's: their own path.
-        if f.proc_dir.is_some() {
-            return Ok(path::normalize(&f.path));
+        if let Some(p) = &f.proc {
+            return Ok(p.node.path());
         }
         // Asked of the host each time, so a renamed directory still works.
         self.kernel().root.guest_path_of(f.fd())
@@ -84,39 +97,70 @@ impl Ctx<'_, '_> {
 
     /// Opens an absolute guest path, answering nomu's built-in paths itself.
     fn open_abs(&self, abs: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
+        self.open_abs_node(abs, flags, mode).map(|(fd, _)| fd)
+    }
+
+    /// The same, with the node when it opened a /proc file or directory.
+    fn open_abs_node(&self, abs: &[u8], flags: i32, mode: u32) -> Result<(OwnedFd, Option<Node>), Errno> {
         match path::special(abs) {
-            Some(Special::HostDevice(dev)) => hostfs::open_host(&CString::new(dev).unwrap(), flags & !libc::O_CREAT),
-            Some(Special::GuestFd(n)) => {
-                let f = self.file(Fd(n))?;
-                let link = CString::new(format!("/proc/self/fd/{}", f.fd().as_raw_fd())).unwrap();
-                hostfs::open_host(&link, flags & !(libc::O_CREAT | libc::O_EXCL))
+            Some(Special::HostDevice(dev)) => {
+                hostfs::open_host(&CString::new(dev).unwrap(), flags & !libc::O_CREAT).map(|fd| (fd, None))
             }
+            Some(Special::GuestFd(n)) => self.open_again(&*self.file(Fd(n))?, flags),
             Some(Special::Hidden) => Err(Errno::ENOENT),
-            Some(Special::Proc(p)) => match procfs::resolve(self.kernel(), self.process(), &p)? {
-                // A directory nomu lists itself: any host directory serves
-                // as the descriptor underneath (for fstat).
-                ProcNode::Dir(_) if flags & libc::O_ACCMODE != libc::O_RDONLY => Err(Errno::EISDIR),
-                ProcNode::Dir(_) => hostfs::open_host(c"/", libc::O_RDONLY | libc::O_DIRECTORY),
-                ProcNode::File(_) if flags & libc::O_ACCMODE != libc::O_RDONLY => Err(Errno::EACCES),
-                ProcNode::File(content) => hostfs::memfd_with(&content),
-                ProcNode::Link(target) if target.starts_with(b"/") => self.open_abs(&target, flags, mode),
-                ProcNode::Link(target) => self.open_abs(&[b"/proc/".as_slice(), &target].concat(), flags, mode),
-            },
-            None => self.kernel().root.open_path(abs, flags, mode),
+            Some(Special::Proc(norm)) if names_dir(abs) => self.open_proc(&norm, flags | libc::O_DIRECTORY, mode),
+            Some(Special::Proc(norm)) => self.open_proc(&norm, flags, mode),
+            None => self.kernel().root.open_path(abs, flags, mode).map(|fd| (fd, None)),
         }
     }
 
-    /// Which of nomu's /proc directories `abs` names, if any.
-    fn proc_dir(&self, abs: &[u8]) -> Option<Option<u32>> {
-        let Some(Special::Proc(p)) = path::special(abs) else { return None };
-        let p = match p {
-            procfs::ProcPath::SelfLink => procfs::ProcPath::Pid(procfs::Who::Me),
-            p => p,
-        };
-        match procfs::resolve(self.kernel(), self.process(), &p) {
-            Ok(ProcNode::Dir(d)) => Some(d),
-            _ => None,
+    /// Opens an open file again, as a new description (/proc/PID/fd/N,
+    /// /dev/fd/N: Linux's magic links).
+    fn open_again(&self, f: &OpenFile, flags: i32) -> Result<(OwnedFd, Option<Node>), Errno> {
+        if let Some(p) = &f.proc {
+            return self.open_abs_node(&p.node.path(), flags, 0);
         }
+        let link = proc_fd_path(f.fd());
+        hostfs::open_host(&link, flags & !(libc::O_CREAT | libc::O_EXCL)).map(|fd| (fd, None))
+    }
+
+    /// Opens a /proc path: a directory's descriptor underneath is the host's
+    /// /proc directory (never read; nomu lists its own), a file's a memfd of
+    /// its contents, read-only; links are followed (or, with O_PATH and
+    /// O_NOFOLLOW, opened themselves).
+    fn open_proc(&self, norm: &[u8], flags: i32, mode: u32) -> Result<(OwnedFd, Option<Node>), Errno> {
+        let kernel = self.kernel();
+        let me = self.process().pid;
+        let node = match procfs::lookup(kernel, me, norm)? {
+            Lookup::Through(p) => return self.open_abs_node(&p, flags, mode),
+            Lookup::Node(n) => n,
+        };
+        if flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL {
+            return Err(Errno::EEXIST);
+        }
+        // A trailing slash (O_DIRECTORY here) follows a final link anyway.
+        let nofollow = flags & (libc::O_NOFOLLOW | libc::O_DIRECTORY) == libc::O_NOFOLLOW;
+        let node = match node.kind() {
+            Kind::Link if nofollow && flags & libc::O_PATH == 0 => return Err(Errno::ELOOP),
+            Kind::Link if nofollow => node,
+            Kind::Link => match procfs::follow(kernel, me, node)? {
+                Follow::Node(n) => n,
+                Follow::Path(p) => return self.open_abs_node(&p, flags, mode),
+                Follow::File(f) => return self.open_again(&f, flags),
+            },
+            _ => node,
+        };
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY && flags & libc::O_PATH == 0;
+        let kept = flags & (libc::O_NONBLOCK | libc::O_PATH);
+        let fd = match node.kind() {
+            Kind::Dir if writes || flags & libc::O_CREAT != 0 => return Err(Errno::EISDIR),
+            Kind::Dir => hostfs::open_host(c"/proc", kept | flags & libc::O_DIRECTORY | libc::O_RDONLY)?,
+            _ if flags & libc::O_DIRECTORY != 0 => return Err(Errno::ENOTDIR),
+            _ if writes => return Err(Errno::EACCES),
+            _ if flags & libc::O_PATH != 0 => hostfs::memfd_with(b"", kept)?,
+            _ => hostfs::memfd_with(&procfs::contents(kernel, node)?, kept)?,
+        };
+        Ok((fd, Some(node)))
     }
 
     /// What an empty path (with AT_EMPTY_PATH) names: the directory
@@ -124,9 +168,9 @@ impl Ctx<'_, '_> {
     fn empty_target(&self, dirfd: DirFd) -> Result<Target, Errno> {
         if dirfd == DirFd::CWD {
             let cwd = self.process().cwd.lock().unwrap().clone();
-            return Ok(Target::Object(self.kernel().root.open_path(&cwd, libc::O_PATH, 0)?));
+            return self.target_abs(&cwd, true);
         }
-        Ok(Target::File(self.file(dirfd.fd())?))
+        Ok(Target::file(self.file(dirfd.fd())?))
     }
 
     fn target(&self, dirfd: DirFd, pathname: Path, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
@@ -134,19 +178,65 @@ impl Ctx<'_, '_> {
         if abs.is_empty() {
             return self.empty_target(dirfd);
         }
-        if path::special(&abs).is_none() && self.kernel().root.is_host_root() {
-            return Ok(Target::HostPath(path::cstring(&abs)?, follow));
+        self.target_abs(&abs, follow)
+    }
+
+    fn target_abs(&self, abs: &[u8], follow: bool) -> Result<Target, Errno> {
+        match path::special(abs) {
+            None if self.kernel().root.is_host_root() => Ok(Target::HostPath(path::cstring(abs)?, follow)),
+            None if !follow => {
+                let (dir, name) = self.kernel().root.parent_of(abs)?;
+                Ok(Target::Entry(dir, name))
+            }
+            Some(Special::Proc(norm)) => self.proc_target(&norm, follow, names_dir(abs)),
+            _ => Ok(Target::Object(self.open_abs(abs, libc::O_PATH, 0)?)),
         }
-        if follow || path::special(&abs).is_some() {
-            return Ok(Target::Object(self.open_abs(&abs, libc::O_PATH, 0)?));
+    }
+
+    /// A /proc path's target; `dir` (a trailing slash) follows a final link
+    /// and wants a directory.
+    fn proc_target(&self, norm: &[u8], follow: bool, dir: bool) -> Result<Target, Errno> {
+        let me = self.process().pid;
+        let node = match procfs::lookup(self.kernel(), me, norm)? {
+            Lookup::Through(mut p) => {
+                if dir {
+                    p.push(b'/');
+                }
+                return self.target_abs(&p, follow);
+            }
+            Lookup::Node(n) => n,
+        };
+        let node = if (follow || dir) && node.kind() == Kind::Link {
+            match procfs::follow(self.kernel(), me, node)? {
+                Follow::Node(n) => n,
+                Follow::Path(mut p) => {
+                    if dir {
+                        p.push(b'/');
+                    }
+                    return self.target_abs(&p, true);
+                }
+                Follow::File(f) if dir && f.kind() != FileKind::Directory => return Err(Errno::ENOTDIR),
+                Follow::File(f) => return Ok(Target::file(f)),
+            }
+        } else {
+            node
+        };
+        if dir && node.kind() != Kind::Dir {
+            return Err(Errno::ENOTDIR);
         }
-        let (dir, name) = self.kernel().root.parent_of(&abs)?;
-        Ok(Target::Entry(dir, name))
+        Ok(Target::Proc(node))
     }
 
     fn umask(&self) -> u32 {
         self.process().umask.load(std::sync::atomic::Ordering::Relaxed)
     }
+}
+
+/// Whether a path names a directory whatever its last component is (a
+/// trailing slash, "." or ".."): a final link is followed and must lead
+/// to one.
+fn names_dir(abs: &[u8]) -> bool {
+    abs.ends_with(b"/") || matches!(path::last_component(abs), b"." | b"..")
 }
 
 /// Device nodes are the host's own (`/dev/null` and its kin are the host's
@@ -212,11 +302,11 @@ fn do_open(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, flags: i32, mode: u32) -
     let mode = mode & 0o7777 & !ctx.umask();
     let writes = flags & libc::O_ACCMODE != libc::O_RDONLY && flags & libc::O_PATH == 0;
     let mut writing = None;
-    let host = if writes {
+    let (host, node) = if writes {
         // A running program's file is busy (ETXTBSY): looked at before
         // O_TRUNC may empty it. A regular file open for writing cannot be
         // executed meanwhile.
-        let host = ctx.open_abs(&abs, flags & !(libc::O_CLOEXEC | libc::O_TRUNC), mode)?;
+        let (host, node) = ctx.open_abs_node(&abs, flags & !(libc::O_CLOEXEC | libc::O_TRUNC), mode)?;
         let st = hostfs::fstat(host.as_fd())?;
         if st.st_mode & libc::S_IFMT == libc::S_IFREG {
             writing = Some(crate::fs::text_busy::OpenForWriting::new(&st)?);
@@ -224,13 +314,13 @@ fn do_open(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, flags: i32, mode: u32) -
                 hostfs::ftruncate(host.as_fd(), 0)?;
             }
         }
-        host
+        (host, node)
     } else {
-        ctx.open_abs(&abs, flags & !libc::O_CLOEXEC, mode)?
+        ctx.open_abs_node(&abs, flags & !libc::O_CLOEXEC, mode)?
     };
     let mut file = OpenFile::new(host, abs, flags & libc::O_PATH != 0);
     file.writing = writing;
-    file.proc_dir = ctx.proc_dir(&file.path);
+    file.proc = node.map(procfs::ProcOpen::new);
     ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
 }
 
@@ -240,11 +330,12 @@ fn do_open(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, flags: i32, mode: u32) -
 fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
     let r = match t {
         Target::File(f) => super::file_ops::of(f).fstat(ctx, f, buf).map(drop),
+        Target::Proc(node) => ctx.mem().write(buf, &procfs::stat(ctx.kernel(), *node)),
         Target::Object(fd) => ctx
             .mem()
             .with_full_range(buf, std::mem::size_of::<libc::stat>(), true, |out| hostfs::fstat_into(fd.as_fd(), out)),
         t => {
-            let (dir, name, flags) = t.at();
+            let (dir, name, flags) = t.at()?;
             ctx.mem().with_full_range(buf, std::mem::size_of::<libc::stat>(), true, |out| {
                 hostfs::fstatat_into(dir, &name, flags, out)
             })
@@ -252,21 +343,53 @@ fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
     };
     match r {
         Err(Errno::EFAULT) => {
-            stat_target(t)?;
+            stat_target(ctx, t)?;
             Err(Errno::EFAULT)
         }
         r => r.map(|()| 0),
     }
 }
 
-fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
+fn stat_target(ctx: &Ctx, t: &Target) -> Result<libc::stat, Errno> {
+    if let Target::Proc(node) = t {
+        return Ok(procfs::stat(ctx.kernel(), *node));
+    }
     match t.object_fd() {
         Some(fd) => hostfs::fstat(fd),
         None => {
-            let (dir, name, flags) = t.at();
+            let (dir, name, flags) = t.at()?;
             hostfs::fstatat(dir, &name, flags)
         }
     }
+}
+
+/// A struct statx made from a struct stat (nomu's /proc entries), with the
+/// fields Linux's proc fills: the basic ones and the mount id.
+fn statx_of(st: &libc::stat, mnt_id: u64) -> [u8; 256] {
+    const STATX_BASIC_STATS: u32 = 0x7ff;
+    let mut b = [0u8; 256];
+    let mut put = |at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);
+    put(0, &(STATX_BASIC_STATS | libc::STATX_MNT_ID).to_ne_bytes());
+    put(4, &(st.st_blksize as u32).to_ne_bytes());
+    put(16, &(st.st_nlink as u32).to_ne_bytes());
+    put(20, &st.st_uid.to_ne_bytes());
+    put(24, &st.st_gid.to_ne_bytes());
+    put(28, &(st.st_mode as u16).to_ne_bytes());
+    put(32, &st.st_ino.to_ne_bytes());
+    put(40, &(st.st_size as u64).to_ne_bytes());
+    put(48, &(st.st_blocks as u64).to_ne_bytes());
+    for (at, sec, nsec) in
+        [(64, st.st_atime, st.st_atime_nsec), (96, st.st_ctime, st.st_ctime_nsec), (112, st.st_mtime, st.st_mtime_nsec)]
+    {
+        put(at, &sec.to_ne_bytes());
+        put(at + 8, &(nsec as u32).to_ne_bytes());
+    }
+    put(128, &libc::major(st.st_rdev).to_ne_bytes());
+    put(132, &libc::minor(st.st_rdev).to_ne_bytes());
+    put(136, &libc::major(st.st_dev).to_ne_bytes());
+    put(140, &libc::minor(st.st_dev).to_ne_bytes());
+    put(144, &mnt_id.to_ne_bytes());
+    b
 }
 
 pub fn sys_stat(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysResult {
@@ -294,7 +417,7 @@ fn empty_path_fd(ctx: &Ctx, dirfd: DirFd, pathname: Path, flags: i32) -> Option<
     {
         return None;
     }
-    Some(ctx.file(dirfd.fd()).map(Target::File))
+    Some(ctx.file(dirfd.fd()).map(Target::file))
 }
 
 /// A stat call's target: a NULL path with AT_EMPTY_PATH is an empty one.
@@ -344,10 +467,11 @@ pub fn sys_statx(
         None => stat_target_of(ctx, dirfd, pathname, flags)?,
     };
     let sync = flags & libc::AT_STATX_SYNC_TYPE;
-    let buf = match t.object_fd() {
-        Some(fd) => hostfs::statx(fd, c"", libc::AT_EMPTY_PATH | sync, mask)?,
-        None => {
-            let (dir, name, flags) = t.at();
+    let buf = match (&t, t.object_fd()) {
+        (Target::Proc(node), _) => statx_of(&procfs::stat(ctx.kernel(), *node), procfs::proc_mount_id()),
+        (_, Some(fd)) => hostfs::statx(fd, c"", libc::AT_EMPTY_PATH | sync, mask)?,
+        (_, None) => {
+            let (dir, name, flags) = t.at()?;
             hostfs::statx(dir, &name, flags | sync, mask)?
         }
     };
@@ -364,7 +488,10 @@ fn do_access(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, mode: i32, flags: i32)
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let eaccess = flags & libc::AT_EACCESS;
     let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
-    let (dir, name, at_flags) = t.at();
+    if let Target::Proc(node) = t {
+        return procfs::may_access(ctx.kernel(), node, mode).map(|_| 0);
+    }
+    let (dir, name, at_flags) = t.at()?;
     hostfs::faccessat(dir, &name, mode, eaccess | at_flags).map(|_| 0)
 }
 
@@ -401,11 +528,26 @@ fn set_cwd_to(ctx: &Ctx, host: &OwnedFd) -> SysResult {
     Ok(0)
 }
 
+/// chdir into one of nomu's /proc directories: the cwd is its path.
+fn set_cwd_to_proc(ctx: &Ctx, node: Node) -> SysResult {
+    if node.kind() != Kind::Dir {
+        return Err(Errno::ENOTDIR);
+    }
+    procfs::may_access(ctx.kernel(), node, libc::X_OK)?;
+    *ctx.process().cwd.lock().unwrap() = node.path();
+    Ok(0)
+}
+
 pub fn sys_chdir(ctx: &mut Ctx, pathname: Path) -> SysResult {
     let abs = ctx.abs_path(DirFd::CWD, pathname, false)?;
-    if ctx.proc_dir(&abs).is_some() {
-        *ctx.process().cwd.lock().unwrap() = path::normalize(&abs);
-        return Ok(0);
+    if let Some(Special::Proc(norm)) = path::special(&abs) {
+        return match ctx.proc_target(&norm, true, true)? {
+            Target::Proc(node) => set_cwd_to_proc(ctx, node),
+            Target::Object(fd) => set_cwd_to(ctx, &fd),
+            Target::File(f) => set_cwd_to(ctx, &hostfs::dup(f.fd())?),
+            Target::HostPath(p, _) => set_cwd_to(ctx, &hostfs::open_host(&p, libc::O_PATH | libc::O_DIRECTORY)?),
+            Target::Entry(..) => Err(Errno::ENOTDIR),
+        };
     }
     let host = ctx.open_abs(&abs, libc::O_PATH | libc::O_DIRECTORY, 0)?;
     set_cwd_to(ctx, &host)
@@ -413,9 +555,8 @@ pub fn sys_chdir(ctx: &mut Ctx, pathname: Path) -> SysResult {
 
 pub fn sys_fchdir(ctx: &mut Ctx, fd: Fd) -> SysResult {
     let f = ctx.file(fd)?;
-    if f.proc_dir.is_some() {
-        *ctx.process().cwd.lock().unwrap() = path::normalize(&f.path);
-        return Ok(0);
+    if let Some(p) = &f.proc {
+        return set_cwd_to_proc(ctx, p.node);
     }
     let host = hostfs::dup(f.fd())?;
     set_cwd_to(ctx, &host)
@@ -426,10 +567,16 @@ fn entry(ctx: &Ctx, dirfd: DirFd, pathname: Path) -> Result<(OwnedFd, CString), 
 }
 
 fn entry_of(ctx: &Ctx, abs: &[u8]) -> Result<(OwnedFd, CString), Errno> {
-    if matches!(path::special(abs), Some(Special::Hidden)) {
-        return Err(Errno::ENOENT);
+    match path::special(abs) {
+        Some(Special::Hidden) => Err(Errno::ENOENT),
+        // /proc's entries cannot be made, removed or renamed: EPERM for
+        // one that exists, ENOENT for a new name (as Linux's proc answers).
+        Some(Special::Proc(norm)) => match procfs::lookup(ctx.kernel(), ctx.process().pid, &norm)? {
+            Lookup::Through(p) => entry_of(ctx, &p),
+            Lookup::Node(_) => Err(Errno::EPERM),
+        },
+        _ => ctx.kernel().root.parent_of(abs),
     }
-    ctx.kernel().root.parent_of(abs)
 }
 
 pub fn sys_mkdirat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, Mode(mode): Mode) -> SysResult {
@@ -501,18 +648,29 @@ pub fn sys_readlinkat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, OutBuf(buf): 
         return Err(Errno::EINVAL);
     }
     let abs = ctx.abs_path(dirfd, pathname, false)?;
-    let target = if let Some(Special::Proc(p)) = path::special(&abs) {
-        match procfs::resolve(ctx.kernel(), ctx.process(), &p)? {
-            ProcNode::Link(t) => t,
-            _ => return Err(Errno::EINVAL),
-        }
-    } else {
-        let (dir, name) = entry(ctx, dirfd, pathname)?;
-        hostfs::readlinkat(dir.as_fd(), &name)?
-    };
+    let target = readlink_abs(ctx, &abs)?;
     let n = target.len().min(bufsiz as usize);
     ctx.mem().write_bytes(buf, &target[..n])?;
     Ok(n as u64)
+}
+
+fn readlink_abs(ctx: &Ctx, abs: &[u8]) -> Result<Vec<u8>, Errno> {
+    let me = ctx.process().pid;
+    match path::special(abs) {
+        Some(Special::Proc(norm)) => match procfs::lookup(ctx.kernel(), me, &norm)? {
+            Lookup::Node(node) => procfs::link_target(ctx.kernel(), me, node),
+            Lookup::Through(p) => readlink_abs(ctx, &p),
+        },
+        // /dev/fd/N is /proc/self/fd/N; /dev/stdin... are links to them.
+        Some(Special::GuestFd(n)) if path::normalize(abs).starts_with(b"/dev/fd/") => {
+            Ok(procfs::fd_link_text(ctx.kernel(), &*ctx.file(Fd(n)).map_err(|_| Errno::ENOENT)?))
+        }
+        Some(Special::GuestFd(n)) => Ok(format!("/proc/self/fd/{n}").into_bytes()),
+        _ => {
+            let (dir, name) = entry_of(ctx, abs)?;
+            hostfs::readlinkat(dir.as_fd(), &name)
+        }
+    }
 }
 
 pub fn sys_readlink(ctx: &mut Ctx, pathname: Path, buf: OutBuf, bufsiz: i32) -> SysResult {
@@ -546,10 +704,14 @@ pub fn sys_linkat(
     let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
     let old = ctx.target(olddirfd, oldpath, follow, flags & libc::AT_EMPTY_PATH != 0)?;
     // Linux looks the old file up whole before it reads the new name.
-    let old_st = stat_target(&old)?;
+    let old_st = stat_target(ctx, &old)?;
     let (nd, nn) = entry(ctx, newdirfd, newpath)?;
+    if let Target::Proc(_) = old {
+        // Another file system's (Linux checks the mounts first).
+        return Err(Errno::EXDEV);
+    }
     refuse_device_node(&old_st)?;
-    let (od, on, at_flags) = old.at();
+    let (od, on, at_flags) = old.at()?;
     let link_flags = if at_flags & libc::AT_SYMLINK_NOFOLLOW != 0 { 0 } else { libc::AT_SYMLINK_FOLLOW };
     hostfs::linkat(od, &on, nd.as_fd(), &nn, link_flags).map(|_| 0)
 }
@@ -560,8 +722,8 @@ pub fn sys_link(ctx: &mut Ctx, oldpath: Path, newpath: Path) -> SysResult {
 
 pub fn sys_fchmodat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, Mode(mode): Mode) -> SysResult {
     let t = ctx.target(dirfd, pathname, true, false)?;
-    refuse_device_node(&stat_target(&t)?)?;
-    let (dir, name, _) = t.at();
+    refuse_device_node(&stat_target(ctx, &t)?)?;
+    let (dir, name, _) = t.at()?;
     hostfs::fchmodat(dir, &name, mode & 0o7777).map(|_| 0)
 }
 
@@ -571,6 +733,9 @@ pub fn sys_chmod(ctx: &mut Ctx, pathname: Path, mode: Mode) -> SysResult {
 
 pub fn sys_fchmod(ctx: &mut Ctx, fd: Fd, Mode(mode): Mode) -> SysResult {
     let f = ctx.file(fd)?;
+    if f.proc.is_some() {
+        return Err(Errno::EPERM);
+    }
     refuse_device_node(&hostfs::fstat(f.fd())?)?;
     hostfs::fchmod(f.fd(), mode & 0o7777).map(|_| 0)
 }
@@ -617,6 +782,9 @@ pub fn sys_utimensat(
         if !nsec_valid() {
             return Err(Errno::EINVAL);
         }
+        if f.proc.is_some() {
+            return Err(Errno::EPERM);
+        }
         refuse_device_node(&hostfs::fstat(f.fd())?)?;
         return hostfs::utimensat(f.fd(), None, ts.as_ref(), 0).map(|_| 0);
     }
@@ -625,16 +793,137 @@ pub fn sys_utimensat(
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
-    let st = stat_target(&t)?;
+    let st = stat_target(ctx, &t)?;
     if !nsec_valid() {
         return Err(Errno::EINVAL);
     }
     refuse_device_node(&st)?;
-    let (dir, name, at_flags) = t.at();
+    let (dir, name, at_flags) = t.at()?;
     hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
 }
 
 pub fn sys_umask(ctx: &mut Ctx, Mode(mask): Mode) -> SysResult {
     let old = ctx.process().umask.swap(mask & 0o777, std::sync::atomic::Ordering::Relaxed);
     Ok(old as u64)
+}
+
+/// A file system's statistics for a target: nomu's /proc answers as the
+/// host's /proc mount (whose device it has), anything else as the host's.
+fn statfs_of(t: &Target) -> Result<libc::statfs, Errno> {
+    match t {
+        Target::Proc(_) => hostfs::statfs(c"/proc"),
+        Target::File(f) => hostfs::fstatfs(f.fd()),
+        Target::Object(fd) => hostfs::fstatfs(fd.as_fd()),
+        Target::HostPath(p, _) => hostfs::statfs(p),
+        Target::Entry(dir, name) => {
+            // One component in a directory inside the root.
+            let fd = hostfs::openat2(dir.as_fd(), name, libc::O_PATH | libc::O_NOFOLLOW, 0, 0)?;
+            hostfs::fstatfs(fd.as_fd())
+        }
+    }
+}
+
+pub fn sys_statfs(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysResult {
+    let t = ctx.target(DirFd::CWD, pathname, true, false)?;
+    ctx.mem().write(buf, &statfs_of(&t)?)?;
+    Ok(0)
+}
+
+pub fn sys_fstatfs(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
+    let t = Target::file(ctx.file(fd)?);
+    ctx.mem().write(buf, &statfs_of(&t)?)?;
+    Ok(0)
+}
+
+/// Linux's XATTR_NAME_MAX, XATTR_SIZE_MAX and XATTR_LIST_MAX.
+const XATTR_NAME_MAX: usize = 255;
+const XATTR_SIZE_MAX: usize = 65536;
+const XATTR_LIST_MAX: usize = 65536;
+
+/// An attribute name: ERANGE when empty or longer than XATTR_NAME_MAX.
+fn xattr_name(ctx: &Ctx, name: Path) -> Result<CString, Errno> {
+    match ctx.mem().read_cstring(name.0, XATTR_NAME_MAX) {
+        Ok(n) if n.is_empty() => Err(Errno::ERANGE),
+        Ok(n) => Ok(CString::new(n).unwrap()),
+        Err(Errno::ENAMETOOLONG) => Err(Errno::ERANGE),
+        Err(e) => Err(e),
+    }
+}
+
+/// A host path naming a target for the xattr calls, which take no
+/// directory descriptor, and whether a final link is followed.
+fn xattr_path(t: &Target) -> Result<(CString, bool), Errno> {
+    Ok(match t {
+        Target::HostPath(p, follow) => (p.clone(), *follow),
+        Target::Entry(dir, name) => {
+            let mut p = proc_fd_path(dir.as_fd()).into_bytes();
+            p.push(b'/');
+            p.extend_from_slice(name.as_bytes());
+            (CString::new(p).unwrap(), false)
+        }
+        t => (t.at()?.1, true),
+    })
+}
+
+/// The value a get call found (or its size, for an empty buffer), copied out.
+fn xattr_out(ctx: &Ctx, value: u64, size: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize, Errno>) -> SysResult {
+    let mut buf = vec![0u8; size];
+    let n = fill(&mut buf)?;
+    if size > 0 {
+        ctx.mem().write_bytes(value, &buf[..n])?;
+    }
+    Ok(n as u64)
+}
+
+fn do_getxattr(ctx: &Ctx, pathname: Path, follow: bool, name: Path, value: u64, size: usize) -> SysResult {
+    let t = ctx.target(DirFd::CWD, pathname, follow, false)?;
+    let name = xattr_name(ctx, name)?;
+    if let Target::Proc(_) = t {
+        // Linux's proc has no xattr handlers.
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let (path, follow) = xattr_path(&t)?;
+    xattr_out(ctx, value, size.min(XATTR_SIZE_MAX), |buf| hostfs::getxattr(&path, follow, &name, buf))
+}
+
+pub fn sys_getxattr(ctx: &mut Ctx, pathname: Path, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
+    do_getxattr(ctx, pathname, true, name, value, size)
+}
+
+pub fn sys_lgetxattr(ctx: &mut Ctx, pathname: Path, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
+    do_getxattr(ctx, pathname, false, name, value, size)
+}
+
+pub fn sys_fgetxattr(ctx: &mut Ctx, fd: Fd, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    let name = xattr_name(ctx, name)?;
+    if f.proc.is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    xattr_out(ctx, value, size.min(XATTR_SIZE_MAX), |buf| hostfs::fgetxattr(f.fd(), &name, buf))
+}
+
+fn do_listxattr(ctx: &Ctx, pathname: Path, follow: bool, list: u64, size: usize) -> SysResult {
+    let t = ctx.target(DirFd::CWD, pathname, follow, false)?;
+    if let Target::Proc(_) = t {
+        return Ok(0);
+    }
+    let (path, follow) = xattr_path(&t)?;
+    xattr_out(ctx, list, size.min(XATTR_LIST_MAX), |buf| hostfs::listxattr(&path, follow, buf))
+}
+
+pub fn sys_listxattr(ctx: &mut Ctx, pathname: Path, OutBuf(list): OutBuf, size: usize) -> SysResult {
+    do_listxattr(ctx, pathname, true, list, size)
+}
+
+pub fn sys_llistxattr(ctx: &mut Ctx, pathname: Path, OutBuf(list): OutBuf, size: usize) -> SysResult {
+    do_listxattr(ctx, pathname, false, list, size)
+}
+
+pub fn sys_flistxattr(ctx: &mut Ctx, fd: Fd, OutBuf(list): OutBuf, size: usize) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    if f.proc.is_some() {
+        return Ok(0);
+    }
+    xattr_out(ctx, list, size.min(XATTR_LIST_MAX), |buf| hostfs::flistxattr(f.fd(), buf))
 }

@@ -6,18 +6,8 @@ use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
 use crate::kernel::process::RLIM_NLIMITS;
 
-fn set_field(field: &mut [libc::c_char], value: &str) {
-    field.fill(0);
-    for (d, s) in field.iter_mut().zip(value.bytes().take(64)) {
-        *d = s as libc::c_char;
-    }
-}
-
 pub fn sys_uname(ctx: &mut Ctx, UserPtr(name): UserPtr) -> SysResult {
-    let mut u = hostsys::uname();
-    set_field(&mut u.sysname, "Linux");
-    set_field(&mut u.machine, "x86_64");
-    ctx.mem().write(name, &u)?;
+    ctx.mem().write(name, &crate::kernel::uname())?;
     Ok(0)
 }
 

@@ -241,7 +241,7 @@ pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserP
 
 pub fn sys_lseek(ctx: &mut Ctx, fd: Fd, offset: i64, whence: u32) -> SysResult {
     let f = ctx.io_file(fd)?;
-    hostfs::lseek(f.fd(), offset, whence as i32)
+    file_ops::of(&f).lseek(ctx, &f, offset, whence)
 }
 
 pub fn sys_close(ctx: &mut Ctx, fd: Fd) -> SysResult {

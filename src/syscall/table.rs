@@ -237,6 +237,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(112, exec::sys_setsid()),
     sys!(121, exec::sys_getpgid(i32)),
     sys!(124, exec::sys_getsid(i32)),
+    sys!(137, fs::sys_statfs(Path, UserPtr)),
+    sys!(138, fs::sys_fstatfs(Fd, UserPtr)),
     sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
         .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS"),
     sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
@@ -247,6 +249,12 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(129, signal::sys_rt_sigqueueinfo(i32, Signal, UserPtr)),
     sys!(130, wait::sys_rt_sigsuspend(UserPtr, usize)),
     sys!(131, signal::sys_sigaltstack(UserPtr, UserPtr)),
+    sys!(191, fs::sys_getxattr(Path, Path, OutBuf, usize)),
+    sys!(192, fs::sys_lgetxattr(Path, Path, OutBuf, usize)),
+    sys!(193, fs::sys_fgetxattr(Fd, Path, OutBuf, usize)),
+    sys!(194, fs::sys_listxattr(Path, OutBuf, usize)),
+    sys!(195, fs::sys_llistxattr(Path, OutBuf, usize)),
+    sys!(196, fs::sys_flistxattr(Fd, OutBuf, usize)),
     sys!(200, signal::sys_tkill(i32, Signal)),
     sys!(201, time::sys_time(UserPtr)),
     // The 4th argument is a timeout pointer or, for the requeues, a count:

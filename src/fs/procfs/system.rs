@@ -1,0 +1,66 @@
+//! /proc's system-wide files: memory and load as nomu's, the CPUs as the
+//! host's, and the kernel's names and limits as nomu's uname and pid
+//! allocator have them.
+
+use super::Top;
+use crate::abi::errno::Errno;
+use crate::host::fs as hostfs;
+use crate::kernel::Kernel;
+
+pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        [bytes, b"\n".to_vec()].concat()
+    };
+    Ok(match file {
+        Top::CpuInfo => hostfs::read_file(c"/proc/cpuinfo")?,
+        Top::Stat => stat(kernel, &hostfs::read_file(c"/proc/stat")?).into_bytes(),
+        Top::MemInfo => {
+            let kb = |b: usize| b / 1024;
+            let (total, free) = (kernel.phys.total_bytes(), kernel.phys.free_bytes());
+            format!(
+                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n",
+                kb(total),
+                kb(free),
+                kb(free)
+            )
+            .into_bytes()
+        }
+        Top::Uptime => {
+            // Integer arithmetic, as Linux prints it (and nomu does no
+            // floating point on guest threads).
+            let up = kernel.boot_time.elapsed();
+            let (s, cs) = (up.as_secs(), up.subsec_nanos() / 10_000_000);
+            format!("{s}.{cs:02} {s}.{cs:02}\n").into_bytes()
+        }
+        Top::LoadAvg => {
+            let n = kernel.tasks.all_live().len();
+            format!("0.00 0.00 0.00 1/{n} {}\n", kernel.pids.last()).into_bytes()
+        }
+        Top::OsType => field(&crate::kernel::uname().sysname),
+        Top::OsRelease => field(&crate::kernel::uname().release),
+        Top::Hostname => field(&crate::kernel::uname().nodename),
+        Top::PidMax => format!("{}\n", crate::kernel::process::PID_MAX).into_bytes(),
+        _ => return Err(Errno::EINVAL),
+    })
+}
+
+/// The host's /proc/stat (its CPUs' time counters, interrupts, context
+/// switches), with nomu's boot time and process counts.
+fn stat(kernel: &Kernel, host: &[u8]) -> String {
+    let host = String::from_utf8_lossy(host);
+    let mut out = String::with_capacity(host.len());
+    for line in host.lines() {
+        let key = line.split(' ').next().unwrap_or("");
+        let line = match key {
+            "btime" => format!("btime {}", super::boot_wall(kernel)),
+            "processes" => format!("processes {}", kernel.pids.allocated()),
+            "procs_running" => "procs_running 1".to_string(),
+            "procs_blocked" => "procs_blocked 0".to_string(),
+            _ => line.to_string(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
