@@ -51,6 +51,10 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
             }
         }
     }
+    let at_once = revents.iter().any(|&r| r != 0);
+    if at_once && own.is_empty() && to_host.is_empty() {
+        return Ok(revents);
+    }
     let mut host: Vec<libc::pollfd> = to_host
         .iter()
         .map(|(i, f)| libc::pollfd {
@@ -68,14 +72,13 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
         }
         any
     };
-    let at_once = revents.iter().any(|&r| r != 0);
     let mut waker: Option<Arc<PollWaker>> = None;
     loop {
         let ready_here = look_at_own(&mut revents) || at_once;
         for (_, f) in to_host.iter().filter(|(_, f)| f.file_type() == FileType::Epoll) {
             file_ops::of(f).before_host_poll(ctx, f);
         }
-        let expired = deadline.is_some_and(|d| Instant::now() >= d);
+        let expired = !ready_here && deadline.is_some_and(|d| Instant::now() >= d);
         if !ready_here && !expired && !own.is_empty() && waker.is_none() {
             // It will wait: nomu's files are watched first, then looked at
             // again, so a change after that look wakes the wait.
