@@ -13,7 +13,12 @@
 //! | 60 `MM` | an address space | guest copies hold it; mapping takes pages from physical memory under it |
 //! | 70 `PHYS` | physical memory's allocator | the innermost |
 //!
-//! Every other lock in nomu is a leaf: nothing is taken while it is held.
+//! Every other lock in nomu is a leaf: nothing is taken while it is held,
+//! but for the wait queues of nomu's own files and epoll's (plain mutexes,
+//! unchecked): an epoll's scan and items locks come before a file's own
+//! state (an eventfd's counter, or `STATE` for a signalfd's poll); a wait
+//! queue's watchers and an epoll's ready list come after it, as a signal
+//! queued under `STATE` notifies them (kernel/poll.rs, fs/epoll.rs).
 //! Debug builds (`make test` among them) check the order on every lock
 //! taken and panic at the first lock taken out of order, naming both.
 

@@ -6,7 +6,7 @@ use crate::abi::errno::Errno;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FileKind {
@@ -55,6 +55,23 @@ pub enum FileType {
     /// A file of nomu's /proc: its contents in a memfd, made again when
     /// read from the start.
     ProcFile,
+    /// An eventfd: nomu's counter (the host descriptor is an idle host
+    /// eventfd, for fstat and the status flags).
+    EventFd,
+    /// An epoll instance: a host epoll plus nomu's ready list (fs::epoll).
+    Epoll,
+    /// A timerfd: the host's, behind its host descriptor.
+    TimerFd,
+    /// A signalfd: reads the reader's pending signals (the host descriptor
+    /// is a host signalfd that reads none).
+    SignalFd,
+}
+
+/// The state of a file nomu serves itself, beside its host descriptor.
+pub enum FileObject {
+    EventFd(super::eventfd::EventFd),
+    Epoll(Arc<super::epoll::Epoll>),
+    SignalFd(super::eventfd::SignalFd),
 }
 
 /// Which file, in which version: equal identities mean the same bytes
@@ -98,6 +115,11 @@ pub struct OpenFile {
     /// Set for a regular file opened for writing: it cannot be executed
     /// while this description is open (ETXTBSY).
     pub writing: Option<super::text_busy::OpenForWriting>,
+    /// What nomu keeps for a file it serves itself.
+    pub object: Option<FileObject>,
+    /// The epoll items watching this description (epoll, item id): they go
+    /// when it goes, as Linux's eventpoll_release does at a file's release.
+    epoll_links: Mutex<Vec<(Weak<super::epoll::Epoll>, u64)>>,
 }
 
 impl OpenFile {
@@ -114,7 +136,51 @@ impl OpenFile {
             proc: None,
             dir_pos: Mutex::new(0),
             writing: None,
+            object: None,
+            epoll_links: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A file nomu serves itself: its type is `file_type`, its state
+    /// `object`, and `host` the host descriptor behind it.
+    pub fn new_special(host: OwnedFd, path: &str, file_type: FileType, object: Option<FileObject>) -> OpenFile {
+        let mut f = OpenFile::new(host, path.as_bytes().to_vec(), false);
+        f.object = object;
+        let _ = f.file_type.set(file_type);
+        f
+    }
+
+    pub fn eventfd(&self) -> Option<&super::eventfd::EventFd> {
+        match &self.object {
+            Some(FileObject::EventFd(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub fn epoll(&self) -> Option<&Arc<super::epoll::Epoll>> {
+        match &self.object {
+            Some(FileObject::Epoll(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub fn signalfd(&self) -> Option<&super::eventfd::SignalFd> {
+        match &self.object {
+            Some(FileObject::SignalFd(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// An epoll item now watches this description.
+    pub fn epoll_added(&self, epoll: Weak<super::epoll::Epoll>, id: u64) {
+        let mut links = self.epoll_links.lock().unwrap();
+        links.retain(|(e, _)| e.strong_count() > 0);
+        links.push((epoll, id));
+    }
+
+    /// An epoll item no longer does (EPOLL_CTL_DEL).
+    pub fn epoll_removed(&self, epoll: &Weak<super::epoll::Epoll>, id: u64) {
+        self.epoll_links.lock().unwrap().retain(|(e, i)| !(Weak::ptr_eq(e, epoll) && *i == id));
     }
 
     fn meta(&self) -> (FileKind, u64) {
@@ -235,7 +301,14 @@ impl Drop for OpenFile {
     fn drop(&mut self) {
         // The guest's close lands here: close through host::syscall, as
         // every host call on a guest syscall's path (OwnedFd's own drop
-        // would use libc's).
+        // would use libc's). The epoll items watching it go first, while
+        // its host descriptor is still open (the host's registration is
+        // keyed by it).
+        for (epoll, id) in self.epoll_links.get_mut().unwrap().drain(..) {
+            if let (Some(epoll), Some(fd)) = (epoll.upgrade(), self.host.as_ref()) {
+                epoll.forget(id, fd.as_fd());
+            }
+        }
         if let Some(fd) = self.host.take() {
             hostfs::close(fd);
         }

@@ -1,5 +1,7 @@
 //! Files: the guest's view of the file system, inside `--root`.
 
+pub mod epoll;
+pub mod eventfd;
 pub mod fdtable;
 pub mod file;
 pub mod path;

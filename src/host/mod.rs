@@ -31,6 +31,7 @@ pub(crate) use fill_return_stack;
 
 pub mod blocking;
 pub mod cpu;
+pub mod events;
 pub mod fs;
 pub mod physmem;
 pub mod pod;

@@ -2,6 +2,7 @@
 
 pub mod exit;
 pub mod futex;
+pub mod poll;
 pub mod process;
 pub mod sigframe;
 pub mod signal;

@@ -100,6 +100,10 @@ pub struct Process {
     pub continued: Event,
     /// Notified when a thread leaves `threads` (execve's de_thread waits).
     pub thread_left: Event,
+    /// Notified whenever a signal becomes pending for one of its threads:
+    /// signalfd reads, polls and epoll items wait on it (Linux's
+    /// sighand->signalfd_wqh).
+    pub signal_queued: Arc<super::poll::PollHead>,
     /// ITIMER_REAL (alarm, setitimer); not inherited by children.
     pub real_timer: Mutex<super::timer::RealTimer>,
     /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
@@ -168,6 +172,7 @@ impl Process {
             stopped: AtomicI32::new(0),
             continued: Event::new(),
             thread_left: Event::new(),
+            signal_queued: super::poll::PollHead::new(),
         }
     }
 
@@ -292,6 +297,9 @@ impl Thread {
     pub fn queue_signal(&self, st: &mut ThreadState, info: super::signal::SigInfo) {
         st.pending.add(info);
         self.signal_hint.store(true, Ordering::Release);
+        // Its watchers take no lock a holder of a thread's state waits for
+        // (kernel::poll::Wakeup).
+        self.process.signal_queued.notify();
     }
 }
 

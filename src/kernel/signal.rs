@@ -270,7 +270,21 @@ impl Pending {
     /// signals first, as Linux dequeues them); a real-time signal queued
     /// more than once stays pending with its next instance.
     pub fn take(&mut self, blocked: u64) -> Option<SigInfo> {
-        let ready = self.set & !(blocked & !UNBLOCKABLE);
+        self.take_of(self.set & !(blocked & !UNBLOCKABLE))
+    }
+
+    /// Takes the lowest pending signal in `set`, blocked or not (what a
+    /// signalfd reads), in the same order.
+    pub fn take_from(&mut self, set: u64) -> Option<SigInfo> {
+        self.take_of(self.set & set)
+    }
+
+    /// Whether a signal in `set` is pending.
+    pub fn has_any(&self, set: u64) -> bool {
+        self.set & set != 0
+    }
+
+    fn take_of(&mut self, ready: u64) -> Option<SigInfo> {
         if ready == 0 {
             return None;
         }

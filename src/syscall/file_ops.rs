@@ -13,6 +13,23 @@ use crate::fs::file::{FileKind, FileType, OpenFile};
 use crate::fs::procfs;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
+use crate::kernel::poll::PollHead;
+use crate::kernel::waiter::Wake;
+use std::sync::Arc;
+
+/// Where poll, select and epoll learn whether a file is ready.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Readiness {
+    /// From the host, through its host descriptor (pipes, terminals,
+    /// sockets, timerfds, epolls).
+    Host,
+    /// From nomu: [`FileOps::poll`], and [`FileOps::poll_head`] to wait
+    /// for a change (eventfds, signalfds).
+    Nomu,
+    /// It has no poll method: poll finds it always ready (DEFAULT_POLLMASK)
+    /// and epoll refuses it (EPERM).
+    Never,
+}
 
 /// What a mapping of a file gets.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -77,6 +94,28 @@ pub trait FileOps: Sync {
         false
     }
 
+    /// Where its readiness comes from.
+    fn readiness(&self, _f: &OpenFile) -> Readiness {
+        Readiness::Host
+    }
+
+    /// Its readiness as EPOLL* (= POLL*) bits, for a file nomu serves
+    /// (Readiness::Nomu), asked by `ctx`'s thread (a signalfd's depends on
+    /// who asks).
+    fn poll(&self, _ctx: &Ctx, _f: &OpenFile) -> u32 {
+        0
+    }
+
+    /// The wait queue notified when `poll`'s answer may have changed
+    /// (Readiness::Nomu).
+    fn poll_head(&self, _ctx: &Ctx, _f: &OpenFile) -> Option<Arc<PollHead>> {
+        None
+    }
+
+    /// Called before the host polls its host descriptor for poll, select
+    /// or an outer epoll (an epoll settles its ready list there).
+    fn before_host_poll(&self, _ctx: &Ctx, _f: &OpenFile) {}
+
     /// What mmap of it maps, or why it cannot be mapped.
     fn mmap(&self, f: &OpenFile) -> Result<MapSource, Errno> {
         match f.kind() {
@@ -107,6 +146,10 @@ pub fn of(f: &OpenFile) -> &'static dyn FileOps {
         FileType::ZeroDevice => &ZeroDevice,
         FileType::ProcDir => &ProcDir,
         FileType::ProcFile => &ProcFile,
+        FileType::EventFd => &EventFdOps,
+        FileType::Epoll => &EpollOps,
+        FileType::TimerFd => &TimerFdOps,
+        FileType::SignalFd => &SignalFdOps,
     }
 }
 
@@ -146,6 +189,14 @@ impl FileOps for HostFile {
         ];
         matches!(f.kind(), FileKind::Regular | FileKind::Directory)
             && hostfs::fs_type(f.fd()).is_ok_and(|t| DEFAULT_POLL_FILESYSTEMS.contains(&t))
+    }
+
+    fn readiness(&self, f: &OpenFile) -> Readiness {
+        if ready_at_once(f) {
+            Readiness::Never
+        } else {
+            Readiness::Host
+        }
     }
 }
 
@@ -316,6 +367,10 @@ impl FileOps for NullDevice {
 
     fn always_ready(&self, _f: &OpenFile) -> bool {
         true
+    }
+
+    fn readiness(&self, _f: &OpenFile) -> Readiness {
+        Readiness::Never
     }
 
     fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
@@ -513,4 +568,266 @@ fn blocking_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> S
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether I/O on `f` must not wait (O_NONBLOCK, kept in its host
+/// descriptor's status flags like every description's).
+fn nonblocking(f: &OpenFile) -> Result<bool, Errno> {
+    Ok(hostfs::getfl(f.fd())? & libc::O_NONBLOCK != 0)
+}
+
+/// Writes `bytes` across checked guest ranges, in order (a readv of
+/// nomu's own data).
+fn write_ranges(ctx: &Ctx, ranges: &[GuestRange], mut bytes: &[u8]) -> Result<(), Errno> {
+    for r in ranges {
+        if bytes.is_empty() {
+            break;
+        }
+        let n = r.len().min(bytes.len());
+        ctx.mem().write_bytes(r.addr() as u64, &bytes[..n])?;
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+/// An eventfd: nomu's counter (fs::eventfd), Linux's eventfd_read and
+/// eventfd_write. Waits are on the counter's wait queue, ended by a
+/// change or a signal (ERESTARTSYS, as Linux).
+struct EventFdOps;
+
+impl EventFdOps {
+    fn counter(f: &OpenFile) -> &crate::fs::eventfd::EventFd {
+        f.eventfd().expect("an eventfd's state")
+    }
+
+    /// Takes the counter (or 1), waiting while it is zero.
+    fn take(ctx: &Ctx, f: &OpenFile) -> Result<u64, Errno> {
+        let ev = Self::counter(f);
+        let v = match ev.try_read() {
+            Some(v) => v,
+            None if nonblocking(f)? => return Err(Errno::EAGAIN),
+            None => ctx
+                .t
+                .wait_for(Some(&ev.head.event), None, Wake::OnSignal, || Ok(ev.try_read()))?
+                .ok_or(Errno::EAGAIN)?,
+        };
+        ev.head.notify();
+        Ok(v)
+    }
+
+    /// Adds `v`, waiting while the counter would overflow.
+    fn add(ctx: &Ctx, f: &OpenFile, v: u64) -> SysResult {
+        if v == u64::MAX {
+            return Err(Errno::EINVAL);
+        }
+        let ev = Self::counter(f);
+        if !ev.try_write(v) {
+            if nonblocking(f)? {
+                return Err(Errno::EAGAIN);
+            }
+            ctx.t
+                .wait_for(Some(&ev.head.event), None, Wake::OnSignal, || Ok(ev.try_write(v).then_some(())))?
+                .ok_or(Errno::EAGAIN)?;
+        }
+        ev.head.notify();
+        Ok(8)
+    }
+}
+
+impl FileOps for EventFdOps {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        if len < 8 {
+            return Err(Errno::EINVAL);
+        }
+        // Taken before the copy, as on Linux: a bad buffer loses it.
+        let v = Self::take(ctx, f)?;
+        ctx.mem().write(buf, &v)?;
+        Ok(8)
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        if ranges.iter().map(|r| r.len()).sum::<usize>() < 8 {
+            return Err(Errno::EINVAL);
+        }
+        let v = Self::take(ctx, f)?;
+        write_ranges(ctx, ranges, &v.to_le_bytes())?;
+        Ok(8)
+    }
+
+    fn write(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        if len < 8 {
+            return Err(Errno::EINVAL);
+        }
+        let v: u64 = ctx.mem().read(buf)?;
+        Self::add(ctx, f, v)
+    }
+
+    /// Linux's eventfd has write, not write_iter: each buffer is one write,
+    /// and the first that fails or is short ends the call.
+    fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        let mut done = 0;
+        for r in ranges {
+            match self.write(ctx, f, r.addr() as u64, r.len()) {
+                Ok(n) => {
+                    done += n;
+                    if n as usize != r.len() {
+                        break;
+                    }
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok(done)
+    }
+
+    fn readiness(&self, _f: &OpenFile) -> Readiness {
+        Readiness::Nomu
+    }
+
+    fn poll(&self, _ctx: &Ctx, f: &OpenFile) -> u32 {
+        Self::counter(f).poll()
+    }
+
+    fn poll_head(&self, _ctx: &Ctx, f: &OpenFile) -> Option<Arc<PollHead>> {
+        Some(Self::counter(f).head.clone())
+    }
+
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+/// A signalfd: reads the calling thread's pending signals in its mask,
+/// blocked or not, as `struct signalfd_siginfo`s (Linux's signalfd_read).
+struct SignalFdOps;
+
+impl SignalFdOps {
+    fn take(ctx: &Ctx, mask: u64) -> Option<crate::kernel::signal::SigInfo> {
+        ctx.t.thread.state.lock().unwrap().pending.take_from(mask)
+    }
+
+    /// Fills `out` (a multiple of 128 bytes) with pending signals, waiting
+    /// for the first unless non-blocking: how many bytes.
+    fn dequeue(ctx: &Ctx, f: &OpenFile, len: usize, mut out: impl FnMut(usize, &[u8; 128]) -> bool) -> SysResult {
+        let count = len / 128;
+        if count == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mask = f.signalfd().expect("a signalfd's state").mask();
+        let mut done = 0;
+        for i in 0..count {
+            let info = match Self::take(ctx, mask) {
+                Some(info) => info,
+                None if i > 0 => break,
+                None if nonblocking(f)? => return Err(Errno::EAGAIN),
+                None => {
+                    let head = &ctx.process().signal_queued;
+                    let got = ctx.t.wait_for(Some(&head.event), None, Wake::OnSignal, || Ok(Self::take(ctx, mask)));
+                    got?.ok_or(Errno::EAGAIN)?
+                }
+            };
+            // A signal taken and not copied is lost, as on Linux.
+            if !out(done, &crate::fs::eventfd::signalfd_siginfo(&info)) {
+                return if done > 0 { Ok(done as u64) } else { Err(Errno::EFAULT) };
+            }
+            done += 128;
+        }
+        Ok(done as u64)
+    }
+}
+
+impl FileOps for SignalFdOps {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        Self::dequeue(ctx, f, len, |at, info| ctx.mem().write_bytes(buf + at as u64, info).is_ok())
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        let len = ranges.iter().map(|r| r.len()).sum();
+        let mut all = Vec::new();
+        let n = Self::dequeue(ctx, f, len, |_, info| {
+            all.extend_from_slice(info);
+            true
+        })?;
+        write_ranges(ctx, ranges, &all)?;
+        Ok(n)
+    }
+
+    fn readiness(&self, _f: &OpenFile) -> Readiness {
+        Readiness::Nomu
+    }
+
+    fn poll(&self, ctx: &Ctx, f: &OpenFile) -> u32 {
+        let mask = f.signalfd().expect("a signalfd's state").mask();
+        if ctx.t.thread.state.lock().unwrap().pending.has_any(mask) {
+            crate::fs::epoll::EPOLLIN
+        } else {
+            0
+        }
+    }
+
+    fn poll_head(&self, ctx: &Ctx, _f: &OpenFile) -> Option<Arc<PollHead>> {
+        Some(ctx.process().signal_queued.clone())
+    }
+
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+/// An epoll descriptor: its host epoll answers poll (see fs::epoll);
+/// read and write are the host's EINVAL.
+struct EpollOps;
+
+impl FileOps for EpollOps {
+    fn before_host_poll(&self, ctx: &Ctx, f: &OpenFile) {
+        if let Some(ep) = f.epoll() {
+            ep.settle(&mut |file| poll_own(ctx, file));
+        }
+    }
+
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+/// A timerfd: the host's own, so its clocks, expirations, TFD_TIMER_
+/// CANCEL_ON_SET and readiness are exactly Linux's; a read waits in one
+/// host call that a kick ends, as a pipe's does.
+struct TimerFdOps;
+
+/// TFD_IOC_SET_TICKS: _IOW('T', 0, __u64).
+const TFD_IOC_SET_TICKS: u64 = 0x4008_5400;
+
+impl FileOps for TimerFdOps {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        Stream.read(ctx, f, buf, len)
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        Stream.readv(ctx, f, ranges)
+    }
+
+    fn may_block(&self) -> bool {
+        true
+    }
+
+    fn ioctl(&self, ctx: &Ctx, f: &OpenFile, req: u64, arg: u64) -> SysResult {
+        if req != TFD_IOC_SET_TICKS {
+            return Err(Errno::ENOTTY);
+        }
+        let mut ticks = [0u8; 8];
+        ctx.mem().read_into(arg, &mut ticks)?;
+        hostfs::ioctl(f.fd(), req, Some(&mut ticks), 0).map(|_| 0)
+    }
+
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+/// `f`'s readiness as nomu knows it (0 for a file whose readiness is the
+/// host's): for the ready lists of epolls.
+pub fn poll_own(ctx: &Ctx, f: &OpenFile) -> u32 {
+    of(f).poll(ctx, f)
 }

@@ -6,6 +6,7 @@
 //! the conversion to `-errno` in rax happens once, here.
 
 mod args;
+mod events;
 mod exec;
 mod file_ops;
 mod fs;

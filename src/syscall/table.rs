@@ -7,7 +7,7 @@
 
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
-use super::{exec, fs, info, io, memory, process, signal, time, wait, Args, Ctx, SysResult};
+use super::{events, exec, fs, info, io, memory, process, signal, time, wait, Args, Ctx, SysResult};
 use std::sync::OnceLock;
 
 /// What the dispatcher calls: `sys!` makes one per entry, which decodes the
@@ -260,12 +260,15 @@ pub static SYSCALLS: &[SyscallDef] = &[
     // The 4th argument is a timeout pointer or, for the requeues, a count:
     // the operation decides.
     sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial("no PI futexes"),
+    sys!(213, events::sys_epoll_create(i32)),
     sys!(217, io::sys_getdents64(Fd, UserPtr, u32)),
     sys!(218, process::sys_set_tid_address(UserPtr)),
     sys!(228, time::sys_clock_gettime(i32, UserPtr)),
     sys!(229, time::sys_clock_getres(i32, UserPtr)),
     sys!(230, time::sys_clock_nanosleep(i32, i32, UserPtr, UserPtr)),
     sys!(231, process::sys_exit_group(i32)),
+    sys!(232, events::sys_epoll_wait(Fd, UserPtr, i32, i32)),
+    sys!(233, events::sys_epoll_ctl(Fd, i32, Fd, UserPtr)),
     sys!(234, signal::sys_tgkill(i32, i32, Signal)),
     sys!(247, exec::sys_waitid(i32, i32, UserPtr, Hex<i32>, UserPtr)),
     sys!(257, fs::sys_openat(DirFd, Path, OpenFlags, Mode)),
@@ -283,6 +286,15 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(273, process::sys_set_robust_list(UserPtr, usize)),
     sys!(274, process::sys_get_robust_list(i32, UserPtr, UserPtr)),
     sys!(280, fs::sys_utimensat(DirFd, Path, UserPtr, AtFlags)).changes_inodes(),
+    sys!(281, events::sys_epoll_pwait(Fd, UserPtr, i32, i32, UserPtr, usize)),
+    sys!(282, events::sys_signalfd(i32, UserPtr, usize)).partial(SIGNALFD_NOTE),
+    sys!(283, events::sys_timerfd_create(i32, Hex<i32>)),
+    sys!(284, events::sys_eventfd(u32)),
+    sys!(286, events::sys_timerfd_settime(Fd, Hex<i32>, UserPtr, UserPtr)),
+    sys!(287, events::sys_timerfd_gettime(Fd, UserPtr)),
+    sys!(289, events::sys_signalfd4(i32, UserPtr, usize, Hex<i32>)).partial(SIGNALFD_NOTE),
+    sys!(290, events::sys_eventfd2(u32, Hex<i32>)),
+    sys!(291, events::sys_epoll_create1(Hex<i32>)),
     sys!(292, io::sys_dup3(Fd, Fd, OpenFlags)),
     sys!(293, io::sys_pipe2(UserPtr, OpenFlags)),
     sys!(297, signal::sys_rt_tgsigqueueinfo(i32, i32, Signal, UserPtr)),
@@ -291,7 +303,13 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),
     sys!(332, fs::sys_statx(DirFd, Path, AtFlags, Hex<u32>, UserPtr)),
     sys!(439, fs::sys_faccessat2(DirFd, Path, i32, AtFlags)),
+    sys!(441, events::sys_epoll_pwait2(Fd, UserPtr, i32, UserPtr, UserPtr, usize)),
 ];
+
+/// nomu queues a process-directed signal on one of its threads (one that
+/// does not block it, else the first): there is no process-wide queue for
+/// another thread's signalfd to read it from.
+const SIGNALFD_NOTE: &str = "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the process's first thread only";
 
 static INDEX: OnceLock<Vec<Option<&'static SyscallDef>>> = OnceLock::new();
 

@@ -1,14 +1,19 @@
 //! Waiting for descriptors and signals: poll, ppoll, select, pselect6,
-//! pause, rt_sigsuspend, rt_sigtimedwait. Every wait is sliced (see
-//! ThreadCtx::block), so signals interrupt it.
+//! pause, rt_sigsuspend, rt_sigtimedwait. Every wait goes through
+//! kernel::waiter (an event, or a host call a kick ends), so signals
+//! interrupt it.
 
 use super::args::UserPtr;
+use super::file_ops::{self, Readiness};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
+use crate::fs::file::FileType;
 use crate::host::sys as hostsys;
+use crate::kernel::poll::PollWaker;
 use crate::kernel::signal::UNBLOCKABLE;
 use crate::kernel::waiter::Wake;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A guest `struct pollfd`.
@@ -23,11 +28,16 @@ const DEFAULT_POLLMASK: i16 = libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | 
 
 /// Polls guest descriptors. Returns revents per entry; a closed descriptor
 /// reports POLLNVAL, as Linux does. Files that are always ready are
-/// answered here; the rest go to one host poll.
+/// answered here, nomu's own files (eventfd, signalfd) by nomu, the rest
+/// by one host poll. A wait on nomu's files is a wait on their wait
+/// queues (kernel::poll::PollWaker); with host descriptors too, it is the
+/// host poll, with the waker's doorbell among them.
 fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Result<Vec<i16>, Errno> {
     let mut revents = vec![0i16; fds.len()];
     // The descriptors only the host can answer for: (index, file).
     let mut to_host = Vec::new();
+    // nomu's own files: (index, file).
+    let mut own = Vec::new();
     {
         // One look at the table, no reference taken on ready files: select
         // over many files is a hot path (lmbench's lat_select).
@@ -35,10 +45,15 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
         for (i, p) in fds.iter().enumerate().filter(|(_, p)| p.fd >= 0) {
             match table.get(p.fd) {
                 Err(_) => revents[i] = libc::POLLNVAL,
-                Ok(e) if super::file_ops::ready_at_once(&e.file) => revents[i] = DEFAULT_POLLMASK & p.events,
+                Ok(e) if file_ops::ready_at_once(&e.file) => revents[i] = DEFAULT_POLLMASK & p.events,
+                Ok(e) if file_ops::of(&e.file).readiness(&e.file) == Readiness::Nomu => own.push((i, e.file.clone())),
                 Ok(e) => to_host.push((i, e.file.clone())),
             }
         }
+    }
+    let at_once = revents.iter().any(|&r| r != 0);
+    if at_once && own.is_empty() && to_host.is_empty() {
+        return Ok(revents);
     }
     let mut host: Vec<libc::pollfd> = to_host
         .iter()
@@ -48,27 +63,81 @@ fn poll_guest(ctx: &Ctx, fds: &[GuestPollfd], deadline: Option<Instant>) -> Resu
             revents: 0,
         })
         .collect();
-    let ready_here = revents.iter().any(|&r| r != 0);
-    if ready_here && host.is_empty() {
-        return Ok(revents);
-    }
-    let ready = if ready_here {
-        hostsys::poll(&mut host, Some(Duration::ZERO)).map(drop)
-    } else {
-        ctx.t
-            .block_in_host(|| {
-                let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                for p in host.iter_mut() {
-                    p.revents = 0;
-                }
-                hostsys::poll(&mut host, timeout)
-            })
-            .map(drop)
+    let look_at_own = |revents: &mut [i16]| {
+        let mut any = false;
+        for (i, f) in &own {
+            let r = file_ops::of(f).poll(ctx, f) as i16 & (fds[*i].events | libc::POLLERR | libc::POLLHUP);
+            revents[*i] = r;
+            any |= r != 0;
+        }
+        any
     };
-    match ready {
-        Ok(_) => {}
-        Err(Errno::ERESTARTSYS) => return Err(Errno::ERESTARTNOHAND),
-        Err(e) => return Err(e),
+    let mut waker: Option<Arc<PollWaker>> = None;
+    loop {
+        let ready_here = look_at_own(&mut revents) || at_once;
+        for (_, f) in to_host.iter().filter(|(_, f)| f.file_type() == FileType::Epoll) {
+            file_ops::of(f).before_host_poll(ctx, f);
+        }
+        let expired = !ready_here && deadline.is_some_and(|d| Instant::now() >= d);
+        if !ready_here && !expired && !own.is_empty() && waker.is_none() {
+            // It will wait: nomu's files are watched first, then looked at
+            // again, so a change after that look wakes the wait.
+            let w = PollWaker::new(!host.is_empty())?;
+            for (_, f) in &own {
+                if let Some(head) = file_ops::of(f).poll_head(ctx, f) {
+                    w.watch(&head);
+                }
+            }
+            if let Some(bell) = w.doorbell() {
+                host.push(libc::pollfd { fd: bell.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+            }
+            waker = Some(w);
+            continue;
+        }
+        if host.is_empty() && (ready_here || (expired && !own.is_empty())) {
+            return Ok(revents);
+        }
+        if let (true, Some(waker)) = (host.is_empty(), waker.as_ref()) {
+            let woke = ctx
+                .t
+                .wait_for(Some(&waker.event), deadline, Wake::OnSignal, || Ok(look_at_own(&mut revents).then_some(())));
+            return match woke {
+                Ok(_) => Ok(revents),
+                Err(Errno::ERESTARTSYS) => Err(Errno::ERESTARTNOHAND),
+                Err(e) => Err(e),
+            };
+        }
+        let ready = if ready_here {
+            hostsys::poll(&mut host, Some(Duration::ZERO)).map(drop)
+        } else {
+            ctx.t
+                .block_in_host(|| {
+                    let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    for p in host.iter_mut() {
+                        p.revents = 0;
+                    }
+                    hostsys::poll(&mut host, timeout)
+                })
+                .map(drop)
+        };
+        match ready {
+            Ok(_) => {}
+            Err(Errno::ERESTARTSYS) => return Err(Errno::ERESTARTNOHAND),
+            Err(e) => return Err(e),
+        }
+        // The doorbell: one of nomu's files changed. Look again, unless a
+        // host descriptor is ready too.
+        if let Some(waker) = waker.as_ref().filter(|w| w.doorbell().is_some()) {
+            let (bell, theirs) = host.split_last().unwrap();
+            if bell.revents != 0 {
+                waker.drain();
+                let expired = deadline.is_some_and(|d| Instant::now() >= d);
+                if !ready_here && !expired && theirs.iter().all(|p| p.revents == 0) {
+                    continue;
+                }
+            }
+        }
+        break;
     }
     for ((i, _), h) in to_host.iter().zip(&host) {
         revents[*i] = h.revents & (fds[*i].events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL);
@@ -97,7 +166,7 @@ fn write_revents(ctx: &Ctx, ptr: u64, revents: &[i16]) -> SysResult {
     Ok(revents.iter().filter(|&&r| r != 0).count() as u64)
 }
 
-fn deadline_in(d: Duration) -> Instant {
+pub(super) fn deadline_in(d: Duration) -> Instant {
     Instant::now().checked_add(d).unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 32))
 }
 
@@ -108,7 +177,7 @@ pub fn sys_poll(ctx: &mut Ctx, UserPtr(ufds): UserPtr, nfds: u32, timeout: i32) 
     write_revents(ctx, ufds, &revents)
 }
 
-fn read_timespec_deadline(ctx: &Ctx, ptr: u64) -> Result<Option<Instant>, Errno> {
+pub(super) fn read_timespec_deadline(ctx: &Ctx, ptr: u64) -> Result<Option<Instant>, Errno> {
     if ptr == 0 {
         return Ok(None);
     }
@@ -121,7 +190,7 @@ fn read_timespec_deadline(ctx: &Ctx, ptr: u64) -> Result<Option<Instant>, Errno>
 
 /// Installs a temporary signal mask for the duration of a p* call; the old
 /// one comes back after the call (or after a handler it let in).
-fn swap_mask(ctx: &mut Ctx, ptr: u64, size: u64) -> Result<(), Errno> {
+pub(super) fn swap_mask(ctx: &mut Ctx, ptr: u64, size: u64) -> Result<(), Errno> {
     if ptr == 0 {
         return Ok(());
     }
