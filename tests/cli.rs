@@ -526,9 +526,11 @@ fn fuzzing_leaves_nomu_and_everything_outside_the_root_intact(e: Entry) {
     std::os::unix::fs::symlink("/..", root.join("link-up")).unwrap();
     std::fs::copy(bin("nomu-tests/fuzz"), root.join("fuzz")).unwrap();
     std::fs::write(outer.join("beside"), "outside the root\n").unwrap();
-    let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+    // The host's own root too: nomu's /proc directories once stood on the
+    // host's `/`, and a fuzzed fchmod of one left this machine's `/` mode 000.
+    let host = ["/", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
     let watched: Vec<PathBuf> =
-        [outer.clone(), outer.join("beside")].into_iter().chain(devices.iter().map(PathBuf::from)).collect();
+        [outer.clone(), outer.join("beside")].into_iter().chain(host.iter().map(PathBuf::from)).collect();
     let names = |d: &Path| {
         let mut v: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
         v.sort();
