@@ -375,7 +375,7 @@ pub fn link_target(kernel: &Kernel, me: u32, node: Node) -> Result<Vec<u8>, Errn
     Ok(match node {
         Node::Top(Top::SelfLink) => me.to_string().into_bytes(),
         Node::Top(Top::Mounts) => MOUNTS_LINK.to_vec(),
-        Node::Pid(pid, PidEntry::Exe) => process(pid)?.exe_file.lock().unwrap().clone(),
+        Node::Pid(pid, PidEntry::Exe) => process(pid)?.exe_file.lock().unwrap().to_vec(),
         Node::Pid(pid, PidEntry::Cwd) => process(pid)?.cwd.lock().unwrap().clone(),
         Node::Pid(pid, PidEntry::Root) => {
             process(pid)?;
@@ -518,8 +518,8 @@ pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
         Node::Pid(pid, e) => {
             let p = process(pid)?;
             match e {
-                PidEntry::Cmdline => p.cmdline.lock().unwrap().clone(),
-                PidEntry::Environ => p.environ.lock().unwrap().clone(),
+                PidEntry::Cmdline => p.cmdline.lock().unwrap().to_vec(),
+                PidEntry::Environ => p.environ.lock().unwrap().to_vec(),
                 PidEntry::Comm => {
                     let mut c = comm(&p);
                     c.push(b'\n');

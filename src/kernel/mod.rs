@@ -146,8 +146,7 @@ impl Kernel {
     /// Whether a process, thread, process group or session has this id
     /// (a new process or thread may not take it).
     pub fn id_in_use(&self, id: u32) -> bool {
-        self.tasks.id_in_use(id)
-            || self.tasks.all_live().iter().any(|p| p.threads.lock().unwrap().iter().any(|t| t.tid == id))
+        self.tasks.id_in_use(id) || self.tasks.any_live(|p| p.threads.lock().unwrap().iter().any(|t| t.tid == id))
     }
 
     /// Writes one line to nomu's own stderr.

@@ -73,14 +73,16 @@ pub struct Process {
     /// name, comm, comes from it).
     pub exe: Mutex<Vec<u8>>,
     /// The running program file's canonical guest path (/proc/PID/exe).
-    pub exe_file: Mutex<Vec<u8>>,
+    pub exe_file: Mutex<Arc<[u8]>>,
     /// The running program's file, busy for writing while this lives.
     pub program: Mutex<Option<crate::fs::text_busy::RunningProgram>>,
     /// argv of the running program, each NUL-terminated (/proc/PID/cmdline).
-    pub cmdline: Mutex<Vec<u8>>,
+    /// Shared, not copied, by a vfork child until it execs (the same for
+    /// exe_file and environ, which can be large).
+    pub cmdline: Mutex<Arc<[u8]>>,
     /// The environment the running program started with, each
     /// NUL-terminated (/proc/PID/environ).
-    pub environ: Mutex<Vec<u8>>,
+    pub environ: Mutex<Arc<[u8]>>,
     /// When the process was created (/proc/PID/stat's start time).
     pub started: std::time::Instant,
     /// Set when a vfork child stops borrowing its parent's memory (it
@@ -158,9 +160,9 @@ impl Process {
             signals: crate::sync::OrderedMutex::new(signals),
             rlimits: Mutex::new(rlimits),
             cmdline: Mutex::new(exe.iter().copied().chain([0]).collect()),
-            environ: Mutex::new(Vec::new()),
+            environ: Mutex::new(Arc::from(&[][..])),
             started: std::time::Instant::now(),
-            exe_file: Mutex::new(exe.clone()),
+            exe_file: Mutex::new(exe.as_slice().into()),
             exe: Mutex::new(exe),
             program: Mutex::new(None),
             vfork_released: AtomicBool::new(false),

@@ -141,6 +141,12 @@ impl<P: Member> Tasks<P> {
         table.values().filter(|t| t.pgid == pgid && t.zombie.is_none()).map(|t| t.process.clone()).collect()
     }
 
+    /// Whether `f` holds for a live process (looked at under the table's
+    /// lock, which comes before a process's own locks).
+    pub fn any_live(&self, f: impl Fn(&P) -> bool) -> bool {
+        self.table.lock().unwrap().values().any(|t| t.zombie.is_none() && f(&t.process))
+    }
+
     /// Every live process (kill(-1, ...)).
     pub fn all_live(&self) -> Vec<P> {
         self.table.lock().unwrap().values().filter(|t| t.zombie.is_none()).map(|t| t.process.clone()).collect()

@@ -120,9 +120,9 @@ impl Prepared {
         drop(process.set_mm(std::sync::Arc::new(crate::sync::OrderedMutex::new(self.space))));
         *process.program.lock().unwrap() = Some(self.program);
         *process.exe.lock().unwrap() = self.exe;
-        *process.exe_file.lock().unwrap() = self.exe_file;
-        *process.cmdline.lock().unwrap() = self.cmdline;
-        *process.environ.lock().unwrap() = self.environ;
+        *process.exe_file.lock().unwrap() = self.exe_file.into();
+        *process.cmdline.lock().unwrap() = self.cmdline.into();
+        *process.environ.lock().unwrap() = self.environ.into();
         self.start
     }
 }
