@@ -96,20 +96,30 @@ fn stat_line(kernel: &Kernel, p: &Process) -> Vec<u8> {
 }
 
 fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
-    let ids = crate::host::sys::ids();
+    let c = p.cred();
     let state = if p.stopped.load(std::sync::atomic::Ordering::Relaxed) != 0 { "T (stopped)" } else { "S (sleeping)" };
+    let groups: String = c.groups.iter().map(|g| format!("{g} ")).collect();
     let mut s = b"Name:\t".to_vec();
     s.extend(comm(p));
     s.extend(
         format!(
-            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{u}\t{eu}\t{eu}\t{eu}\nGid:\t{g}\t{eg}\t{eg}\t{eg}\nThreads:\t{}\n",
+            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nThreads:\t{}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
             kernel.tasks.ppid(p.pid),
+            c.uid,
+            c.euid,
+            c.suid,
+            c.fsuid,
+            c.gid,
+            c.egid,
+            c.sgid,
+            c.fsgid,
             p.threads.lock().unwrap().len().max(1),
+            c.cap_inheritable,
+            c.cap_permitted,
+            c.cap_effective,
+            c.cap_bset,
+            0,
             pid = p.pid,
-            u = ids.uid,
-            eu = ids.euid,
-            g = ids.gid,
-            eg = ids.egid,
         )
         .into_bytes(),
     );

@@ -6,6 +6,7 @@
 //! the conversion to `-errno` in rax happens once, here.
 
 mod args;
+mod cred;
 mod exec;
 mod file_ops;
 mod fs;
@@ -14,6 +15,7 @@ mod io;
 mod memory;
 pub mod names;
 mod process;
+mod sched;
 mod signal;
 pub mod table;
 mod time;

@@ -75,7 +75,7 @@ pub fn sys_rt_sigprocmask(
 }
 
 fn sender_info(ctx: &Ctx, sig: i32, code: i32) -> SigInfo {
-    SigInfo::from_process(sig, code, ctx.process().pid, crate::host::sys::ids().uid)
+    SigInfo::from_process(sig, code, ctx.process().pid, ctx.t.thread.cred.lock().unwrap().uid)
 }
 
 pub fn sys_kill(ctx: &mut Ctx, pid: i32, Signal(sig): Signal) -> SysResult {

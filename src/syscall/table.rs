@@ -7,7 +7,7 @@
 
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
-use super::{exec, fs, info, io, memory, process, signal, time, wait, Args, Ctx, SysResult};
+use super::{cred, exec, fs, info, io, memory, process, sched, signal, time, wait, Args, Ctx, SysResult};
 use std::sync::OnceLock;
 
 /// What the dispatcher calls: `sys!` makes one per entry, which decodes the
@@ -227,18 +227,40 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(98, time::sys_getrusage(i32, UserPtr)).partial("CPU times only for RUSAGE_CHILDREN"),
     sys!(99, info::sys_sysinfo(UserPtr)),
     sys!(100, time::sys_times(UserPtr)),
-    sys!(102, process::sys_getuid()),
-    sys!(104, process::sys_getgid()),
-    sys!(107, process::sys_geteuid()),
-    sys!(108, process::sys_getegid()),
+    sys!(102, cred::sys_getuid()),
+    sys!(104, cred::sys_getgid()),
+    sys!(105, cred::sys_setuid(u32)),
+    sys!(106, cred::sys_setgid(u32)),
+    sys!(107, cred::sys_geteuid()),
+    sys!(108, cred::sys_getegid()),
     sys!(110, process::sys_getppid()),
     sys!(109, exec::sys_setpgid(i32, i32)),
     sys!(111, exec::sys_getpgrp()),
     sys!(112, exec::sys_setsid()),
+    sys!(113, cred::sys_setreuid(u32, u32)),
+    sys!(114, cred::sys_setregid(u32, u32)),
+    sys!(115, cred::sys_getgroups(i32, UserPtr)),
+    sys!(116, cred::sys_setgroups(i32, UserPtr)),
+    sys!(117, cred::sys_setresuid(u32, u32, u32)),
+    sys!(118, cred::sys_getresuid(UserPtr, UserPtr, UserPtr)),
+    sys!(119, cred::sys_setresgid(u32, u32, u32)),
+    sys!(120, cred::sys_getresgid(UserPtr, UserPtr, UserPtr)),
     sys!(121, exec::sys_getpgid(i32)),
+    sys!(122, cred::sys_setfsuid(u32)),
+    sys!(123, cred::sys_setfsgid(u32)),
     sys!(124, exec::sys_getsid(i32)),
+    sys!(125, cred::sys_capget(UserPtr, UserPtr)),
+    sys!(126, cred::sys_capset(UserPtr, UserPtr)),
+    sys!(140, sched::sys_getpriority(i32, i32)),
+    sys!(141, sched::sys_setpriority(i32, i32, i32)),
+    sys!(142, sched::sys_sched_setparam(i32, UserPtr)),
+    sys!(143, sched::sys_sched_getparam(i32, UserPtr)),
+    sys!(144, sched::sys_sched_setscheduler(i32, i32, UserPtr)),
+    sys!(145, sched::sys_sched_getscheduler(i32)),
+    sys!(146, sched::sys_sched_get_priority_max(i32)),
+    sys!(147, sched::sys_sched_get_priority_min(i32)),
     sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
-        .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS"),
+        .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP"),
     sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
     sys!(160, info::sys_setrlimit(u32, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
     sys!(186, process::sys_gettid()),
@@ -249,6 +271,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(131, signal::sys_sigaltstack(UserPtr, UserPtr)),
     sys!(200, signal::sys_tkill(i32, Signal)),
     sys!(201, time::sys_time(UserPtr)),
+    sys!(203, sched::sys_sched_setaffinity(i32, u32, UserPtr)),
+    sys!(204, sched::sys_sched_getaffinity(i32, u32, UserPtr)),
     // The 4th argument is a timeout pointer or, for the requeues, a count:
     // the operation decides.
     sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial("no PI futexes"),
@@ -279,6 +303,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(293, io::sys_pipe2(UserPtr, OpenFlags)),
     sys!(297, signal::sys_rt_tgsigqueueinfo(i32, i32, Signal, UserPtr)),
     sys!(302, info::sys_prlimit64(i32, u32, UserPtr, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
+    sys!(309, sched::sys_getcpu(UserPtr, UserPtr, UserPtr)),
     sys!(316, fs::sys_renameat2(DirFd, Path, DirFd, Path, Hex<u32>)).changes_inodes(),
     sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),
     sys!(332, fs::sys_statx(DirFd, Path, AtFlags, Hex<u32>, UserPtr)),
