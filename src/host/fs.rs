@@ -374,3 +374,129 @@ pub fn memfd_with(content: &[u8]) -> R<OwnedFd> {
     lseek(fd.as_fd(), 0, libc::SEEK_SET)?;
     Ok(fd)
 }
+
+/// fchownat(2); uid or gid u32::MAX leaves it as it is.
+pub fn fchownat(dirfd: BorrowedFd, name: &CStr, uid: u32, gid: u32, flags: i32) -> R<()> {
+    let call = args([raw(dirfd), name.as_ptr() as u64, uid as u64, gid as u64, flags as u64]);
+    // SAFETY: valid path.
+    unsafe { syscall(libc::SYS_fchownat, call) }.map(drop)
+}
+
+pub fn fchown(fd: BorrowedFd, uid: u32, gid: u32) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_fchown, args([raw(fd), uid as u64, gid as u64])) }.map(drop)
+}
+
+/// fstatfs(2) straight into guest memory (a guest's struct statfs is the
+/// host's).
+pub fn fstatfs_into(fd: BorrowedFd, out: GuestRange) -> R<()> {
+    assert!(out.len() >= size_of::<libc::statfs>());
+    // SAFETY: `out` lies inside physical memory and is large enough.
+    unsafe { syscall(libc::SYS_fstatfs, args([raw(fd), out.ptr() as u64])) }.map(drop)
+}
+
+/// statfs(2) of a host path, straight into guest memory.
+pub fn statfs_into(path: &CStr, out: GuestRange) -> R<()> {
+    assert!(out.len() >= size_of::<libc::statfs>());
+    // SAFETY: as for fstatfs_into; `path` is a valid C string.
+    unsafe { syscall(libc::SYS_statfs, args([path.as_ptr() as u64, out.ptr() as u64])) }.map(drop)
+}
+
+pub fn mknodat(dirfd: BorrowedFd, name: &CStr, mode: u32, dev: u32) -> R<()> {
+    // SAFETY: valid path.
+    unsafe { syscall(libc::SYS_mknodat, args([raw(dirfd), name.as_ptr() as u64, mode as u64, dev as u64])) }.map(drop)
+}
+
+pub fn fallocate(fd: BorrowedFd, mode: i32, offset: i64, len: i64) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall_retry(libc::SYS_fallocate, args([raw(fd), mode as u64, offset as u64, len as u64])) }.map(drop)
+}
+
+pub fn fadvise64(fd: BorrowedFd, offset: i64, len: i64, advice: i32) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_fadvise64, args([raw(fd), offset as u64, len as u64, advice as u64])) }.map(drop)
+}
+
+pub fn readahead(fd: BorrowedFd, offset: i64, count: usize) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_readahead, args([raw(fd), offset as u64, count as u64])) }.map(drop)
+}
+
+pub fn sync() {
+    // SAFETY: no arguments; cannot fail.
+    let _ = unsafe { syscall(libc::SYS_sync, args([])) };
+}
+
+pub fn syncfs(fd: BorrowedFd) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_syncfs, args([raw(fd)])) }.map(drop)
+}
+
+pub fn sync_file_range(fd: BorrowedFd, offset: i64, nbytes: i64, flags: u32) -> R<()> {
+    let call = args([raw(fd), offset as u64, nbytes as u64, flags as u64]);
+    // SAFETY: plain descriptor call.
+    unsafe { syscall_retry(libc::SYS_sync_file_range, call) }.map(drop)
+}
+
+/// preadv2(2) into checked guest ranges; `offset` -1 is the file position.
+pub fn preadv2(fd: BorrowedFd, bufs: &[GuestRange], offset: i64, flags: i32) -> R<usize> {
+    let iov = iovecs(bufs);
+    let call = args([raw(fd), iov.as_ptr() as u64, iov.len() as u64, offset as u64, 0, flags as u64]);
+    // SAFETY: every iovec is a checked range inside physical memory.
+    unsafe { syscall_retry(libc::SYS_preadv2, call) }
+}
+
+/// pwritev2(2) from checked guest ranges.
+pub fn pwritev2(fd: BorrowedFd, bufs: &[GuestRange], offset: i64, flags: i32) -> R<usize> {
+    let iov = iovecs(bufs);
+    let call = args([raw(fd), iov.as_ptr() as u64, iov.len() as u64, offset as u64, 0, flags as u64]);
+    // SAFETY: as for preadv2; the host only reads.
+    unsafe { syscall_retry(libc::SYS_pwritev2, call) }
+}
+
+/// An extended-attribute call's target: a host path (followed or not), or
+/// a descriptor.
+pub enum XattrOn<'a> {
+    Path(&'a CStr, bool),
+    Fd(BorrowedFd<'a>),
+}
+
+impl XattrOn<'_> {
+    /// The syscall number of the path, link and descriptor variants, and
+    /// the first argument.
+    fn pick(&self, path: libc::c_long, link: libc::c_long, fd: libc::c_long) -> (libc::c_long, u64) {
+        match self {
+            XattrOn::Path(p, true) => (path, p.as_ptr() as u64),
+            XattrOn::Path(p, false) => (link, p.as_ptr() as u64),
+            XattrOn::Fd(f) => (fd, raw(*f)),
+        }
+    }
+}
+
+/// getxattr(2) into a nomu buffer (empty: the size query).
+pub fn getxattr(on: &XattrOn, name: &CStr, value: &mut [u8]) -> R<usize> {
+    let (nr, target) = on.pick(libc::SYS_getxattr, libc::SYS_lgetxattr, libc::SYS_fgetxattr);
+    let call = args([target, name.as_ptr() as u64, value.as_mut_ptr() as u64, value.len() as u64]);
+    // SAFETY: valid path or descriptor and name; the host writes at most value.len() bytes.
+    unsafe { syscall(nr, call) }
+}
+
+pub fn setxattr(on: &XattrOn, name: &CStr, value: &[u8], flags: i32) -> R<()> {
+    let (nr, target) = on.pick(libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr);
+    let call = args([target, name.as_ptr() as u64, value.as_ptr() as u64, value.len() as u64, flags as u64]);
+    // SAFETY: valid path or descriptor and name; the host reads value.len() bytes.
+    unsafe { syscall(nr, call) }.map(drop)
+}
+
+/// listxattr(2) into a nomu buffer (empty: the size query).
+pub fn listxattr(on: &XattrOn, list: &mut [u8]) -> R<usize> {
+    let (nr, target) = on.pick(libc::SYS_listxattr, libc::SYS_llistxattr, libc::SYS_flistxattr);
+    // SAFETY: valid path or descriptor; the host writes at most list.len() bytes.
+    unsafe { syscall(nr, args([target, list.as_mut_ptr() as u64, list.len() as u64])) }
+}
+
+pub fn removexattr(on: &XattrOn, name: &CStr) -> R<()> {
+    let (nr, target) = on.pick(libc::SYS_removexattr, libc::SYS_lremovexattr, libc::SYS_fremovexattr);
+    // SAFETY: valid path or descriptor and name.
+    unsafe { syscall(nr, args([target, name.as_ptr() as u64])) }.map(drop)
+}

@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 /// What a path names, resolved inside the root.
-enum Target {
+pub(super) enum Target {
     /// The object itself, as a host O_PATH descriptor opened for the call.
     Object(OwnedFd),
     /// An open file of the guest's (an empty path with AT_EMPTY_PATH).
@@ -26,7 +26,7 @@ enum Target {
 
 impl Target {
     /// The (directory, name, AT_ flags) triple a host *at call takes.
-    fn at(&self) -> (std::os::fd::BorrowedFd<'_>, CString, i32) {
+    pub(super) fn at(&self) -> (std::os::fd::BorrowedFd<'_>, CString, i32) {
         match self {
             Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd.as_fd()), 0),
             Target::File(f) => (hostfs::cwd(), proc_fd_path(f.fd()), 0),
@@ -38,7 +38,7 @@ impl Target {
     }
 
     /// The host descriptor of the object itself, if the target is one.
-    fn object_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub(super) fn object_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         match self {
             Target::Object(fd) => Some(fd.as_fd()),
             Target::File(f) => Some(f.fd()),
@@ -119,7 +119,7 @@ impl Ctx<'_, '_> {
         }
     }
 
-    fn target(&self, dirfd: DirFd, pathname: Path, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
+    pub(super) fn target(&self, dirfd: DirFd, pathname: Path, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
         let abs = self.abs_path(dirfd, pathname, empty_ok)?;
         if abs.is_empty() {
             if dirfd == DirFd::CWD {
@@ -147,7 +147,7 @@ impl Ctx<'_, '_> {
 /// nodes whatever the root holds, and with `--root /` all of /dev is the
 /// host's): their attributes and names are not a guest's to change. EPERM,
 /// as in an unprivileged container, whose /dev nodes belong to the host.
-fn refuse_device_node(st: &libc::stat) -> Result<(), Errno> {
+pub(super) fn refuse_device_node(st: &libc::stat) -> Result<(), Errno> {
     match FileKind::from_mode(st.st_mode) {
         FileKind::CharDevice | FileKind::BlockDevice => Err(Errno::EPERM),
         _ => Ok(()),
@@ -165,7 +165,7 @@ fn refuse_device_entry(dir: &OwnedFd, name: &CString) -> Result<(), Errno> {
 
 /// `/proc/self/fd/N` of a host descriptor: lets calls that cannot take an
 /// O_PATH descriptor (chmod, access, link) act on a resolved object.
-fn proc_fd_path(fd: std::os::fd::BorrowedFd) -> CString {
+pub(super) fn proc_fd_path(fd: std::os::fd::BorrowedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
 }
 
@@ -239,7 +239,7 @@ fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
     }
 }
 
-fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
+pub(super) fn stat_target(t: &Target) -> Result<libc::stat, Errno> {
     match t.object_fd() {
         Some(fd) => hostfs::fstat(fd),
         None => {
@@ -555,6 +555,10 @@ pub fn sys_utimensat(
     } else {
         None
     };
+    do_utimes(ctx, dirfd, pathname, ts, flags)
+}
+
+fn do_utimes(ctx: &Ctx, dirfd: DirFd, pathname: Path, ts: Option<[libc::timespec; 2]>, flags: i32) -> SysResult {
     // A NULL path means the descriptor itself (futimens).
     if pathname.is_null() {
         let f = ctx.file(dirfd.fd())?;
@@ -566,6 +570,115 @@ pub fn sys_utimensat(
     refuse_device_node(&stat_target(&t)?)?;
     let (dir, name, at_flags) = t.at();
     hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
+}
+
+/// utimes(2) and futimesat(2): microseconds, 0..1000000 (the UTIME_
+/// values are utimensat's only).
+fn do_futimesat(ctx: &Ctx, dirfd: DirFd, pathname: Path, times: u64) -> SysResult {
+    let ts = if times != 0 {
+        let tv: [libc::timeval; 2] = ctx.mem().read(times)?;
+        if tv.iter().any(|t| !(0..1_000_000).contains(&t.tv_usec)) {
+            return Err(Errno::EINVAL);
+        }
+        Some(tv.map(|t| libc::timespec { tv_sec: t.tv_sec, tv_nsec: t.tv_usec * 1000 }))
+    } else {
+        None
+    };
+    if pathname.is_null() && dirfd == DirFd::CWD {
+        return Err(Errno::EFAULT);
+    }
+    do_utimes(ctx, dirfd, pathname, ts, 0)
+}
+
+pub fn sys_utimes(ctx: &mut Ctx, pathname: Path, UserPtr(times): UserPtr) -> SysResult {
+    do_futimesat(ctx, DirFd::CWD, pathname, times)
+}
+
+pub fn sys_futimesat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, UserPtr(times): UserPtr) -> SysResult {
+    do_futimesat(ctx, dirfd, pathname, times)
+}
+
+pub fn sys_fchownat(
+    ctx: &mut Ctx,
+    dirfd: DirFd,
+    pathname: Path,
+    uid: u32,
+    gid: u32,
+    AtFlags(flags): AtFlags,
+) -> SysResult {
+    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    refuse_device_node(&stat_target(&t)?)?;
+    let (dir, name, at_flags) = t.at();
+    hostfs::fchownat(dir, &name, uid, gid, at_flags).map(|_| 0)
+}
+
+pub fn sys_chown(ctx: &mut Ctx, pathname: Path, uid: u32, gid: u32) -> SysResult {
+    sys_fchownat(ctx, DirFd::CWD, pathname, uid, gid, AtFlags(0))
+}
+
+pub fn sys_lchown(ctx: &mut Ctx, pathname: Path, uid: u32, gid: u32) -> SysResult {
+    sys_fchownat(ctx, DirFd::CWD, pathname, uid, gid, AtFlags(libc::AT_SYMLINK_NOFOLLOW))
+}
+
+pub fn sys_fchown(ctx: &mut Ctx, fd: Fd, uid: u32, gid: u32) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    refuse_device_node(&hostfs::fstat(f.fd())?)?;
+    hostfs::fchown(f.fd(), uid, gid).map(|_| 0)
+}
+
+/// statfs of what a path names: the host's answer for the file system it
+/// lies on.
+pub fn sys_statfs(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysResult {
+    let t = ctx.target(DirFd::CWD, pathname, true, false)?;
+    let size = std::mem::size_of::<libc::statfs>();
+    ctx.mem().with_full_range(buf, size, true, |out| match &t {
+        Target::HostPath(p, _) => hostfs::statfs_into(p, out),
+        t => match t.object_fd() {
+            Some(fd) => hostfs::fstatfs_into(fd, out),
+            // A final symlink is followed: never an unfollowed entry.
+            None => Err(Errno::EINVAL),
+        },
+    })?;
+    Ok(0)
+}
+
+pub fn sys_fstatfs(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
+    let f = ctx.file(fd)?;
+    let size = std::mem::size_of::<libc::statfs>();
+    ctx.mem().with_full_range(buf, size, true, |out| hostfs::fstatfs_into(f.fd(), out))?;
+    Ok(0)
+}
+
+/// mknod: FIFOs, sockets and regular files are made on the host; device
+/// nodes are EPERM, as in an unprivileged container (a guest's device
+/// node would reach the host's devices past its root).
+pub fn sys_mknodat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, Mode(mode): Mode, dev: u32) -> SysResult {
+    let kind = mode & libc::S_IFMT;
+    match kind {
+        0 | libc::S_IFREG | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO | libc::S_IFSOCK => {}
+        libc::S_IFDIR => return Err(Errno::EPERM),
+        _ => return Err(Errno::EINVAL),
+    }
+    let (dir, name) = entry(ctx, dirfd, pathname)?;
+    if kind == libc::S_IFCHR || kind == libc::S_IFBLK {
+        // What exists is EEXIST first, as the lookup comes before the
+        // permission check.
+        if hostfs::fstatat(dir.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW).is_ok() {
+            return Err(Errno::EEXIST);
+        }
+        ctx.note("device nodes cannot be made (as in an unprivileged container)");
+        return Err(Errno::EPERM);
+    }
+    let kind = if kind == 0 { libc::S_IFREG } else { kind };
+    hostfs::mknodat(dir.as_fd(), &name, kind | (mode & 0o7777 & !ctx.umask()), dev).map(|_| 0)
+}
+
+pub fn sys_mknod(ctx: &mut Ctx, pathname: Path, mode: Mode, dev: u32) -> SysResult {
+    sys_mknodat(ctx, DirFd::CWD, pathname, mode, dev)
 }
 
 pub fn sys_umask(ctx: &mut Ctx, Mode(mask): Mode) -> SysResult {

@@ -21,6 +21,7 @@ pub mod table;
 mod time;
 mod trace;
 mod wait;
+mod xattr;
 
 use crate::abi::errno::Errno;
 use crate::entry::TrapFrame;
