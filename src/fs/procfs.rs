@@ -118,7 +118,7 @@ fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
             c.cap_permitted,
             c.cap_effective,
             c.cap_bset,
-            0,
+            c.cap_ambient,
             pid = p.pid,
         )
         .into_bytes(),

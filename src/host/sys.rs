@@ -60,6 +60,7 @@ pub struct HostCred {
     /// Effective, permitted, inheritable capabilities, and the bounding set.
     pub caps: [u64; 3],
     pub bset: u64,
+    pub ambient: u64,
 }
 
 /// Asked of the host once: nomu never changes its own credentials.
@@ -85,14 +86,20 @@ pub fn host_cred() -> &'static HostCred {
         // SAFETY: header and data are what capget reads and writes.
         let ok = unsafe { libc::syscall(libc::SYS_capget, header.as_ptr(), data.as_mut_ptr()) } == 0;
         let cap = |i: usize| if ok { u64::from(data[i]) | u64::from(data[i + 3]) << 32 } else { 0 };
-        let mut bset = 0;
+        let (mut bset, mut ambient) = (0, 0);
         for c in 0..64 {
-            // SAFETY: PR_CAPBSET_READ only reads; unknown capabilities are EINVAL.
+            // SAFETY: these prctls only read; unknown capabilities are EINVAL.
             if unsafe { libc::prctl(libc::PR_CAPBSET_READ, c as libc::c_ulong, 0, 0, 0) } == 1 {
                 bset |= 1 << c;
             }
+            // SAFETY: as above.
+            let set =
+                unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_IS_SET, c as libc::c_ulong, 0, 0) };
+            if set == 1 {
+                ambient |= 1 << c;
+            }
         }
-        HostCred { uids: u, gids: g, groups, caps: [cap(0), cap(1), cap(2)], bset }
+        HostCred { uids: u, gids: g, groups, caps: [cap(0), cap(1), cap(2)], bset, ambient }
     })
 }
 

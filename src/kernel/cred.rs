@@ -62,6 +62,9 @@ pub struct Cred {
     pub cap_permitted: u64,
     pub cap_inheritable: u64,
     pub cap_bset: u64,
+    /// The ambient set: kept across execve of a program without file
+    /// capabilities (always inside permitted and inheritable).
+    pub cap_ambient: u64,
     /// SECBIT_KEEP_CAPS (PR_SET_KEEPCAPS): capabilities survive leaving uid 0.
     pub keep_caps: bool,
 }
@@ -86,6 +89,7 @@ impl Cred {
             cap_permitted: h.caps[1] & CAP_VALID_MASK,
             cap_inheritable: h.caps[2] & CAP_VALID_MASK,
             cap_bset: h.bset & CAP_VALID_MASK,
+            cap_ambient: h.ambient & CAP_VALID_MASK,
             keep_caps: false,
         }
     }
@@ -293,7 +297,21 @@ impl Cred {
         if !subset(i, self.cap_inheritable | self.cap_bset) || !subset(p, self.cap_permitted) || !subset(e, p) {
             return Err(Errno::EPERM);
         }
-        Ok(Cred { cap_effective: e, cap_permitted: p, cap_inheritable: i, ..self.clone() })
+        let cap_ambient = self.cap_ambient & p & i;
+        Ok(Cred { cap_effective: e, cap_permitted: p, cap_inheritable: i, cap_ambient, ..self.clone() })
+    }
+
+    /// PR_CAP_AMBIENT_RAISE (`raise`) and _LOWER of one capability.
+    pub fn set_ambient(&self, cap: u32, raise: bool) -> Result<Cred, Errno> {
+        if cap > CAP_LAST_CAP {
+            return Err(Errno::EINVAL);
+        }
+        let bit = 1 << cap;
+        if raise && (self.cap_permitted & bit == 0 || self.cap_inheritable & bit == 0) {
+            return Err(Errno::EPERM);
+        }
+        let cap_ambient = if raise { self.cap_ambient | bit } else { self.cap_ambient & !bit };
+        Ok(Cred { cap_ambient, ..self.clone() })
     }
 
     /// PR_CAPBSET_DROP.
@@ -310,15 +328,20 @@ impl Cred {
     /// What execve makes of them, for a program with no set-id bits and
     /// no file capabilities (cap_bprm_creds_from_file): the saved and fs
     /// ids become the effective ones; uid 0 (real or effective) gets the
-    /// bounding set, everyone else no capabilities (no ambient set).
+    /// bounding set and the inheritable one, everyone else the ambient set
+    /// only (dropped when the effective ids are not the real ones).
     pub fn for_exec(&self) -> Cred {
         let mut new = self.clone();
         new.suid = new.euid;
         new.fsuid = new.euid;
         new.sgid = new.egid;
         new.fsgid = new.egid;
-        new.cap_permitted = if new.euid == 0 || new.uid == 0 { self.cap_bset | self.cap_inheritable } else { 0 };
-        new.cap_effective = if new.euid == 0 { new.cap_permitted } else { 0 };
+        if new.euid != new.uid || new.egid != new.gid {
+            new.cap_ambient = 0;
+        }
+        let root = if new.euid == 0 || new.uid == 0 { self.cap_bset | self.cap_inheritable } else { 0 };
+        new.cap_permitted = root | new.cap_ambient;
+        new.cap_effective = if new.euid == 0 { new.cap_permitted } else { new.cap_ambient };
         new.keep_caps = false;
         new
     }
@@ -327,9 +350,12 @@ impl Cred {
     fn fix_setxuid(&mut self, old: &Cred) {
         let had_root = old.uid == 0 || old.euid == 0 || old.suid == 0;
         let has_root = self.uid == 0 || self.euid == 0 || self.suid == 0;
-        if had_root && !has_root && !self.keep_caps {
-            self.cap_permitted = 0;
-            self.cap_effective = 0;
+        if had_root && !has_root {
+            if !self.keep_caps {
+                self.cap_permitted = 0;
+                self.cap_effective = 0;
+            }
+            self.cap_ambient = 0;
         }
         if old.euid == 0 && self.euid != 0 {
             self.cap_effective = 0;
@@ -359,6 +385,7 @@ mod tests {
             cap_permitted: CAP_VALID_MASK,
             cap_inheritable: 0,
             cap_bset: CAP_VALID_MASK,
+            cap_ambient: 0,
             keep_caps: false,
         }
     }
@@ -437,6 +464,22 @@ mod tests {
         // Without CAP_SETPCAP the inheritable set stays inside the permitted.
         assert_eq!(c.capset(0, 1 << CAP_SETUID, 1 << CAP_CHOWN), Err(Errno::EPERM));
         assert!(c.capset(0, 1 << CAP_SETUID, 1 << CAP_SETUID).is_ok());
+    }
+
+    #[test]
+    fn ambient_capabilities_survive_exec_as_another_user() {
+        let mut r = root();
+        r.keep_caps = true;
+        let c = r.capset(CAP_VALID_MASK, CAP_VALID_MASK, 1 << CAP_SYS_NICE).unwrap();
+        let c = c.set_ambient(CAP_SYS_NICE, true).unwrap();
+        assert_eq!(c.set_ambient(CAP_CHOWN, true), Err(Errno::EPERM));
+        let u = c.setresuid(1000, 1000, 1000).unwrap();
+        // Leaving uid 0 clears the ambient set, keep-caps or not.
+        assert_eq!(u.cap_ambient, 0);
+        let u = u.set_ambient(CAP_SYS_NICE, true).unwrap().for_exec();
+        assert_eq!((u.cap_effective, u.cap_permitted), (1 << CAP_SYS_NICE, 1 << CAP_SYS_NICE));
+        // Dropping it from the inheritable set drops it from the ambient one.
+        assert_eq!(u.capset(0, u.cap_permitted, 0).unwrap().cap_ambient, 0);
     }
 
     #[test]

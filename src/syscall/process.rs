@@ -4,7 +4,7 @@ use super::args::{Hex, UserPtr};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
-use crate::kernel::cred::CAP_LAST_CAP;
+use crate::kernel::cred::{Cred, CAP_LAST_CAP};
 use crate::kernel::process::ExitStatus;
 
 /// exit(2) ends the calling thread; the process ends with its last thread.
@@ -108,12 +108,27 @@ const PR_SET_NAME: i32 = 15;
 const PR_GET_NAME: i32 = 16;
 const PR_CAPBSET_READ: i32 = 23;
 const PR_CAPBSET_DROP: i32 = 24;
+const PR_GET_SECUREBITS: i32 = 27;
 const PR_SET_NO_NEW_PRIVS: i32 = 38;
 const PR_GET_NO_NEW_PRIVS: i32 = 39;
+const PR_CAP_AMBIENT: i32 = 47;
+const PR_CAP_AMBIENT_IS_SET: u64 = 1;
+const PR_CAP_AMBIENT_RAISE: u64 = 2;
+const PR_CAP_AMBIENT_LOWER: u64 = 3;
+const PR_CAP_AMBIENT_CLEAR_ALL: u64 = 4;
+/// SECBIT_KEEP_CAPS, the one secure bit nomu keeps.
+const SECBIT_KEEP_CAPS: u64 = 1 << 4;
 
 /// The option is an `int` (the upper half of its register is ignored);
 /// what the unsigned long arguments mean depends on it.
-pub fn sys_prctl(ctx: &mut Ctx, option: i32, Hex(arg2): Hex, _arg3: Hex, _arg4: Hex, _arg5: Hex) -> SysResult {
+pub fn sys_prctl(
+    ctx: &mut Ctx,
+    option: i32,
+    Hex(arg2): Hex,
+    Hex(arg3): Hex,
+    Hex(arg4): Hex,
+    Hex(arg5): Hex,
+) -> SysResult {
     match option {
         PR_SET_NAME => {
             // Linux takes at most 15 bytes, NUL-terminated or not.
@@ -160,6 +175,21 @@ pub fn sys_prctl(ctx: &mut Ctx, option: i32, Hex(arg2): Hex, _arg3: Hex, _arg4: 
         }
         PR_CAPBSET_DROP => {
             let new = ctx.cred().drop_bset(arg2.min(u64::from(u32::MAX)) as u32)?;
+            *ctx.t.thread.cred.lock().unwrap() = new;
+            Ok(0)
+        }
+        PR_GET_SECUREBITS => Ok(if ctx.cred().keep_caps { SECBIT_KEEP_CAPS } else { 0 }),
+        PR_CAP_AMBIENT => {
+            let c = ctx.cred();
+            let new = match arg2 {
+                PR_CAP_AMBIENT_CLEAR_ALL if arg3 | arg4 | arg5 == 0 => Cred { cap_ambient: 0, ..c },
+                _ if arg3 > u64::from(CAP_LAST_CAP) || arg4 | arg5 != 0 => return Err(Errno::EINVAL),
+                PR_CAP_AMBIENT_IS_SET => return Ok(c.cap_ambient >> arg3 & 1),
+                PR_CAP_AMBIENT_RAISE | PR_CAP_AMBIENT_LOWER => {
+                    c.set_ambient(arg3 as u32, arg2 == PR_CAP_AMBIENT_RAISE)?
+                }
+                _ => return Err(Errno::EINVAL),
+            };
             *ctx.t.thread.cred.lock().unwrap() = new;
             Ok(0)
         }

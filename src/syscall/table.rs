@@ -263,7 +263,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(146, sched::sys_sched_get_priority_max(i32)),
     sys!(147, sched::sys_sched_get_priority_min(i32)),
     sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
-        .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP"),
+        .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS"),
     sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
     sys!(160, info::sys_setrlimit(u32, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
     sys!(162, io::sys_sync()),

@@ -1,6 +1,7 @@
 /* User and group ids, supplementary groups and capabilities: the set*id
  * family with Linux's rules, getres*id, setfs*id, getgroups/setgroups,
- * capget/capset, PR_SET_KEEPCAPS, PR_CAPBSET_READ, what execve and
+ * capget/capset, PR_SET_KEEPCAPS, PR_CAPBSET_READ/DROP, PR_CAP_AMBIENT,
+ * PR_GET_SECUREBITS, what execve and
  * posix_spawn(POSIX_SPAWN_RESETIDS) do to them, and that a raw setuid
  * changes its calling thread only (libc's changes every thread).
  *
@@ -320,6 +321,57 @@ static void saved_root(void)
 	CHECK(resuid(5, 5, 5));
 }
 
+#define CAP_SYS_NICE 23
+#define SECBIT_KEEP_CAPS 0x10
+
+static void ambient(void)
+{
+	printf("== the ambient set\n");
+	struct caps c;
+	CHECK_OK(get_caps(0, &c));
+	CHECK_EQ(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_NICE, 0, 0), 0);
+	CHECK_ERR(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0), EPERM); /* not inheritable */
+	c.inheritable = 1ull << CAP_SYS_NICE | 1ull << 2;
+	CHECK_OK(set_caps(&c));
+	CHECK_OK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0));
+	CHECK_EQ(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_NICE, 0, 0), 1);
+	CHECK_ERR(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, 64, 0, 0), EINVAL);
+	CHECK_ERR(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 1, 0, 0), EINVAL);
+	CHECK_ERR(prctl(PR_CAP_AMBIENT, 9, CAP_SYS_NICE, 0, 0), EINVAL);
+	CHECK_OK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, CAP_SYS_NICE, 0, 0));
+	CHECK_EQ(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_NICE, 0, 0), 0);
+	CHECK_OK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0));
+	CHECK_OK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0));
+	CHECK_EQ(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_NICE, 0, 0), 0);
+	/* Leaving uid 0 clears it, keep-caps or not; raised again, it is what
+	 * the next program starts with. */
+	CHECK_OK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0));
+	CHECK_OK(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0));
+	CHECK_EQ(prctl(PR_GET_SECUREBITS, 0, 0, 0, 0), SECBIT_KEEP_CAPS);
+	CHECK_OK(setresuid(1000, 1000, 1000));
+	CHECK_EQ(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_NICE, 0, 0), 0);
+	CHECK_OK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0));
+	CHECK_OK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, 2, 0, 0));
+	may_search();
+	CHECK_EQ(run_self("ambient-child", NULL, 0), 0);
+	/* Dropped from the inheritable set, it leaves the ambient one. */
+	CHECK_OK(get_caps(0, &c));
+	c.inheritable = 1ull << 2;
+	CHECK_OK(set_caps(&c));
+	CHECK_EQ(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_NICE, 0, 0), 0);
+}
+
+static int ambient_child(void)
+{
+	struct caps c;
+	uint64_t want = 1ull << CAP_SYS_NICE | 1ull << 2;
+	return get_caps(0, &c) == 0 && c.effective == want && c.permitted == want &&
+			       prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, CAP_SYS_NICE, 0, 0) == 1 &&
+			       prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) == 0 && geteuid() == 1000
+		       ? 0
+		       : 1;
+}
+
 static void bounding_set(void)
 {
 	printf("== the bounding set\n");
@@ -392,12 +444,16 @@ int main(int argc, char **argv)
 			return !has_cap(CAP_MKNOD) && has_cap(CAP_CHOWN) && prctl(PR_CAPBSET_READ, CAP_MKNOD, 0, 0, 0) == 0
 				       ? 0
 				       : 1;
+		if (!strcmp(argv[1], "ambient-child"))
+			return ambient_child();
 		if (!strcmp(argv[1], "drop"))
 			drop_all();
 		else if (!strcmp(argv[1], "exec-ids"))
 			exec_ids();
 		else if (!strcmp(argv[1], "saved-root"))
 			saved_root();
+		else if (!strcmp(argv[1], "ambient"))
+			ambient();
 		else if (!strcmp(argv[1], "bset"))
 			bounding_set();
 		else if (!strcmp(argv[1], "threads"))
@@ -409,6 +465,7 @@ int main(int argc, char **argv)
 		CHECK_EQ(run_self("drop", NULL, 0), 0);
 		CHECK_EQ(run_self("exec-ids", NULL, 0), 0);
 		CHECK_EQ(run_self("saved-root", NULL, 0), 0);
+		CHECK_EQ(run_self("ambient", NULL, 0), 0);
 		CHECK_EQ(run_self("bset", NULL, 0), 0);
 		CHECK_EQ(run_self("threads", NULL, 0), 0);
 	} else {

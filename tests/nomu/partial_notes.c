@@ -355,7 +355,7 @@ static const struct note {
 	{ "fork", "EINVAL, as on no-MMU Linux", check_fork },
 	{ "fcntl", "no record locks yet", check_fcntl },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
-	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP", check_prctl },
+	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
 	{ "futex", "no PI futexes", check_futex },
 	{ "prlimit64", "limits are recorded; NOFILE is enforced", check_prlimit64 },
