@@ -23,6 +23,7 @@ pub const CAP_DAC_OVERRIDE: u32 = 1;
 pub const CAP_DAC_READ_SEARCH: u32 = 2;
 pub const CAP_FOWNER: u32 = 3;
 pub const CAP_FSETID: u32 = 4;
+pub const CAP_KILL: u32 = 5;
 pub const CAP_SETGID: u32 = 6;
 pub const CAP_SETUID: u32 = 7;
 pub const CAP_SETPCAP: u32 = 8;

@@ -14,6 +14,7 @@
 
 #include <grp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -251,6 +252,19 @@ static void drop_all(void)
 	CHECK_ERR(setregid(102, -1), EPERM); /* only the real or effective gid */
 	CHECK_OK(setregid(101, -1));
 	CHECK(resgid(101, 101, 101));
+
+	/* Signals to root's processes: only SIGCONT, in the same session. */
+	pid_t parent = getppid();
+	CHECK_ERR(kill(parent, 0), EPERM);
+	CHECK_ERR(kill(parent, SIGUSR1), EPERM);
+	CHECK_OK(kill(parent, SIGCONT));
+	CHECK_ERR(syscall(SYS_tgkill, parent, parent, 0), EPERM);
+	CHECK_ERR(syscall(SYS_tkill, parent, SIGUSR1), EPERM);
+	CHECK_ERR(sigqueue(parent, SIGUSR1, (union sigval){ 0 }), EPERM);
+	CHECK_OK(kill(getpid(), 0));
+	/* Its real uid is what counts for the target: 1000's may be signalled. */
+	CHECK_OK(setresuid(-1, 1000, -1));
+	CHECK_OK(kill(getpid(), 0));
 }
 
 /* Before running a program as someone else: the search permission it
