@@ -630,10 +630,48 @@ pub fn sys_fchown(ctx: &mut Ctx, fd: Fd, uid: u32, gid: u32) -> SysResult {
     hostfs::fchown(f.fd(), uid, gid).map(|_| 0)
 }
 
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+/// ST_VALID, ST_NOSUID, ST_NODEV, ST_NOEXEC, ST_RELATIME: /proc's usual mount.
+const PROC_MOUNT_FLAGS: i64 = 0x20 | 0x2 | 0x4 | 0x8 | 0x1000;
+
+impl Ctx<'_, '_> {
+    /// Whether `abs` is a directory or file of nomu's own /proc (not a
+    /// link out of it, such as /proc/self/exe).
+    fn is_proc_node(&self, abs: &[u8]) -> bool {
+        if self.proc_dir(abs).is_some() {
+            return true;
+        }
+        match path::special(abs) {
+            Some(Special::Proc(p)) => {
+                matches!(procfs::resolve(self.kernel(), self.process(), &p), Ok(ProcNode::File(_)))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What statfs says of nomu's /proc: a proc file system, empty.
+fn proc_statfs(ctx: &Ctx, buf: u64) -> SysResult {
+    // struct statfs: type, bsize, blocks, bfree, bavail, files, ffree,
+    // fsid, namelen, frsize, flags, spare[4].
+    let mut st = [0i64; 15];
+    st[0] = PROC_SUPER_MAGIC;
+    st[1] = 4096;
+    st[8] = 255;
+    st[9] = 4096;
+    st[10] = PROC_MOUNT_FLAGS;
+    const _: () = assert!(std::mem::size_of::<[i64; 15]>() == std::mem::size_of::<libc::statfs>());
+    ctx.mem().write(buf, &st)?;
+    Ok(0)
+}
+
 /// statfs of what a path names: the host's answer for the file system it
-/// lies on.
+/// lies on (nomu's /proc answers for itself).
 pub fn sys_statfs(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysResult {
     let t = ctx.target(DirFd::CWD, pathname, true, false)?;
+    if ctx.is_proc_node(&ctx.abs_path(DirFd::CWD, pathname, false)?) {
+        return proc_statfs(ctx, buf);
+    }
     let size = std::mem::size_of::<libc::statfs>();
     ctx.mem().with_full_range(buf, size, true, |out| match &t {
         Target::HostPath(p, _) => hostfs::statfs_into(p, out),
@@ -648,6 +686,9 @@ pub fn sys_statfs(ctx: &mut Ctx, pathname: Path, UserPtr(buf): UserPtr) -> SysRe
 
 pub fn sys_fstatfs(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
     let f = ctx.file(fd)?;
+    if ctx.is_proc_node(&f.path) {
+        return proc_statfs(ctx, buf);
+    }
     let size = std::mem::size_of::<libc::statfs>();
     ctx.mem().with_full_range(buf, size, true, |out| hostfs::fstatfs_into(f.fd(), out))?;
     Ok(0)

@@ -114,6 +114,17 @@ static void statfs_calls(void)
 	CHECK_OK(pipe(p));
 	CHECK_OK(fstatfs(p[0], &a));
 	CHECK_EQ(a.f_type, PIPEFS_MAGIC);
+	/* /proc is a proc file system; what a link out of it names is not. */
+	CHECK_OK(statfs("/proc", &a));
+	CHECK_EQ(a.f_type, 0x9fa0);
+	CHECK_OK(statfs("/proc/self", &a));
+	CHECK_EQ(a.f_type, 0x9fa0);
+	int status = open("/proc/self/status", O_RDONLY);
+	CHECK_OK(fstatfs(status, &a));
+	CHECK_EQ(a.f_type, 0x9fa0);
+	close(status);
+	CHECK_OK(statfs("/proc/self/exe", &a));
+	CHECK(a.f_type != 0x9fa0);
 	/* O_PATH descriptors are enough. */
 	int opath = open(at("fs"), O_PATH);
 	CHECK_OK(fstatfs(opath, &a));
