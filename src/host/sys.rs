@@ -455,3 +455,14 @@ pub fn getcpu() -> R<(u32, u32)> {
     unsafe { syscall(libc::SYS_getcpu, call) }?;
     Ok((cpu, node))
 }
+
+/// The umask nomu was started with, which the first guest inherits. The
+/// host's own becomes 0 at the first call: nomu applies each guest's
+/// umask itself, and the host's must not mask the result again (a guest's
+/// umask 0 made files 0644 under nomu's 022).
+pub fn guest_umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    // SAFETY: umask cannot fail; nomu's kernel creates files only with
+    // modes it already masked.
+    *UMASK.get_or_init(|| unsafe { libc::umask(0) } as u32)
+}

@@ -100,11 +100,13 @@ pub struct Process {
 }
 
 impl Process {
-    /// The first process: nomu's own limits, an empty address space.
+    /// The first process: nomu's own limits and umask, an empty address
+    /// space.
     pub fn new_init(pid: u32, phys: &'static PhysicalMemory) -> Process {
         let rlimits = std::array::from_fn(|r| crate::host::sys::getrlimit(r as u32));
         let mm = crate::mm::space::new_shared(phys);
-        Process::with(pid, mm, FdTable::default(), b"/".to_vec(), 0o022, SignalActions::default(), rlimits, Vec::new())
+        let umask = crate::host::sys::guest_umask();
+        Process::with(pid, mm, FdTable::default(), b"/".to_vec(), umask, SignalActions::default(), rlimits, Vec::new())
     }
 
     /// A child created by vfork (or clone with CLONE_VM): it borrows the

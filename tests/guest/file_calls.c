@@ -157,6 +157,16 @@ static void mknod_calls(void)
 	CHECK_OK(fstatat(dfd, "fifo2", &st, 0));
 	CHECK(S_ISFIFO(st.st_mode));
 	CHECK_OK(mkfifoat(dfd, "fifo3", 0600));
+	/* The guest's umask alone masks the mode. */
+	umask(0);
+	CHECK_OK(mknodat(dfd, "fifo4", S_IFIFO | 0666, 0));
+	CHECK_OK(fstatat(dfd, "fifo4", &st, 0));
+	CHECK_EQ(st.st_mode & 07777, 0666);
+	CHECK_OK(mkdirat(dfd, "dir0", 0777));
+	CHECK_OK(fstatat(dfd, "dir0", &st, 0));
+	CHECK_EQ(st.st_mode & 07777, 0777);
+	CHECK_OK(unlinkat(dfd, "dir0", AT_REMOVEDIR));
+	umask(022);
 	close(dfd);
 	CHECK_ERR(mknod(at("fifo"), S_IFIFO | 0600, 0), EEXIST);
 	CHECK_ERR(mknod(at("dir"), S_IFDIR | 0700, 0), EPERM);
@@ -389,7 +399,7 @@ static void xattrs(void)
 
 static void cleanup(void)
 {
-	const char *names[] = { "owned", "link", "fs", "fifo", "fifo2", "fifo3", "plain", "reg", "sock",
+	const char *names[] = { "owned", "link", "fs", "fifo", "fifo2", "fifo3", "fifo4", "plain", "reg", "sock",
 				"space", "vec", "times", "attrs", "attrs-link" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		unlink(at(names[i]));
