@@ -47,6 +47,8 @@ struct caps {
 };
 
 static const char *self;
+/* The real uid waitid reported for the last child run_self ran. */
+static uid_t last_child_uid;
 
 static int get_caps(int pid, struct caps *c)
 {
@@ -104,10 +106,11 @@ static int run_self(const char *arg, const char *arg2, int flags)
 		errno = e;
 		return -1;
 	}
-	int st;
-	if (waitpid(pid, &st, 0) != pid)
+	siginfo_t info;
+	if (waitid(P_PID, pid, &info, WEXITED))
 		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	last_child_uid = info.si_uid;
+	return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
 }
 
 /* Child mode "ids R E S": exits 0 when its uids are R E S (and fs uid E),
@@ -286,6 +289,7 @@ static void exec_ids(void)
 	CHECK_OK(setresuid(1001, 1001, 1000));
 	may_search();
 	CHECK_EQ(run_self("ids", "1001 1001 1001", 0), 0);
+	CHECK_EQ(last_child_uid, 1001);
 	/* The saved id is still 1000 here. */
 	CHECK(resuid(1001, 1001, 1000));
 	CHECK_OK(setuid(1000));
@@ -307,6 +311,7 @@ static void saved_root(void)
 	 * capabilities, none effective. */
 	may_search();
 	CHECK_EQ(run_self("ids", "0 1000 1000", 0), 0);
+	CHECK_EQ(last_child_uid, 0);
 	CHECK_OK(seteuid(0));
 	CHECK_OK(get_caps(0, &c));
 	CHECK_EQ(c.effective, before.permitted);
