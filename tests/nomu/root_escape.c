@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +88,14 @@ int main(void)
 	expect_errno("touch /dev/null", utimensat(AT_FDCWD, "/dev/null", NULL, 0), EPERM);
 	expect_errno("futimens /dev/null", futimens(fd, t), EPERM);
 	expect_errno("utimensat nofollow /dev/urandom", utimensat(AT_FDCWD, "/dev/urandom", t, AT_SYMLINK_NOFOLLOW), EPERM);
+	expect_errno("chown /dev/null", chown("/dev/null", 1, 1), EPERM);
+	expect_errno("lchown /dev/zero", lchown("/dev/zero", 1, 1), EPERM);
+	expect_errno("fchown /dev/null", fchown(fd, 1, 1), EPERM);
+	expect_errno("fchownat /dev/urandom", fchownat(AT_FDCWD, "/dev/urandom", 1, 1, AT_SYMLINK_NOFOLLOW), EPERM);
+	expect_errno("utimes /dev/null", utimes("/dev/null", NULL), EPERM);
+	expect_errno("setxattr /dev/null", setxattr("/dev/null", "user.nomu", "x", 1, 0), EPERM);
+	expect_errno("fremovexattr /dev/null", fremovexattr(fd, "user.nomu"), EPERM);
+	expect_errno("mknod a device", mknod("/tmp/nomu-null", S_IFCHR | 0666, makedev(1, 3)), EPERM);
 	close(fd);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures != 0;
