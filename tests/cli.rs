@@ -169,6 +169,8 @@ utimes /dev/null: refused
 setxattr /dev/null: refused
 fremovexattr /dev/null: refused
 mknod a device: refused
+fchown /proc: refused
+fchown /proc/self: refused
 ok
 ";
     assert_eq!(text(&out.stdout), expected);

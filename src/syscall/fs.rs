@@ -864,6 +864,11 @@ pub fn sys_lchown(ctx: &mut Ctx, pathname: Path, uid: u32, gid: u32) -> SysResul
 
 pub fn sys_fchown(ctx: &mut Ctx, fd: Fd, uid: u32, gid: u32) -> SysResult {
     let f = ctx.io_file(fd)?;
+    // A /proc directory's host descriptor is the host's /proc: its owner
+    // is not a guest's to change (as chown of a /proc path, fchmod).
+    if f.proc.is_some() {
+        return Err(Errno::EPERM);
+    }
     refuse_device_node(&hostfs::fstat(f.fd())?)?;
     hostfs::fchown(f.fd(), uid, gid).map(|_| 0)
 }

@@ -4,7 +4,8 @@
  * the test also checks the host directory above the root is unchanged.
  * Run only under nomu with a scratch --root (it sets times on "/..").
  * Also: nomu's device nodes are the host's, so their attributes and names
- * are refused (EPERM). */
+ * are refused (EPERM), and so is the owner of a /proc directory, whose
+ * host descriptor is the host's /proc. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -96,6 +97,14 @@ int main(void)
 	expect_errno("setxattr /dev/null", setxattr("/dev/null", "user.nomu", "x", 1, 0), EPERM);
 	expect_errno("fremovexattr /dev/null", fremovexattr(fd, "user.nomu"), EPERM);
 	expect_errno("mknod a device", mknod("/tmp/nomu-null", S_IFCHR | 0666, makedev(1, 3)), EPERM);
+	close(fd);
+	/* nomu's /proc directories stand on the host's /proc: a guest's fchown
+	 * of one reached it (-1, -1 changes nothing, were it allowed). */
+	fd = open("/proc", O_RDONLY | O_DIRECTORY);
+	expect_errno("fchown /proc", fchown(fd, -1, -1), EPERM);
+	close(fd);
+	fd = open("/proc/self", O_RDONLY | O_DIRECTORY);
+	expect_errno("fchown /proc/self", fchown(fd, -1, -1), EPERM);
 	close(fd);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures != 0;
