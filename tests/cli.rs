@@ -161,6 +161,16 @@ utimensat /dev/null: refused
 touch /dev/null: refused
 futimens /dev/null: refused
 utimensat nofollow /dev/urandom: refused
+chown /dev/null: refused
+lchown /dev/zero: refused
+fchown /dev/null: refused
+fchownat /dev/urandom: refused
+utimes /dev/null: refused
+setxattr /dev/null: refused
+fremovexattr /dev/null: refused
+mknod a device: refused
+fchown /proc: refused
+fchown /proc/self: refused
 ok
 ";
     assert_eq!(text(&out.stdout), expected);

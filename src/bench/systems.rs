@@ -279,7 +279,7 @@ fn runsc_do(ctx: &Ctx, platform: &str) -> Command {
 /// platform, and --rootless when not run as root.
 fn gvisor_flags(platform: &str) -> Vec<String> {
     let mut f = vec!["--network=none".to_string(), format!("--platform={platform}")];
-    if crate::host::sys::ids().euid != 0 {
+    if crate::host::sys::host_cred().uids[1] != 0 {
         f.push("--rootless".into());
     }
     f

@@ -61,6 +61,24 @@ impl FdTable {
         Ok(())
     }
 
+    /// close_range(2): the open descriptors in [first, last] are taken out
+    /// (returned, for the caller to drop once the table is unlocked), or
+    /// only marked close-on-exec.
+    pub fn close_range(&mut self, first: usize, last: usize, cloexec_only: bool) -> Vec<FdEntry> {
+        let end = self.entries.len().min(last.saturating_add(1));
+        let mut closed = Vec::new();
+        for e in self.entries.iter_mut().take(end).skip(first) {
+            if cloexec_only {
+                if let Some(e) = e {
+                    e.cloexec = true;
+                }
+            } else if let Some(old) = e.take() {
+                closed.push(old);
+            }
+        }
+        closed
+    }
+
     /// execve: descriptors marked close-on-exec go away.
     pub fn close_on_exec(&mut self) {
         for e in self.entries.iter_mut() {

@@ -19,6 +19,7 @@ mod system;
 use crate::abi::errno::Errno;
 use crate::fs::file::OpenFile;
 use crate::host::fs as hostfs;
+use crate::kernel::cred::{Cred, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN};
 use crate::kernel::process::Process;
 use crate::kernel::Kernel;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -414,9 +415,11 @@ pub fn stat(kernel: &Kernel, node: Node) -> libc::stat {
         n if n.kind() == Kind::Dir => 2,
         _ => 1,
     };
-    if node.pid().is_some() {
-        let ids = crate::host::sys::ids();
-        (st.st_uid, st.st_gid) = (ids.euid, ids.egid);
+    // A process's entries belong to its effective ids (task_dump_owner;
+    // nomu's processes are always dumpable).
+    if let Some(p) = node.pid().and_then(|pid| kernel.tasks.process(pid)) {
+        let c = p.cred();
+        (st.st_uid, st.st_gid) = (c.euid, c.egid);
     }
     st.st_blksize = 1024;
     let t = boot_wall(kernel);
@@ -446,30 +449,70 @@ pub fn stat(kernel: &Kernel, node: Node) -> libc::stat {
     st
 }
 
-/// Whether the caller may access it with `mode` (R_OK, W_OK, X_OK), as
-/// Linux's generic_permission: root may read and write anything and
-/// execute what some execute bit allows.
-pub fn may_access(kernel: &Kernel, node: Node, mode: i32) -> Result<(), Errno> {
+/// Whether a caller with `cred` may access it with `mode` (R_OK, W_OK,
+/// X_OK), as Linux's generic_permission: the owner's, the group's or the
+/// others' bits by fs uid and group; then CAP_DAC_READ_SEARCH reads any
+/// file and reads and searches any directory, and CAP_DAC_OVERRIDE does
+/// anything but execute a file with no execute bit.
+pub fn may_access(kernel: &Kernel, node: Node, mode: i32, cred: &Cred) -> Result<(), Errno> {
     let st = stat(kernel, node);
-    let ids = crate::host::sys::ids();
     let perm = st.st_mode & 0o777;
-    let ok = if ids.euid == 0 {
-        mode & libc::X_OK == 0 || perm & 0o111 != 0 || node.kind() == Kind::Dir
+    let want = mode as u32 & 7;
+    let bits = if st.st_uid == cred.fsuid {
+        perm >> 6
+    } else if cred.in_group(st.st_gid) {
+        perm >> 3
     } else {
-        let bits = if st.st_uid == ids.euid {
-            perm >> 6
-        } else if st.st_gid == ids.egid {
-            perm >> 3
-        } else {
-            perm
-        } & 7;
-        (mode as u32 & 7) & !bits == 0
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(Errno::EACCES)
+        perm
+    } & 7;
+    if want & !bits == 0 {
+        return Ok(());
     }
+    let (w, x) = (libc::W_OK as u32, libc::X_OK as u32);
+    let dir = node.kind() == Kind::Dir;
+    let read_search = if dir { want & w == 0 } else { want == libc::R_OK as u32 };
+    if read_search && cred.capable(CAP_DAC_READ_SEARCH) {
+        return Ok(());
+    }
+    if (dir || want & x == 0 || perm & 0o111 != 0) && cred.capable(CAP_DAC_OVERRIDE) {
+        return Ok(());
+    }
+    Err(Errno::EACCES)
+}
+
+/// What an extended-attribute call on a /proc entry answers: Linux's proc
+/// has no xattr handlers, so a list is empty and every other call is
+/// EOPNOTSUPP, once the checks that come first have passed
+/// (xattr_permission and proc's own permission checks). `name` is None
+/// for a list; `cred` the caller's.
+pub fn xattr(kernel: &Kernel, node: Node, name: Option<&[u8]>, write: bool, cred: &Cred) -> Result<usize, Errno> {
+    let Some(name) = name else { return Ok(0) };
+    // A process's directory takes no attribute change of any name.
+    if write && node == Node::Pid(node.pid().unwrap_or(0), PidEntry::Dir) {
+        return Err(Errno::EPERM);
+    }
+    let refused = if write { Errno::EPERM } else { Errno::ENODATA };
+    if name.starts_with(b"security.") || name.starts_with(b"system.") {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if name.starts_with(b"trusted.") {
+        return Err(if cred.capable(CAP_SYS_ADMIN) { Errno::EOPNOTSUPP } else { refused });
+    }
+    // user.* is for regular files and directories only.
+    if name.starts_with(b"user.") && node.kind() == Kind::Link {
+        return Err(refused);
+    }
+    // inode_permission: sysctl entries that are not writable are not,
+    // whoever asks (proc_sys_permission: only the owner's bits for root).
+    let sysctl = matches!(
+        node,
+        Node::Top(Top::Sys | Top::SysKernel | Top::Hostname | Top::OsRelease | Top::OsType | Top::PidMax)
+    );
+    if write && sysctl && (cred.euid != 0 || node.mode() & 0o200 == 0) {
+        return Err(Errno::EACCES);
+    }
+    may_access(kernel, node, if write { libc::W_OK } else { libc::R_OK }, cred)?;
+    Err(Errno::EOPNOTSUPP)
 }
 
 /// A directory's entries: (name, d_type, inode number), "." and ".." first.
@@ -587,23 +630,36 @@ fn statm(p: &Process) -> Vec<u8> {
 }
 
 fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
-    let ids = crate::host::sys::ids();
+    let c = p.cred();
     let state = if p.stopped.load(Ordering::Relaxed) != 0 { "T (stopped)" } else { "S (sleeping)" };
     let usage = maps::usage(p);
+    // Linux separates the groups with spaces and ends the list with one,
+    // an empty list too (task_state).
+    let groups: String = c.groups.iter().map(|g| format!("{g} ")).collect();
+    let groups = if groups.is_empty() { " ".to_string() } else { groups };
     let mut s = b"Name:\t".to_vec();
     s.extend(comm(p));
     s.extend(
         format!(
-            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{u}\t{eu}\t{eu}\t{eu}\nGid:\t{g}\t{eg}\t{eg}\t{eg}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\n",
+            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
             kernel.tasks.ppid(p.pid),
+            c.uid,
+            c.euid,
+            c.suid,
+            c.fsuid,
+            c.gid,
+            c.egid,
+            c.sgid,
+            c.fsgid,
             usage.size / 1024,
             usage.size / 1024,
             p.threads.lock().unwrap().len().max(1),
+            c.cap_inheritable,
+            c.cap_permitted,
+            c.cap_effective,
+            c.cap_bset,
+            c.cap_ambient,
             pid = p.pid,
-            u = ids.uid,
-            eu = ids.euid,
-            g = ids.gid,
-            eg = ids.egid,
         )
         .into_bytes(),
     );

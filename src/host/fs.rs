@@ -288,45 +288,6 @@ pub fn statfs(path: &CStr) -> R<libc::statfs> {
     Ok(st)
 }
 
-fn out_buf(buf: &mut [u8]) -> (u64, u64) {
-    if buf.is_empty() {
-        (0, 0)
-    } else {
-        (buf.as_mut_ptr() as u64, buf.len() as u64)
-    }
-}
-
-/// getxattr(2) of a path (lgetxattr when not `follow`) into `buf` (empty:
-/// the size the value needs).
-pub fn getxattr(path: &CStr, follow: bool, name: &CStr, buf: &mut [u8]) -> R<usize> {
-    let nr = if follow { libc::SYS_getxattr } else { libc::SYS_lgetxattr };
-    let (ptr, len) = out_buf(buf);
-    // SAFETY: NUL-terminated path and name; buf is null or valid for len bytes.
-    unsafe { syscall(nr, args([path.as_ptr() as u64, name.as_ptr() as u64, ptr, len])) }
-}
-
-/// fgetxattr(2), as [`getxattr`].
-pub fn fgetxattr(fd: BorrowedFd, name: &CStr, buf: &mut [u8]) -> R<usize> {
-    let (ptr, len) = out_buf(buf);
-    // SAFETY: NUL-terminated name; buf is null or valid for len bytes.
-    unsafe { syscall(libc::SYS_fgetxattr, args([raw(fd), name.as_ptr() as u64, ptr, len])) }
-}
-
-/// listxattr(2) of a path (llistxattr when not `follow`) into `buf`.
-pub fn listxattr(path: &CStr, follow: bool, buf: &mut [u8]) -> R<usize> {
-    let nr = if follow { libc::SYS_listxattr } else { libc::SYS_llistxattr };
-    let (ptr, len) = out_buf(buf);
-    // SAFETY: NUL-terminated path; buf is null or valid for len bytes.
-    unsafe { syscall(nr, args([path.as_ptr() as u64, ptr, len])) }
-}
-
-/// flistxattr(2).
-pub fn flistxattr(fd: BorrowedFd, buf: &mut [u8]) -> R<usize> {
-    let (ptr, len) = out_buf(buf);
-    // SAFETY: buf is null or valid for len bytes.
-    unsafe { syscall(libc::SYS_flistxattr, args([raw(fd), ptr, len])) }
-}
-
 pub fn getfl(fd: BorrowedFd) -> R<i32> {
     fcntl_int(fd, libc::F_GETFL, 0)
 }
@@ -465,4 +426,115 @@ pub fn read_file(path: &CStr) -> R<Vec<u8>> {
     }
     close(fd);
     Ok(out)
+}
+
+/// fchownat(2); uid or gid u32::MAX leaves it as it is.
+pub fn fchownat(dirfd: BorrowedFd, name: &CStr, uid: u32, gid: u32, flags: i32) -> R<()> {
+    let call = args([raw(dirfd), name.as_ptr() as u64, uid as u64, gid as u64, flags as u64]);
+    // SAFETY: valid path.
+    unsafe { syscall(libc::SYS_fchownat, call) }.map(drop)
+}
+
+pub fn fchown(fd: BorrowedFd, uid: u32, gid: u32) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_fchown, args([raw(fd), uid as u64, gid as u64])) }.map(drop)
+}
+
+pub fn mknodat(dirfd: BorrowedFd, name: &CStr, mode: u32, dev: u32) -> R<()> {
+    // SAFETY: valid path.
+    unsafe { syscall(libc::SYS_mknodat, args([raw(dirfd), name.as_ptr() as u64, mode as u64, dev as u64])) }.map(drop)
+}
+
+pub fn fallocate(fd: BorrowedFd, mode: i32, offset: i64, len: i64) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall_retry(libc::SYS_fallocate, args([raw(fd), mode as u64, offset as u64, len as u64])) }.map(drop)
+}
+
+pub fn fadvise64(fd: BorrowedFd, offset: i64, len: i64, advice: i32) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_fadvise64, args([raw(fd), offset as u64, len as u64, advice as u64])) }.map(drop)
+}
+
+pub fn readahead(fd: BorrowedFd, offset: i64, count: usize) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_readahead, args([raw(fd), offset as u64, count as u64])) }.map(drop)
+}
+
+pub fn sync() {
+    // SAFETY: no arguments; cannot fail.
+    let _ = unsafe { syscall(libc::SYS_sync, args([])) };
+}
+
+pub fn syncfs(fd: BorrowedFd) -> R<()> {
+    // SAFETY: plain descriptor call.
+    unsafe { syscall(libc::SYS_syncfs, args([raw(fd)])) }.map(drop)
+}
+
+pub fn sync_file_range(fd: BorrowedFd, offset: i64, nbytes: i64, flags: u32) -> R<()> {
+    let call = args([raw(fd), offset as u64, nbytes as u64, flags as u64]);
+    // SAFETY: plain descriptor call.
+    unsafe { syscall_retry(libc::SYS_sync_file_range, call) }.map(drop)
+}
+
+/// preadv2(2) into checked guest ranges; `offset` -1 is the file position.
+pub fn preadv2(fd: BorrowedFd, bufs: &[GuestRange], offset: i64, flags: i32) -> R<usize> {
+    let iov = iovecs(bufs);
+    let call = args([raw(fd), iov.as_ptr() as u64, iov.len() as u64, offset as u64, 0, flags as u64]);
+    // SAFETY: every iovec is a checked range inside physical memory.
+    unsafe { syscall_retry(libc::SYS_preadv2, call) }
+}
+
+/// pwritev2(2) from checked guest ranges.
+pub fn pwritev2(fd: BorrowedFd, bufs: &[GuestRange], offset: i64, flags: i32) -> R<usize> {
+    let iov = iovecs(bufs);
+    let call = args([raw(fd), iov.as_ptr() as u64, iov.len() as u64, offset as u64, 0, flags as u64]);
+    // SAFETY: as for preadv2; the host only reads.
+    unsafe { syscall_retry(libc::SYS_pwritev2, call) }
+}
+
+/// An extended-attribute call's target: a host path (followed or not), or
+/// a descriptor.
+pub enum XattrOn<'a> {
+    Path(&'a CStr, bool),
+    Fd(BorrowedFd<'a>),
+}
+
+impl XattrOn<'_> {
+    /// The syscall number of the path, link and descriptor variants, and
+    /// the first argument.
+    fn pick(&self, path: libc::c_long, link: libc::c_long, fd: libc::c_long) -> (libc::c_long, u64) {
+        match self {
+            XattrOn::Path(p, true) => (path, p.as_ptr() as u64),
+            XattrOn::Path(p, false) => (link, p.as_ptr() as u64),
+            XattrOn::Fd(f) => (fd, raw(*f)),
+        }
+    }
+}
+
+/// getxattr(2) into a nomu buffer (empty: the size query).
+pub fn getxattr(on: &XattrOn, name: &CStr, value: &mut [u8]) -> R<usize> {
+    let (nr, target) = on.pick(libc::SYS_getxattr, libc::SYS_lgetxattr, libc::SYS_fgetxattr);
+    let call = args([target, name.as_ptr() as u64, value.as_mut_ptr() as u64, value.len() as u64]);
+    // SAFETY: valid path or descriptor and name; the host writes at most value.len() bytes.
+    unsafe { syscall(nr, call) }
+}
+
+pub fn setxattr(on: &XattrOn, name: &CStr, value: &[u8], flags: i32) -> R<()> {
+    let (nr, target) = on.pick(libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr);
+    let call = args([target, name.as_ptr() as u64, value.as_ptr() as u64, value.len() as u64, flags as u64]);
+    // SAFETY: valid path or descriptor and name; the host reads value.len() bytes.
+    unsafe { syscall(nr, call) }.map(drop)
+}
+
+/// listxattr(2) into a nomu buffer (empty: the size query).
+pub fn listxattr(on: &XattrOn, list: &mut [u8]) -> R<usize> {
+    let (nr, target) = on.pick(libc::SYS_listxattr, libc::SYS_llistxattr, libc::SYS_flistxattr);
+    // SAFETY: valid path or descriptor; the host writes at most list.len() bytes.
+    unsafe { syscall(nr, args([target, list.as_mut_ptr() as u64, list.len() as u64])) }
+}
+
+pub fn removexattr(on: &XattrOn, name: &CStr) -> R<()> {
+    let (nr, target) = on.pick(libc::SYS_removexattr, libc::SYS_lremovexattr, libc::SYS_fremovexattr);
+    // SAFETY: valid path or descriptor and name.
+    unsafe { syscall(nr, args([target, name.as_ptr() as u64])) }.map(drop)
 }

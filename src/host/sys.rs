@@ -50,21 +50,56 @@ pub fn getrlimit(resource: u32) -> libc::rlimit {
     r
 }
 
-#[derive(Clone, Copy)]
-pub struct Ids {
-    pub uid: u32,
-    pub euid: u32,
-    pub gid: u32,
-    pub egid: u32,
+/// nomu's own credentials when it started: the first guest's.
+#[derive(Clone, Debug)]
+pub struct HostCred {
+    /// Real, effective, saved.
+    pub uids: [u32; 3],
+    pub gids: [u32; 3],
+    pub groups: Vec<u32>,
+    /// Effective, permitted, inheritable capabilities, and the bounding set.
+    pub caps: [u64; 3],
+    pub bset: u64,
+    pub ambient: u64,
 }
 
-/// nomu's credentials, which guests see as theirs. They never change, so
-/// they are asked of the host once.
-pub fn ids() -> Ids {
-    static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
-    // SAFETY: these calls cannot fail.
-    *IDS.get_or_init(|| unsafe {
-        Ids { uid: libc::getuid(), euid: libc::geteuid(), gid: libc::getgid(), egid: libc::getegid() }
+/// Asked of the host once: nomu never changes its own credentials.
+pub fn host_cred() -> &'static HostCred {
+    static CRED: std::sync::OnceLock<HostCred> = std::sync::OnceLock::new();
+    CRED.get_or_init(|| {
+        let (mut u, mut g) = ([0u32; 3], [0u32; 3]);
+        // SAFETY: valid output pointers; these calls cannot fail so.
+        unsafe {
+            libc::getresuid(&mut u[0], &mut u[1], &mut u[2]);
+            libc::getresgid(&mut g[0], &mut g[1], &mut g[2]);
+        }
+        // SAFETY: a count query (no buffer), then a buffer of that many.
+        let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) }.max(0) as usize;
+        let mut groups = vec![0u32; n];
+        // SAFETY: `groups` has room for n ids.
+        let got = unsafe { libc::getgroups(n as i32, groups.as_mut_ptr()) }.max(0) as usize;
+        groups.truncate(got);
+        // struct __user_cap_header_struct (version 3, this thread) and two
+        // struct __user_cap_data_struct (effective, permitted, inheritable).
+        let header = [0x2008_0522u32, 0];
+        let mut data = [0u32; 6];
+        // SAFETY: header and data are what capget reads and writes.
+        let ok = unsafe { libc::syscall(libc::SYS_capget, header.as_ptr(), data.as_mut_ptr()) } == 0;
+        let cap = |i: usize| if ok { u64::from(data[i]) | u64::from(data[i + 3]) << 32 } else { 0 };
+        let (mut bset, mut ambient) = (0, 0);
+        for c in 0..64 {
+            // SAFETY: these prctls only read; unknown capabilities are EINVAL.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_READ, c as libc::c_ulong, 0, 0, 0) } == 1 {
+                bset |= 1 << c;
+            }
+            // SAFETY: as above.
+            let set =
+                unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_IS_SET, c as libc::c_ulong, 0, 0) };
+            if set == 1 {
+                ambient |= 1 << c;
+            }
+        }
+        HostCred { uids: u, gids: g, groups, caps: [cap(0), cap(1), cap(2)], bset, ambient }
     })
 }
 
@@ -388,4 +423,57 @@ pub fn execve(path: &std::ffi::CStr, argv: &[std::ffi::CString], envp: &[std::ff
     // arrays end with a null pointer; they outlive the call.
     unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
     std::io::Error::last_os_error()
+}
+
+/// nomu's nice value when it started (the first guest's).
+pub fn host_nice() -> i32 {
+    static NICE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    // SAFETY: getpriority of this process cannot fail; it returns 20 - nice.
+    *NICE.get_or_init(|| 20 - unsafe { libc::syscall(libc::SYS_getpriority, libc::PRIO_PROCESS, 0) } as i32)
+}
+
+/// sched_setaffinity(2) of host thread `tid` (0: this one).
+pub fn sched_setaffinity(tid: i32, mask: &[u8]) -> R<()> {
+    let call = args([tid as u64, mask.len() as u64, mask.as_ptr() as u64]);
+    // SAFETY: the host reads mask.len() bytes of `mask`.
+    unsafe { syscall(libc::SYS_sched_setaffinity, call) }.map(drop)
+}
+
+/// sched_getaffinity(2) of host thread `tid` (0: this one): the bytes of
+/// `mask` the host filled.
+pub fn sched_getaffinity(tid: i32, mask: &mut [u8]) -> R<usize> {
+    let call = args([tid as u64, mask.len() as u64, mask.as_mut_ptr() as u64]);
+    // SAFETY: the host writes at most mask.len() bytes of `mask`.
+    unsafe { syscall(libc::SYS_sched_getaffinity, call) }
+}
+
+/// The CPUs nomu may run on, as the host's mask when it started.
+pub fn nomu_affinity() -> &'static [u8] {
+    static MASK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    MASK.get_or_init(|| {
+        let mut m = vec![0u8; 1024];
+        let n = sched_getaffinity(0, &mut m).unwrap_or(0);
+        m.truncate(n);
+        m
+    })
+}
+
+/// getcpu(2) of this host thread: (cpu, node).
+pub fn getcpu() -> R<(u32, u32)> {
+    let (mut cpu, mut node) = (0u32, 0u32);
+    let call = args([&mut cpu as *mut u32 as u64, &mut node as *mut u32 as u64, 0]);
+    // SAFETY: two valid u32 outputs; the cache argument is unused.
+    unsafe { syscall(libc::SYS_getcpu, call) }?;
+    Ok((cpu, node))
+}
+
+/// The umask nomu was started with, which the first guest inherits. The
+/// host's own becomes 0 at the first call: nomu applies each guest's
+/// umask itself, and the host's must not mask the result again (a guest's
+/// umask 0 made files 0644 under nomu's 022).
+pub fn guest_umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    // SAFETY: umask cannot fail; nomu's kernel creates files only with
+    // modes it already masked.
+    *UMASK.get_or_init(|| unsafe { libc::umask(0) } as u32)
 }

@@ -198,8 +198,10 @@ impl FilesClosed<'_> {
             ExitStatus::Signal { signo, core: false } => (CLD_KILLED, signo),
             ExitStatus::Signal { signo, core: true } => (CLD_DUMPED, signo),
         };
-        let info = SigInfo::child(code, process.pid, crate::host::sys::ids().uid, value);
-        kernel.tasks.exit(process.pid, status, rusage, |parent| kernel.signal_process(parent, info));
+        let uid = thread.cred.lock().unwrap().uid;
+        let info = SigInfo::child(code, process.pid, uid, value);
+        let zombie = crate::kernel::task::Zombie { status, rusage, uid };
+        kernel.tasks.exit(process.pid, zombie, |parent| kernel.signal_process(parent, info));
         Exited { process: process.clone() }
     }
 }

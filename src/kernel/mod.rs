@@ -1,9 +1,11 @@
 //! The kernel proper: Linux semantics, with no `unsafe` of its own.
 
+pub mod cred;
 pub mod exit;
 pub mod futex;
 pub mod poll;
 pub mod process;
+pub mod sched;
 pub mod sigframe;
 pub mod signal;
 pub mod task;
@@ -173,7 +175,8 @@ impl Kernel {
                 *process.cwd.lock().unwrap() = p;
             }
         }
-        let start = crate::loader::exec(self, &process, path, argv, envp)
+        let ids = cred::Cred::of_host().aux_ids();
+        let start = crate::loader::exec(self, &process, path, argv, envp, ids)
             .map_err(|e| StartError { errno: e.errno, message: e.message })?;
         self.tasks.insert(Task {
             process: process.clone(),
@@ -183,7 +186,7 @@ impl Kernel {
             zombie: None,
             stop_event: None,
         });
-        let thread = Arc::new(Thread::new(pid, process));
+        let thread = Arc::new(Thread::first(pid, process));
         self.spawn_thread(thread, start)
             .map_err(|errno| StartError { errno, message: "cannot start a host thread".into() })?;
         let status = self.tasks.wait_for_exit(pid);
@@ -265,6 +268,12 @@ impl Kernel {
         }
     }
 
+    /// The real uid of process `pid` (its first thread's), for the si_uid
+    /// of what its parent hears of it.
+    pub fn process_uid(&self, pid: u32) -> u32 {
+        self.tasks.process(pid).map_or(crate::host::sys::host_cred().uids[0], |p| p.uid())
+    }
+
     /// The live thread with this tid, in any process.
     pub fn find_thread(&self, tid: u32) -> Option<Arc<Thread>> {
         self.tasks.all_live().iter().find_map(|p| p.threads.lock().unwrap().iter().find(|t| t.tid == tid).cloned())
@@ -341,7 +350,7 @@ impl Kernel {
         if let Some(parent) = self.tasks.parent(child.pid) {
             let nocldstop = parent.signals.lock().unwrap().get(libc::SIGCHLD).flags & libc::SA_NOCLDSTOP as u64 != 0;
             if !nocldstop {
-                let info = SigInfo::child(code, child.pid, crate::host::sys::ids().uid, status);
+                let info = SigInfo::child(code, child.pid, child.uid(), status);
                 self.signal_process(&parent, info);
             }
         }

@@ -1,5 +1,6 @@
 //! Guest processes and threads: the home of the process lifecycle.
 
+use super::cred::Cred;
 use super::signal::{AltStack, Pending, SignalActions};
 use super::waiter::Event;
 use crate::fs::fdtable::FdTable;
@@ -113,11 +114,13 @@ pub struct Process {
 }
 
 impl Process {
-    /// The first process: nomu's own limits, an empty address space.
+    /// The first process: nomu's own limits and umask, an empty address
+    /// space.
     pub fn new_init(pid: u32, phys: &'static PhysicalMemory) -> Process {
         let rlimits = std::array::from_fn(|r| crate::host::sys::getrlimit(r as u32));
         let mm = crate::mm::space::new_shared(phys);
-        Process::with(pid, mm, FdTable::default(), b"/".to_vec(), 0o022, SignalActions::default(), rlimits, Vec::new())
+        let umask = crate::host::sys::guest_umask();
+        Process::with(pid, mm, FdTable::default(), b"/".to_vec(), umask, SignalActions::default(), rlimits, Vec::new())
     }
 
     /// A child created by vfork (or clone with CLONE_VM): it borrows the
@@ -195,6 +198,17 @@ impl Process {
         self.rlimit(libc::RLIMIT_NOFILE).rlim_cur.min(1 << 20) as usize
     }
 
+    /// Its real uid: its first thread's (the one /proc shows).
+    pub fn uid(&self) -> u32 {
+        self.cred().uid
+    }
+
+    /// Its first thread's credentials (nomu's own before it has a thread).
+    pub fn cred(&self) -> Cred {
+        let first = self.threads.lock().unwrap().first().cloned();
+        first.map_or_else(Cred::of_host, |t| t.cred())
+    }
+
     /// The vfork parent may run again (the child exec'd or exited).
     pub fn release_vfork_parent(&self) {
         self.vfork_released.store(true, Ordering::SeqCst);
@@ -265,6 +279,10 @@ pub struct Thread {
     pub wake_word: AtomicU32,
     /// The thread has left its thread group (see trap::finish_thread).
     pub left: AtomicBool,
+    /// Its credentials (a leaf lock: nothing is locked while it is held).
+    pub cred: Mutex<Cred>,
+    /// Its scheduling attributes (a leaf lock too).
+    pub sched: Mutex<super::sched::SchedAttr>,
 }
 
 impl Thread {
@@ -280,7 +298,25 @@ impl Thread {
         r
     }
 
-    pub fn new(tid: u32, process: Arc<Process>) -> Thread {
+    /// The first guest thread: nomu's credentials and scheduling.
+    pub fn first(tid: u32, process: Arc<Process>) -> Thread {
+        Thread::with(tid, process, Cred::of_host(), super::sched::SchedAttr::default())
+    }
+
+    /// A thread or process `creator` makes: it inherits its credentials
+    /// and scheduling attributes (as Linux's copy_creds and sched_fork).
+    pub fn new(tid: u32, process: Arc<Process>, creator: &Thread) -> Thread {
+        let cred = creator.cred();
+        let sched = creator.sched.lock().unwrap().for_child();
+        Thread::with(tid, process, cred, sched)
+    }
+
+    /// A copy of its credentials.
+    pub fn cred(&self) -> Cred {
+        self.cred.lock().unwrap().clone()
+    }
+
+    fn with(tid: u32, process: Arc<Process>, cred: Cred, sched: super::sched::SchedAttr) -> Thread {
         Thread {
             tid,
             process,
@@ -291,6 +327,8 @@ impl Thread {
             waiting: AtomicU8::new(super::waiter::Waiting::No as u8),
             wake_word: AtomicU32::new(0),
             left: AtomicBool::new(false),
+            cred: Mutex::new(cred),
+            sched: Mutex::new(sched),
         }
     }
 

@@ -12,6 +12,8 @@ use std::sync::{Arc, Condvar};
 pub struct Zombie {
     pub status: ExitStatus,
     pub rusage: libc::rusage,
+    /// Its real uid when it ended (waitid's si_uid).
+    pub uid: u32,
 }
 
 /// What the table needs of a process: its pid, and whether it ignores
@@ -193,7 +195,7 @@ impl<P: Member> Tasks<P> {
     /// zombie until reaped.
     /// `notify_parent` runs (under the table lock, as Linux sends SIGCHLD
     /// under tasklist_lock) before any waiter can see the zombie.
-    pub fn exit(&self, pid: u32, status: ExitStatus, rusage: libc::rusage, notify_parent: impl FnOnce(&P)) {
+    pub fn exit(&self, pid: u32, zombie: Zombie, notify_parent: impl FnOnce(&P)) {
         let mut table = self.table.lock().unwrap();
         let first_alive = pid != FIRST_PID && table.get(&FIRST_PID).is_some_and(|t| t.zombie.is_none());
         let heir = if first_alive { FIRST_PID } else { NOMU };
@@ -212,7 +214,7 @@ impl<P: Member> Tasks<P> {
         if pid != FIRST_PID && (parent_ignores || ppid == NOMU) {
             table.remove(&pid);
         } else if let Some(t) = table.get_mut(&pid) {
-            t.zombie = Some(Zombie { status, rusage });
+            t.zombie = Some(zombie);
         }
         let none_alive = table.values().all(|t| t.zombie.is_some());
         // Woken waiters must not find the lock still held.
@@ -364,9 +366,12 @@ mod tests {
         tasks
     }
 
-    fn zombie(tasks: &Tasks<Proc>, pid: u32, code: i32) {
-        tasks.table.lock().unwrap().get_mut(&pid).unwrap().zombie =
-            Some(Zombie { status: ExitStatus::Code(code), rusage: crate::host::pod::zeroed() });
+    fn zombie(code: i32) -> Zombie {
+        Zombie { status: ExitStatus::Code(code), rusage: crate::host::pod::zeroed(), uid: 0 }
+    }
+
+    fn make_zombie(tasks: &Tasks<Proc>, pid: u32, code: i32) {
+        tasks.table.lock().unwrap().get_mut(&pid).unwrap().zombie = Some(zombie(code));
     }
 
     fn query(parent: u32, which: WaitFor) -> WaitQuery {
@@ -405,14 +410,14 @@ mod tests {
         assert_eq!(found(t.find_waitable(&peek)), Some((4, "continued")));
         assert_eq!(found(t.find_waitable(&peek)), Some((4, "continued")));
         // Groups: 0 is the caller's own (1), others by number.
-        zombie(&t, 3, 7);
+        make_zombie(&t, 3, 7);
         assert_eq!(found(t.find_waitable(&query(1, WaitFor::Group(0)))), None);
         assert_eq!(found(t.find_waitable(&query(1, WaitFor::Group(3)))), Some((3, "exited")));
         // Reaped: gone from the table.
         assert!(!t.exists(3));
         assert_eq!(t.find_waitable(&query(1, WaitFor::Pid(3))).err(), Some(Errno::ECHILD));
         // waitid without WEXITED does not count a zombie as a child at all.
-        zombie(&t, 2, 0);
+        make_zombie(&t, 2, 0);
         let no_exits = WaitQuery { exited: false, stopped: true, ..query(1, WaitFor::Pid(2)) };
         assert_eq!(t.find_waitable(&no_exits).err(), Some(Errno::ECHILD));
         assert_eq!(found(t.find_waitable(&query(1, WaitFor::Pid(2)))), Some((2, "exited")));
@@ -423,16 +428,16 @@ mod tests {
         // 1 (the first program) -> 2 -> 3 and 4.
         let t = table(&[(1, 0, 1, 1), (2, 1, 1, 1), (3, 2, 1, 1), (4, 2, 1, 1)]);
         let mut told = Vec::new();
-        t.exit(2, ExitStatus::Code(0), crate::host::pod::zeroed(), |p| told.push(p.pid));
+        t.exit(2, zombie(0), |p| told.push(p.pid));
         assert_eq!(told, [1], "the parent hears of it");
         assert_eq!((t.ppid(3), t.ppid(4)), (FIRST_PID, FIRST_PID));
         assert!(t.exists(2), "a zombie until its parent reaps it");
         // The first program ends: its children go to nomu, which reaps them
         // as they end (no zombie); it stays for nomu's own wait.
-        t.exit(1, ExitStatus::Code(3), crate::host::pod::zeroed(), |_| panic!("no guest parent"));
+        t.exit(1, zombie(3), |_| panic!("no guest parent"));
         assert_eq!(t.ppid(3), NOMU);
         assert!(!t.exists(2), "nomu reaps what it inherited dead");
-        t.exit(3, ExitStatus::Code(0), crate::host::pod::zeroed(), |_| panic!("no guest parent"));
+        t.exit(3, zombie(0), |_| panic!("no guest parent"));
         assert!(!t.exists(3));
         assert!(matches!(t.wait_for_exit(FIRST_PID), ExitStatus::Code(3)));
     }
@@ -444,7 +449,7 @@ mod tests {
             let process = Proc { pid, ignores_sigchld };
             t.insert(Task { process, ppid, pgid: 1, sid: 1, zombie: None, stop_event: None });
         }
-        t.exit(2, ExitStatus::Code(0), crate::host::pod::zeroed(), |_| {});
+        t.exit(2, zombie(0), |_| {});
         assert!(!t.exists(2));
         assert_eq!(t.find_waitable(&query(1, WaitFor::Any)).err(), Some(Errno::ECHILD));
     }

@@ -82,6 +82,8 @@ pub fn run_vfork_child(kernel: &'static Kernel, child: Arc<Thread>, start: Start
             exited.release_vfork_parent();
         }
     }
+    // The parent runs on here again, with its own CPU affinity.
+    super::sched::apply_affinity(parent);
     // The child's CPU time on this host thread is not the parent's.
     let child_start = child.state.lock().unwrap().cpu_base;
     let now = crate::host::sys::thread_rusage();
@@ -97,6 +99,7 @@ fn run_guest(
     vfork_parent: Option<Arc<Thread>>,
 ) -> RunEnd {
     thread.host_tid.store(crate::host::sys::gettid(), std::sync::atomic::Ordering::Relaxed);
+    super::sched::apply_affinity(&thread);
     let host = crate::host::sys::thread_rusage();
     thread.state.lock().unwrap().cpu_base = (host.ru_utime, host.ru_stime);
     let mut ctx = ThreadCtx {

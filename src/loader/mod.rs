@@ -15,6 +15,7 @@ use crate::host::fs as hostfs;
 use crate::kernel::process::Process;
 use crate::kernel::Kernel;
 use crate::mm::space::AddressSpace;
+pub use stack::AuxIds;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
@@ -135,8 +136,9 @@ pub fn exec(
     file: &[u8],
     argv: Vec<Vec<u8>>,
     envp: Vec<Vec<u8>>,
+    ids: AuxIds,
 ) -> Result<StartState, ExecError> {
-    Ok(prepare(kernel, process, file, argv, envp)?.install(process))
+    Ok(prepare(kernel, process, file, argv, envp, ids)?.install(process))
 }
 
 /// Loads the program at `file` (following `#!` lines) for `process`,
@@ -147,6 +149,7 @@ pub fn prepare(
     file: &[u8],
     mut argv: Vec<Vec<u8>>,
     envp: Vec<Vec<u8>>,
+    ids: AuxIds,
 ) -> Result<Prepared, ExecError> {
     if argv.iter().chain(envp.iter()).any(|s| s.len() + 1 > MAX_ARG_STRLEN) {
         return Err(Errno::E2BIG.into());
@@ -177,7 +180,7 @@ pub fn prepare(
         }
         let mut space = AddressSpace::new(kernel.phys);
         let image = elf::load(kernel, process.pid, &mut space, &f, &head, &cwd)?;
-        let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, kernel)?;
+        let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, ids, kernel)?;
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
         // /proc/PID/exe names the file itself, as Linux's d_path of it:
         // symlinks resolved, inside the root.

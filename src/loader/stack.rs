@@ -44,6 +44,18 @@ fn stack_size() -> usize {
     (lim.min(MAX_STACK as u64) as usize).clamp(MIN_STACK, MAX_STACK) & !(PAGE_SIZE - 1)
 }
 
+/// The ids the auxiliary vector tells a new program (AT_UID, AT_EUID,
+/// AT_GID, AT_EGID): its thread's after execve.
+#[derive(Clone, Copy, Debug)]
+pub struct AuxIds {
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub egid: u32,
+    /// AT_SECURE.
+    pub secure: bool,
+}
+
 /// Allocates the stack and writes the initial frame. Returns the initial
 /// stack pointer (pointing at argc) and the stack's lowest address.
 pub fn build(
@@ -52,6 +64,7 @@ pub fn build(
     argv: &[Vec<u8>],
     envp: &[Vec<u8>],
     execfn: &[u8],
+    ids: AuxIds,
     kernel: &Kernel,
 ) -> Result<(usize, usize), ExecError> {
     let size = stack_size();
@@ -74,7 +87,7 @@ pub fn build(
     }
     let mut sp = 0;
     space.map(Placement::Allocated(base), size, Vma::new(0, prot, VmaKind::Stack), |range| {
-        sp = write_frame(range.addr() + range.len(), image, argv, envp, execfn)?;
+        sp = write_frame(range.addr() + range.len(), image, argv, envp, execfn, ids)?;
         Ok(())
     })?;
     // The guard page: a stack overflow faults instead of running into
@@ -83,13 +96,19 @@ pub fn build(
     Ok((sp, base))
 }
 
-fn write_frame(top: usize, image: &Image, argv: &[Vec<u8>], envp: &[Vec<u8>], execfn: &[u8]) -> Result<usize, Errno> {
+fn write_frame(
+    top: usize,
+    image: &Image,
+    argv: &[Vec<u8>],
+    envp: &[Vec<u8>],
+    execfn: &[u8],
+    ids: AuxIds,
+) -> Result<usize, Errno> {
     // Laid out in a local copy of the stack's top, then copied in one go.
     let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
     let strings_start = top - 8 - strings;
     let platform = (strings_start & !15) - PLATFORM.len();
     let random = platform - 16;
-    let ids = hostsys::ids();
     let mut rnd = [0u8; 16];
     hostsys::getrandom(&mut rnd, 0)?;
     // Strings, lowest first: argv, envp, execfn; then the 8-byte end marker.
@@ -115,7 +134,7 @@ fn write_frame(top: usize, image: &Image, argv: &[Vec<u8>], envp: &[Vec<u8>], ex
         (AT_EUID, ids.euid as u64),
         (AT_GID, ids.gid as u64),
         (AT_EGID, ids.egid as u64),
-        (AT_SECURE, 0),
+        (AT_SECURE, ids.secure as u64),
         (AT_RANDOM, random as u64),
         (AT_HWCAP2, cpu::hwcap2()),
         (AT_EXECFN, execfn_addr),

@@ -82,7 +82,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
         ctx.mem().write(ctid, &(pid as i32))?;
     }
     kernel.tasks.insert(Task { process: child.clone(), ppid: parent.pid, pgid, sid, zombie: None, stop_event: None });
-    let thread = Arc::new(Thread::new(pid, child.clone()));
+    let thread = Arc::new(Thread::new(pid, child.clone(), &ctx.t.thread));
     if flags & CLONE_CHILD_CLEARTID != 0 {
         thread.state.lock().unwrap().clear_child_tid = ctid;
     }
@@ -137,7 +137,7 @@ fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls
     let kernel = ctx.kernel();
     let process = ctx.process().clone();
     let tid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
-    let thread = Arc::new(Thread::new(tid, process));
+    let thread = Arc::new(Thread::new(tid, process, &ctx.t.thread));
     if flags & CLONE_PARENT_SETTID != 0 {
         ctx.mem().write(ptid, &(tid as i32))?;
     }
@@ -215,7 +215,8 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
         crate::loader::open_exec(ctx.kernel(), ctx.process().pid, &cwd, &path).err().map_or(e, |open| open.errno)
     })?;
     let process = ctx.process().clone();
-    let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp).map_err(|e| {
+    let cred = ctx.t.thread.cred();
+    let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp, cred.aux_ids()).map_err(|e| {
         if !e.message.is_empty() {
             ctx.note(&e.message);
         }
@@ -224,6 +225,9 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     // Linux's de_thread: the other threads are gone before the new image
     // replaces the memory they run in.
     kill_other_threads(ctx);
+    // Set-id bits are ignored (as under no_new_privs): only the saved ids
+    // and the capabilities change.
+    *ctx.t.thread.cred.lock().unwrap() = cred.for_exec();
     let start = image.install(&process);
     ctx.t.mm = process.mm();
     process.files.lock().unwrap().close_on_exec();
@@ -411,18 +415,18 @@ fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, WaitResult)>) -> Re
     let mut info = [0i32; 7];
     if let Some((pid, r)) = found {
         info[0] = libc::SIGCHLD;
-        let (code, status) = match *r {
+        let (code, status, uid) = match *r {
             WaitResult::Exited(z) => match z.status {
-                ExitStatus::Code(c) => (CLD_EXITED, c),
-                ExitStatus::Signal { signo, core: true } => (CLD_DUMPED, signo),
-                ExitStatus::Signal { signo, core: false } => (CLD_KILLED, signo),
+                ExitStatus::Code(c) => (CLD_EXITED, c, z.uid),
+                ExitStatus::Signal { signo, core: true } => (CLD_DUMPED, signo, z.uid),
+                ExitStatus::Signal { signo, core: false } => (CLD_KILLED, signo, z.uid),
             },
-            WaitResult::Stopped(sig) => (CLD_STOPPED, sig),
-            WaitResult::Continued => (CLD_CONTINUED, libc::SIGCONT),
+            WaitResult::Stopped(sig) => (CLD_STOPPED, sig, ctx.kernel().process_uid(*pid)),
+            WaitResult::Continued => (CLD_CONTINUED, libc::SIGCONT, ctx.kernel().process_uid(*pid)),
         };
         info[2] = code;
         info[4] = *pid as i32;
-        info[5] = crate::host::sys::ids().uid as i32;
+        info[5] = uid as i32;
         info[6] = status;
     }
     ctx.mem().write(infop, &<[i32; 3]>::try_from(&info[..3]).unwrap())?;

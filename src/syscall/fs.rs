@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 /// What a path names, resolved inside the root.
-enum Target {
+pub(super) enum Target {
     /// The object itself, as a host O_PATH descriptor opened for the call.
     Object(OwnedFd),
     /// An open file of the guest's (an empty path with AT_EMPTY_PATH).
@@ -28,7 +28,7 @@ enum Target {
 
 impl Target {
     /// An open file as a target (a /proc one is its node).
-    fn file(f: Arc<OpenFile>) -> Target {
+    pub(super) fn file(f: Arc<OpenFile>) -> Target {
         match &f.proc {
             Some(p) => Target::Proc(p.node),
             None => Target::File(f),
@@ -38,7 +38,7 @@ impl Target {
     /// The (directory, name, AT_ flags) triple a host *at call takes; a
     /// /proc entry has none (its attributes are not the guest's to change:
     /// EPERM, as Linux's proc_setattr answers chmod).
-    fn at(&self) -> Result<(std::os::fd::BorrowedFd<'_>, CString, i32), Errno> {
+    pub(super) fn at(&self) -> Result<(std::os::fd::BorrowedFd<'_>, CString, i32), Errno> {
         Ok(match self {
             Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd.as_fd()), 0),
             Target::File(f) => (hostfs::cwd(), proc_fd_path(f.fd()), 0),
@@ -51,7 +51,7 @@ impl Target {
     }
 
     /// The host descriptor of the object itself, if the target is one.
-    fn object_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub(super) fn object_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         match self {
             Target::Object(fd) => Some(fd.as_fd()),
             Target::File(f) => Some(f.fd()),
@@ -173,7 +173,7 @@ impl Ctx<'_, '_> {
         Ok(Target::file(self.file(dirfd.fd())?))
     }
 
-    fn target(&self, dirfd: DirFd, pathname: Path, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
+    pub(super) fn target(&self, dirfd: DirFd, pathname: Path, follow: bool, empty_ok: bool) -> Result<Target, Errno> {
         let abs = self.abs_path(dirfd, pathname, empty_ok)?;
         if abs.is_empty() {
             return self.empty_target(dirfd);
@@ -243,7 +243,7 @@ fn names_dir(abs: &[u8]) -> bool {
 /// nodes whatever the root holds, and with `--root /` all of /dev is the
 /// host's): their attributes and names are not a guest's to change. EPERM,
 /// as in an unprivileged container, whose /dev nodes belong to the host.
-fn refuse_device_node(st: &libc::stat) -> Result<(), Errno> {
+pub(super) fn refuse_device_node(st: &libc::stat) -> Result<(), Errno> {
     match FileKind::from_mode(st.st_mode) {
         FileKind::CharDevice | FileKind::BlockDevice => Err(Errno::EPERM),
         _ => Ok(()),
@@ -261,7 +261,7 @@ fn refuse_device_entry(dir: &OwnedFd, name: &CString) -> Result<(), Errno> {
 
 /// `/proc/self/fd/N` of a host descriptor: lets calls that cannot take an
 /// O_PATH descriptor (chmod, access, link) act on a resolved object.
-fn proc_fd_path(fd: std::os::fd::BorrowedFd) -> CString {
+pub(super) fn proc_fd_path(fd: std::os::fd::BorrowedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap()
 }
 
@@ -350,7 +350,7 @@ fn stat_into(ctx: &Ctx, t: &Target, buf: u64) -> SysResult {
     }
 }
 
-fn stat_target(ctx: &Ctx, t: &Target) -> Result<libc::stat, Errno> {
+pub(super) fn stat_target(ctx: &Ctx, t: &Target) -> Result<libc::stat, Errno> {
     if let Target::Proc(node) = t {
         return Ok(procfs::stat(ctx.kernel(), *node));
     }
@@ -489,7 +489,10 @@ fn do_access(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, mode: i32, flags: i32)
     let eaccess = flags & libc::AT_EACCESS;
     let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
     if let Target::Proc(node) = t {
-        return procfs::may_access(ctx.kernel(), node, mode).map(|_| 0);
+        // access(2) checks with the real ids, faccessat2's AT_EACCESS with
+        // the effective ones.
+        let cred = if eaccess != 0 { ctx.cred() } else { ctx.cred().for_access() };
+        return procfs::may_access(ctx.kernel(), node, mode, &cred).map(|_| 0);
     }
     let (dir, name, at_flags) = t.at()?;
     hostfs::faccessat(dir, &name, mode, eaccess | at_flags).map(|_| 0)
@@ -533,7 +536,7 @@ fn set_cwd_to_proc(ctx: &Ctx, node: Node) -> SysResult {
     if node.kind() != Kind::Dir {
         return Err(Errno::ENOTDIR);
     }
-    procfs::may_access(ctx.kernel(), node, libc::X_OK)?;
+    procfs::may_access(ctx.kernel(), node, libc::X_OK, &ctx.cred())?;
     *ctx.process().cwd.lock().unwrap() = node.path();
     Ok(0)
 }
@@ -767,6 +770,13 @@ pub fn sys_utimensat(
     if ts.is_some_and(|ts| ts.iter().all(|t| t.tv_nsec == UTIME_OMIT)) {
         return Ok(0);
     }
+    do_utimes(ctx, dirfd, pathname, ts, flags)
+}
+
+/// Linux's do_utimes, for utimensat, utimes and futimesat: the flags, the
+/// file, then the nanoseconds (vfs_utimes); /proc files and device nodes
+/// are refused.
+fn do_utimes(ctx: &Ctx, dirfd: DirFd, pathname: Path, ts: Option<[libc::timespec; 2]>, flags: i32) -> SysResult {
     let nsec_valid = || {
         ts.iter()
             .flatten()
@@ -802,6 +812,95 @@ pub fn sys_utimensat(
     hostfs::utimensat(dir, Some(&name), ts.as_ref(), at_flags).map(|_| 0)
 }
 
+/// utimes(2) and futimesat(2) (do_futimesat): the times are read and their
+/// microseconds judged (0..1000000: the UTIME_ values are utimensat's
+/// only) before do_utimes.
+fn do_futimesat(ctx: &Ctx, dirfd: DirFd, pathname: Path, times: u64) -> SysResult {
+    let ts = if times != 0 {
+        let tv: [libc::timeval; 2] = ctx.mem().read(times)?;
+        if tv.iter().any(|t| !(0..1_000_000).contains(&t.tv_usec)) {
+            return Err(Errno::EINVAL);
+        }
+        Some(tv.map(|t| libc::timespec { tv_sec: t.tv_sec, tv_nsec: t.tv_usec * 1000 }))
+    } else {
+        None
+    };
+    do_utimes(ctx, dirfd, pathname, ts, 0)
+}
+
+pub fn sys_utimes(ctx: &mut Ctx, pathname: Path, UserPtr(times): UserPtr) -> SysResult {
+    do_futimesat(ctx, DirFd::CWD, pathname, times)
+}
+
+pub fn sys_futimesat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, UserPtr(times): UserPtr) -> SysResult {
+    do_futimesat(ctx, dirfd, pathname, times)
+}
+
+pub fn sys_fchownat(
+    ctx: &mut Ctx,
+    dirfd: DirFd,
+    pathname: Path,
+    uid: u32,
+    gid: u32,
+    AtFlags(flags): AtFlags,
+) -> SysResult {
+    if flags & !(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    let t = ctx.target(dirfd, pathname, follow, flags & libc::AT_EMPTY_PATH != 0)?;
+    refuse_device_node(&stat_target(ctx, &t)?)?;
+    let (dir, name, at_flags) = t.at()?;
+    hostfs::fchownat(dir, &name, uid, gid, at_flags).map(|_| 0)
+}
+
+pub fn sys_chown(ctx: &mut Ctx, pathname: Path, uid: u32, gid: u32) -> SysResult {
+    sys_fchownat(ctx, DirFd::CWD, pathname, uid, gid, AtFlags(0))
+}
+
+pub fn sys_lchown(ctx: &mut Ctx, pathname: Path, uid: u32, gid: u32) -> SysResult {
+    sys_fchownat(ctx, DirFd::CWD, pathname, uid, gid, AtFlags(libc::AT_SYMLINK_NOFOLLOW))
+}
+
+pub fn sys_fchown(ctx: &mut Ctx, fd: Fd, uid: u32, gid: u32) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    // A /proc directory's host descriptor is the host's /proc: its owner
+    // is not a guest's to change (as chown of a /proc path, fchmod).
+    if f.proc.is_some() {
+        return Err(Errno::EPERM);
+    }
+    refuse_device_node(&hostfs::fstat(f.fd())?)?;
+    hostfs::fchown(f.fd(), uid, gid).map(|_| 0)
+}
+
+/// mknod: FIFOs, sockets and regular files are made on the host; device
+/// nodes are EPERM, as in an unprivileged container (a guest's device
+/// node would reach the host's devices past its root).
+pub fn sys_mknodat(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, Mode(mode): Mode, dev: u32) -> SysResult {
+    let kind = mode & libc::S_IFMT;
+    match kind {
+        0 | libc::S_IFREG | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO | libc::S_IFSOCK => {}
+        libc::S_IFDIR => return Err(Errno::EPERM),
+        _ => return Err(Errno::EINVAL),
+    }
+    let (dir, name) = entry(ctx, dirfd, pathname)?;
+    if kind == libc::S_IFCHR || kind == libc::S_IFBLK {
+        // What exists is EEXIST first, as the lookup comes before the
+        // permission check.
+        if hostfs::fstatat(dir.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW).is_ok() {
+            return Err(Errno::EEXIST);
+        }
+        ctx.note("device nodes cannot be made (as in an unprivileged container)");
+        return Err(Errno::EPERM);
+    }
+    let kind = if kind == 0 { libc::S_IFREG } else { kind };
+    hostfs::mknodat(dir.as_fd(), &name, kind | (mode & 0o7777 & !ctx.umask()), dev).map(|_| 0)
+}
+
+pub fn sys_mknod(ctx: &mut Ctx, pathname: Path, mode: Mode, dev: u32) -> SysResult {
+    sys_mknodat(ctx, DirFd::CWD, pathname, mode, dev)
+}
+
 pub fn sys_umask(ctx: &mut Ctx, Mode(mask): Mode) -> SysResult {
     let old = ctx.process().umask.swap(mask & 0o777, std::sync::atomic::Ordering::Relaxed);
     Ok(old as u64)
@@ -833,97 +932,4 @@ pub fn sys_fstatfs(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
     let t = Target::file(ctx.file(fd)?);
     ctx.mem().write(buf, &statfs_of(&t)?)?;
     Ok(0)
-}
-
-/// Linux's XATTR_NAME_MAX, XATTR_SIZE_MAX and XATTR_LIST_MAX.
-const XATTR_NAME_MAX: usize = 255;
-const XATTR_SIZE_MAX: usize = 65536;
-const XATTR_LIST_MAX: usize = 65536;
-
-/// An attribute name: ERANGE when empty or longer than XATTR_NAME_MAX.
-fn xattr_name(ctx: &Ctx, name: Path) -> Result<CString, Errno> {
-    match ctx.mem().read_cstring(name.0, XATTR_NAME_MAX) {
-        Ok(n) if n.is_empty() => Err(Errno::ERANGE),
-        Ok(n) => Ok(CString::new(n).unwrap()),
-        Err(Errno::ENAMETOOLONG) => Err(Errno::ERANGE),
-        Err(e) => Err(e),
-    }
-}
-
-/// A host path naming a target for the xattr calls, which take no
-/// directory descriptor, and whether a final link is followed.
-fn xattr_path(t: &Target) -> Result<(CString, bool), Errno> {
-    Ok(match t {
-        Target::HostPath(p, follow) => (p.clone(), *follow),
-        Target::Entry(dir, name) => {
-            let mut p = proc_fd_path(dir.as_fd()).into_bytes();
-            p.push(b'/');
-            p.extend_from_slice(name.as_bytes());
-            (CString::new(p).unwrap(), false)
-        }
-        t => (t.at()?.1, true),
-    })
-}
-
-/// The value a get call found (or its size, for an empty buffer), copied out.
-fn xattr_out(ctx: &Ctx, value: u64, size: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize, Errno>) -> SysResult {
-    let mut buf = vec![0u8; size];
-    let n = fill(&mut buf)?;
-    if size > 0 {
-        ctx.mem().write_bytes(value, &buf[..n])?;
-    }
-    Ok(n as u64)
-}
-
-fn do_getxattr(ctx: &Ctx, pathname: Path, follow: bool, name: Path, value: u64, size: usize) -> SysResult {
-    let t = ctx.target(DirFd::CWD, pathname, follow, false)?;
-    let name = xattr_name(ctx, name)?;
-    if let Target::Proc(_) = t {
-        // Linux's proc has no xattr handlers.
-        return Err(Errno::EOPNOTSUPP);
-    }
-    let (path, follow) = xattr_path(&t)?;
-    xattr_out(ctx, value, size.min(XATTR_SIZE_MAX), |buf| hostfs::getxattr(&path, follow, &name, buf))
-}
-
-pub fn sys_getxattr(ctx: &mut Ctx, pathname: Path, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
-    do_getxattr(ctx, pathname, true, name, value, size)
-}
-
-pub fn sys_lgetxattr(ctx: &mut Ctx, pathname: Path, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
-    do_getxattr(ctx, pathname, false, name, value, size)
-}
-
-pub fn sys_fgetxattr(ctx: &mut Ctx, fd: Fd, name: Path, OutBuf(value): OutBuf, size: usize) -> SysResult {
-    let f = ctx.io_file(fd)?;
-    let name = xattr_name(ctx, name)?;
-    if f.proc.is_some() {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    xattr_out(ctx, value, size.min(XATTR_SIZE_MAX), |buf| hostfs::fgetxattr(f.fd(), &name, buf))
-}
-
-fn do_listxattr(ctx: &Ctx, pathname: Path, follow: bool, list: u64, size: usize) -> SysResult {
-    let t = ctx.target(DirFd::CWD, pathname, follow, false)?;
-    if let Target::Proc(_) = t {
-        return Ok(0);
-    }
-    let (path, follow) = xattr_path(&t)?;
-    xattr_out(ctx, list, size.min(XATTR_LIST_MAX), |buf| hostfs::listxattr(&path, follow, buf))
-}
-
-pub fn sys_listxattr(ctx: &mut Ctx, pathname: Path, OutBuf(list): OutBuf, size: usize) -> SysResult {
-    do_listxattr(ctx, pathname, true, list, size)
-}
-
-pub fn sys_llistxattr(ctx: &mut Ctx, pathname: Path, OutBuf(list): OutBuf, size: usize) -> SysResult {
-    do_listxattr(ctx, pathname, false, list, size)
-}
-
-pub fn sys_flistxattr(ctx: &mut Ctx, fd: Fd, OutBuf(list): OutBuf, size: usize) -> SysResult {
-    let f = ctx.io_file(fd)?;
-    if f.proc.is_some() {
-        return Ok(0);
-    }
-    xattr_out(ctx, list, size.min(XATTR_LIST_MAX), |buf| hostfs::flistxattr(f.fd(), buf))
 }

@@ -11,6 +11,7 @@ use crate::host::physmem::GuestRange;
 use crate::host::sys as hostsys;
 use crate::mm::uaccess::{access_ok, Pinned};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -416,4 +417,126 @@ pub fn sys_pipe2(ctx: &mut Ctx, UserPtr(fildes): UserPtr, OpenFlags(flags): Open
 
 pub fn sys_pipe(ctx: &mut Ctx, fildes: UserPtr) -> SysResult {
     sys_pipe2(ctx, fildes, OpenFlags(0))
+}
+
+/// With RWF_* flags the host's call judges them (EOPNOTSUPP for those it
+/// does not know): they are its kernel's.
+const RWF_NOWAIT: i32 = 0x8;
+
+/// preadv/preadv2 at `pos` (-1: preadv2 at the file position, as readv).
+fn do_preadv(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_position: bool) -> SysResult {
+    // A bad offset comes before a bad descriptor.
+    if !at_position && pos < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let f = ctx.io_file(fd)?;
+    if at_position && flags == 0 {
+        let ranges = iov_ranges(ctx, iov, vlen, true)?;
+        return file_ops::of(&f).readv(ctx, &f, &ranges);
+    }
+    let ranges = iov_ranges(ctx, iov, vlen, true)?;
+    if at_position && flags & RWF_NOWAIT == 0 {
+        wait_ready(ctx, &f, libc::POLLIN)?;
+    }
+    hostfs::preadv2(f.fd(), &ranges, if at_position { -1 } else { pos }, flags).map(|n| n as u64)
+}
+
+fn do_pwritev(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_position: bool) -> SysResult {
+    if !at_position && pos < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let f = ctx.io_file(fd)?;
+    if at_position && flags == 0 {
+        let ops = file_ops::of(&f);
+        ops.writev_ignores_buffers(&f)?;
+        let ranges = iov_ranges(ctx, iov, vlen, false)?;
+        return ops.writev(ctx, &f, &ranges);
+    }
+    let ranges = iov_ranges(ctx, iov, vlen, false)?;
+    if at_position && flags & RWF_NOWAIT == 0 {
+        wait_ready(ctx, &f, libc::POLLOUT)?;
+    }
+    hostfs::pwritev2(f.fd(), &ranges, if at_position { -1 } else { pos }, flags).map(|n| n as u64)
+}
+
+/// On x86-64 the offset is all of pos_l (pos_h is shifted out).
+pub fn sys_preadv(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32, pos_l: i64, _pos_h: u64) -> SysResult {
+    do_preadv(ctx, fd, iov, vlen, pos_l, 0, false)
+}
+
+pub fn sys_pwritev(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32, pos_l: i64, _pos_h: u64) -> SysResult {
+    do_pwritev(ctx, fd, iov, vlen, pos_l, 0, false)
+}
+
+pub fn sys_preadv2(
+    ctx: &mut Ctx,
+    fd: Fd,
+    UserPtr(iov): UserPtr,
+    vlen: u32,
+    pos_l: i64,
+    _pos_h: u64,
+    Hex(flags): Hex<i32>,
+) -> SysResult {
+    do_preadv(ctx, fd, iov, vlen, pos_l, flags, pos_l == -1)
+}
+
+pub fn sys_pwritev2(
+    ctx: &mut Ctx,
+    fd: Fd,
+    UserPtr(iov): UserPtr,
+    vlen: u32,
+    pos_l: i64,
+    _pos_h: u64,
+    Hex(flags): Hex<i32>,
+) -> SysResult {
+    do_pwritev(ctx, fd, iov, vlen, pos_l, flags, pos_l == -1)
+}
+
+const CLOSE_RANGE_UNSHARE: u32 = 2;
+const CLOSE_RANGE_CLOEXEC: u32 = 4;
+
+pub fn sys_close_range(ctx: &mut Ctx, first: u32, last: u32, Hex(flags): Hex<u32>) -> SysResult {
+    if flags & !(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) != 0 || first > last {
+        return Err(Errno::EINVAL);
+    }
+    // A table shared with other threads would become the caller's own
+    // (threads already on their way out share nothing any more).
+    let sharers = || ctx.process().threads.lock().unwrap().iter().filter(|t| !t.left.load(Ordering::Acquire)).count();
+    if flags & CLOSE_RANGE_UNSHARE != 0 && sharers() > 1 {
+        ctx.note("CLOSE_RANGE_UNSHARE: threads share one descriptor table in nomu");
+        return Err(Errno::EINVAL);
+    }
+    let cloexec = flags & CLOSE_RANGE_CLOEXEC != 0;
+    // Closed once the table is unlocked (the last reference closes the host's).
+    let _closed = ctx.process().files.lock().unwrap().close_range(first as usize, last as usize, cloexec);
+    Ok(0)
+}
+
+pub fn sys_fallocate(ctx: &mut Ctx, fd: Fd, mode: i32, offset: i64, len: i64) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    hostfs::fallocate(f.fd(), mode, offset, len).map(|_| 0)
+}
+
+pub fn sys_fadvise64(ctx: &mut Ctx, fd: Fd, offset: i64, len: i64, advice: i32) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    hostfs::fadvise64(f.fd(), offset, len, advice).map(|_| 0)
+}
+
+pub fn sys_readahead(ctx: &mut Ctx, fd: Fd, offset: i64, count: usize) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    hostfs::readahead(f.fd(), offset, count).map(|_| 0)
+}
+
+pub fn sys_sync(_: &mut Ctx) -> SysResult {
+    hostfs::sync();
+    Ok(0)
+}
+
+pub fn sys_syncfs(ctx: &mut Ctx, fd: Fd) -> SysResult {
+    hostfs::syncfs(ctx.io_file(fd)?.fd()).map(|_| 0)
+}
+
+pub fn sys_sync_file_range(ctx: &mut Ctx, fd: Fd, offset: i64, nbytes: i64, Hex(flags): Hex<u32>) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    hostfs::sync_file_range(f.fd(), offset, nbytes, flags).map(|_| 0)
 }

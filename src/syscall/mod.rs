@@ -6,6 +6,7 @@
 //! the conversion to `-errno` in rax happens once, here.
 
 mod args;
+mod cred;
 mod events;
 mod exec;
 mod file_ops;
@@ -15,11 +16,13 @@ mod io;
 mod memory;
 pub mod names;
 mod process;
+mod sched;
 mod signal;
 pub mod table;
 mod time;
 mod trace;
 mod wait;
+mod xattr;
 
 use crate::abi::errno::Errno;
 use crate::entry::TrapFrame;

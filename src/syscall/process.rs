@@ -4,6 +4,7 @@ use super::args::{Hex, UserPtr};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
+use crate::kernel::cred::{Cred, CAP_LAST_CAP};
 use crate::kernel::process::ExitStatus;
 
 /// exit(2) ends the calling thread; the process ends with its last thread.
@@ -27,22 +28,6 @@ pub fn sys_gettid(ctx: &mut Ctx) -> SysResult {
 
 pub fn sys_getppid(ctx: &mut Ctx) -> SysResult {
     Ok(ctx.kernel().tasks.ppid(ctx.process().pid) as u64)
-}
-
-pub fn sys_getuid(_: &mut Ctx) -> SysResult {
-    Ok(hostsys::ids().uid as u64)
-}
-
-pub fn sys_geteuid(_: &mut Ctx) -> SysResult {
-    Ok(hostsys::ids().euid as u64)
-}
-
-pub fn sys_getgid(_: &mut Ctx) -> SysResult {
-    Ok(hostsys::ids().gid as u64)
-}
-
-pub fn sys_getegid(_: &mut Ctx) -> SysResult {
-    Ok(hostsys::ids().egid as u64)
 }
 
 pub fn sys_set_tid_address(ctx: &mut Ctx, UserPtr(tidptr): UserPtr) -> SysResult {
@@ -118,10 +103,22 @@ const PR_SET_PDEATHSIG: i32 = 1;
 const PR_GET_PDEATHSIG: i32 = 2;
 const PR_GET_DUMPABLE: i32 = 3;
 const PR_SET_DUMPABLE: i32 = 4;
+const PR_GET_KEEPCAPS: i32 = 7;
+const PR_SET_KEEPCAPS: i32 = 8;
 const PR_SET_NAME: i32 = 15;
 const PR_GET_NAME: i32 = 16;
+const PR_CAPBSET_READ: i32 = 23;
+const PR_CAPBSET_DROP: i32 = 24;
+const PR_GET_SECUREBITS: i32 = 27;
 const PR_SET_NO_NEW_PRIVS: i32 = 38;
 const PR_GET_NO_NEW_PRIVS: i32 = 39;
+const PR_CAP_AMBIENT: i32 = 47;
+const PR_CAP_AMBIENT_IS_SET: u64 = 1;
+const PR_CAP_AMBIENT_RAISE: u64 = 2;
+const PR_CAP_AMBIENT_LOWER: u64 = 3;
+const PR_CAP_AMBIENT_CLEAR_ALL: u64 = 4;
+/// SECBIT_KEEP_CAPS, the one secure bit nomu keeps.
+const SECBIT_KEEP_CAPS: u64 = 1 << 4;
 
 /// The option is an `int` (the upper half of its register is ignored);
 /// what the unsigned long arguments mean depends on it.
@@ -161,6 +158,40 @@ pub fn sys_prctl(
         PR_GET_PDEATHSIG => {
             let s = ctx.t.thread.state.lock().unwrap().pdeathsig;
             ctx.mem().write(arg2, &s)?;
+            Ok(0)
+        }
+        PR_GET_KEEPCAPS => Ok(ctx.cred().keep_caps as u64),
+        PR_SET_KEEPCAPS => {
+            if arg2 > 1 {
+                return Err(Errno::EINVAL);
+            }
+            ctx.t.thread.cred.lock().unwrap().keep_caps = arg2 == 1;
+            Ok(0)
+        }
+        PR_CAPBSET_READ => {
+            if arg2 > u64::from(CAP_LAST_CAP) {
+                return Err(Errno::EINVAL);
+            }
+            Ok(ctx.cred().cap_bset >> arg2 & 1)
+        }
+        PR_CAPBSET_DROP => {
+            let new = ctx.cred().drop_bset(arg2.min(u64::from(u32::MAX)) as u32)?;
+            *ctx.t.thread.cred.lock().unwrap() = new;
+            Ok(0)
+        }
+        PR_GET_SECUREBITS => Ok(if ctx.cred().keep_caps { SECBIT_KEEP_CAPS } else { 0 }),
+        PR_CAP_AMBIENT => {
+            let c = ctx.cred();
+            let new = match arg2 {
+                PR_CAP_AMBIENT_CLEAR_ALL if arg3 | arg4 | arg5 == 0 => Cred { cap_ambient: 0, ..c },
+                _ if arg3 > u64::from(CAP_LAST_CAP) || arg4 | arg5 != 0 => return Err(Errno::EINVAL),
+                PR_CAP_AMBIENT_IS_SET => return Ok(c.cap_ambient >> arg3 & 1),
+                PR_CAP_AMBIENT_RAISE | PR_CAP_AMBIENT_LOWER => {
+                    c.set_ambient(arg3 as u32, arg2 == PR_CAP_AMBIENT_RAISE)?
+                }
+                _ => return Err(Errno::EINVAL),
+            };
+            *ctx.t.thread.cred.lock().unwrap() = new;
             Ok(0)
         }
         PR_GET_DUMPABLE => Ok(1),

@@ -5,10 +5,12 @@ use super::args::{Signal, UserPtr};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::KernelSigaction;
-use crate::kernel::process::ExitStatus;
+use crate::kernel::cred::CAP_KILL;
+use crate::kernel::process::{ExitStatus, Process, Thread};
 use crate::kernel::sigframe;
 use crate::kernel::signal::{self, AltStack, SigInfo, NSIG, SS_AUTODISARM, SS_DISABLE, SS_ONSTACK, UNBLOCKABLE};
 use crate::mm::uaccess::UserMem;
+use std::sync::Arc;
 
 const SIGSET_SIZE: usize = 8;
 
@@ -83,7 +85,38 @@ pub fn sys_rt_sigprocmask(
 }
 
 fn sender_info(ctx: &Ctx, sig: i32, code: i32) -> SigInfo {
-    SigInfo::from_process(sig, code, ctx.process().pid, crate::host::sys::ids().uid)
+    SigInfo::from_process(sig, code, ctx.process().pid, ctx.t.thread.cred.lock().unwrap().uid)
+}
+
+/// check_kill_permission: a signal from a guest to another process needs
+/// the sender's real or effective uid to be the target's real or saved
+/// one, or CAP_KILL; SIGCONT within a session is always allowed. `target`
+/// is the thread the signal is aimed at (a process's first thread for a
+/// process).
+fn may_signal(ctx: &Ctx, target: &Thread, sig: i32) -> Result<(), Errno> {
+    if Arc::ptr_eq(&target.process, ctx.process()) {
+        return Ok(());
+    }
+    let (me, them) = (ctx.cred(), target.cred());
+    let by_cred = [me.euid, me.uid].iter().any(|u| *u == them.suid || *u == them.uid);
+    if by_cred || me.capable(CAP_KILL) {
+        return Ok(());
+    }
+    let tasks = &ctx.kernel().tasks;
+    let session = |pid| tasks.ids(pid).map(|(_, sid)| sid);
+    if sig == libc::SIGCONT && session(target.process.pid) == session(ctx.process().pid) {
+        return Ok(());
+    }
+    Err(Errno::EPERM)
+}
+
+/// A process's signals are checked against its first thread.
+fn may_signal_process(ctx: &Ctx, p: &Arc<Process>, sig: i32) -> Result<(), Errno> {
+    let first = p.threads.lock().unwrap().first().cloned();
+    match first {
+        Some(t) => may_signal(ctx, &t, sig),
+        None => Ok(()),
+    }
 }
 
 pub fn sys_kill(ctx: &mut Ctx, pid: i32, Signal(sig): Signal) -> SysResult {
@@ -99,18 +132,30 @@ pub fn sys_kill(ctx: &mut Ctx, pid: i32, Signal(sig): Signal) -> SysResult {
     if targets.is_empty() && !(pid > 0 && tasks.exists(pid as u32)) {
         return Err(Errno::ESRCH);
     }
-    // The target is found before the signal is judged (check_kill_permission).
+    // The target is found before the signal is judged, and the signal
+    // before the sender's right to send it (check_kill_permission).
     if sig != 0 && !valid_signal(sig) {
         return Err(Errno::EINVAL);
     }
-    if sig != 0 {
-        // The first program has no init protection: it gets signals as it
-        // does when run directly (docker run --init gives it the same).
-        for p in &targets {
+    // Linux's answer for several targets: kill(-1) fails only for errors
+    // other than EPERM, a group when no member could be signalled.
+    let mut sent = false;
+    let mut last = Ok(());
+    for p in &targets {
+        let r = may_signal_process(ctx, p, sig);
+        if r.is_ok() && sig != 0 {
+            // The first program has no init protection: it gets signals as
+            // it does when run directly (docker run --init gives it the same).
             ctx.kernel().signal_process(p, sender_info(ctx, sig, signal::SI_USER));
         }
+        sent |= r.is_ok();
+        last = r;
     }
-    Ok(0)
+    match pid {
+        -1 => Ok(0),
+        _ if sent || targets.is_empty() => Ok(0),
+        _ => last.map(|()| 0),
+    }
 }
 
 /// tkill/tgkill: one thread.
@@ -130,6 +175,7 @@ fn signal_tid(ctx: &Ctx, tgid: Option<i32>, tid: i32, sig: i32) -> SysResult {
     if sig != 0 && !valid_signal(sig) {
         return Err(Errno::EINVAL);
     }
+    may_signal(ctx, &thread, sig)?;
     if sig != 0 {
         ctx.kernel().signal_thread(&thread, sender_info(ctx, sig, signal::SI_TKILL));
     }
@@ -161,8 +207,11 @@ pub fn sys_rt_sigqueueinfo(ctx: &mut Ctx, pid: i32, Signal(sig): Signal, UserPtr
     if sig != 0 && !valid_signal(sig) {
         return Err(Errno::EINVAL);
     }
-    if let Some(target) = tasks.process(pid as u32).filter(|_| sig != 0) {
-        ctx.kernel().signal_process(&target, info);
+    if let Some(target) = tasks.process(pid as u32) {
+        may_signal_process(ctx, &target, sig)?;
+        if sig != 0 {
+            ctx.kernel().signal_process(&target, info);
+        }
     }
     Ok(0)
 }
@@ -192,6 +241,7 @@ pub fn sys_rt_tgsigqueueinfo(
     if sig != 0 && !valid_signal(sig) {
         return Err(Errno::EINVAL);
     }
+    may_signal(ctx, &thread, sig)?;
     if sig != 0 {
         ctx.kernel().signal_thread(&thread, info);
     }

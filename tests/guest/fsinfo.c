@@ -1,5 +1,5 @@
-/* statfs, fstatfs and the xattr get and list calls: /proc answers as a
- * proc mount (no blocks, no xattrs), other files as their file system.
+/* statfs, fstatfs and the xattr calls: /proc answers as a proc mount (no
+ * blocks, no xattrs), other files as their file system.
  * Prints section names only. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
@@ -65,6 +65,32 @@ int main(void)
 	fd = open("/proc/self/stat", O_RDONLY);
 	CHECK_ERR(fgetxattr(fd, "user.x", buf, sizeof buf), EOPNOTSUPP);
 	CHECK_EQ(flistxattr(fd, NULL, 0), 0);
+	CHECK_ERR(fsetxattr(fd, "security.x", "v", 1, 0), EOPNOTSUPP);
+	CHECK_ERR(fremovexattr(fd, "security.x"), EOPNOTSUPP);
 	close(fd);
+
+	/* Changing /proc's attributes: proc has no xattr handlers, once the
+	 * checks before them pass (these answers are the same for any user). */
+	printf("xattr changes in /proc\n");
+	CHECK_ERR(setxattr("/proc/self/stat", "security.x", "v", 1, 0), EOPNOTSUPP);
+	CHECK_ERR(removexattr("/proc", "security.x"), EOPNOTSUPP);
+	CHECK_ERR(setxattr("/proc/self/fd", "system.x", "v", 1, 0), EOPNOTSUPP);
+	/* A process's directory takes no change of any name. */
+	CHECK_ERR(setxattr("/proc/self", "security.x", "v", 1, 0), EPERM);
+	CHECK_ERR(removexattr("/proc/self/", "user.x"), EPERM);
+	/* user.* is for files and directories: a link's is refused. */
+	CHECK_ERR(lgetxattr("/proc/self", "user.x", buf, sizeof buf), ENODATA);
+	CHECK_ERR(lsetxattr("/proc/self/exe", "user.x", "v", 1, 0), EPERM);
+	CHECK_ERR(lremovexattr("/proc/self/cwd", "user.x"), EPERM);
+	CHECK_ERR(lsetxattr("/proc/self/exe", "security.x", "v", 1, 0), EOPNOTSUPP);
+	/* sysctl directories and read-only sysctls are not writable, by root
+	 * either. */
+	CHECK_ERR(setxattr("/proc/sys/kernel", "user.x", "v", 1, 0), EACCES);
+	CHECK_ERR(removexattr("/proc/sys/kernel/osrelease", "user.x"), EACCES);
+	CHECK_ERR(setxattr("/proc/sys/kernel/osrelease", "security.x", "v", 1, 0), EOPNOTSUPP);
+	/* The name is read (and judged) before the path is looked up. */
+	CHECK_ERR(getxattr("/no/such/path", "", buf, sizeof buf), ERANGE);
+	CHECK_ERR(removexattr("/no/such/path", ""), ERANGE);
+	CHECK_ERR(syscall(SYS_fgetxattr, -1, (void *)8, buf, sizeof buf), EFAULT);
 	return checks_done();
 }

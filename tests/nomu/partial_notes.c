@@ -351,6 +351,38 @@ static void check_signalfd4(void)
 	check_signalfd(1);
 }
 
+static volatile int thread_may_end;
+
+static void *idle_thread(void *arg)
+{
+	(void)arg;
+	while (!thread_may_end)
+		sched_yield();
+	return NULL;
+}
+
+static void check_close_range(void)
+{
+	pthread_t t;
+	thread_may_end = 0;
+	if (pthread_create(&t, NULL, idle_thread, NULL)) {
+		EXPECT(0, "a thread to share the table with");
+		return;
+	}
+	int fd = open("/dev/null", O_RDONLY);
+	int r = syscall(SYS_close_range, fd, fd, 2 /* CLOSE_RANGE_UNSHARE */);
+	int open_now = fcntl(fd, F_GETFD) != -1;
+	if (on_linux)
+		EXPECT(r == 0 && !open_now, "CLOSE_RANGE_UNSHARE with another thread: the caller's own table, closed");
+	else
+		EXPECT(FAILS_WITH(r, EINVAL) && open_now, "CLOSE_RANGE_UNSHARE with another thread: EINVAL");
+	thread_may_end = 1;
+	pthread_join(t, NULL);
+	close(fd);
+	r = syscall(SYS_close_range, fd, fd, 2);
+	EXPECT(r == 0, "CLOSE_RANGE_UNSHARE alone works on both");
+}
+
 static const struct note {
 	const char *syscall;
 	const char *note;
@@ -368,7 +400,7 @@ static const struct note {
 	{ "fork", "EINVAL, as on no-MMU Linux", check_fork },
 	{ "fcntl", "no record locks yet", check_fcntl },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
-	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS", check_prctl },
+	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
 	{ "futex", "no PI futexes", check_futex },
 	{ "prlimit64", "limits are recorded; NOFILE is enforced", check_prlimit64 },
@@ -380,6 +412,8 @@ static const struct note {
 	  "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the "
 	  "process's first thread only",
 	  check_signalfd4 },
+	{ "close_range", "CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)",
+	  check_close_range },
 };
 
 int main(int argc, char **argv)

@@ -4,13 +4,17 @@
  * the test also checks the host directory above the root is unchanged.
  * Run only under nomu with a scratch --root (it sets times on "/..").
  * Also: nomu's device nodes are the host's, so their attributes and names
- * are refused (EPERM). */
+ * are refused (EPERM), and so is the owner of a /proc directory, whose
+ * host descriptor is the host's /proc. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +89,22 @@ int main(void)
 	expect_errno("touch /dev/null", utimensat(AT_FDCWD, "/dev/null", NULL, 0), EPERM);
 	expect_errno("futimens /dev/null", futimens(fd, t), EPERM);
 	expect_errno("utimensat nofollow /dev/urandom", utimensat(AT_FDCWD, "/dev/urandom", t, AT_SYMLINK_NOFOLLOW), EPERM);
+	expect_errno("chown /dev/null", chown("/dev/null", 1, 1), EPERM);
+	expect_errno("lchown /dev/zero", lchown("/dev/zero", 1, 1), EPERM);
+	expect_errno("fchown /dev/null", fchown(fd, 1, 1), EPERM);
+	expect_errno("fchownat /dev/urandom", fchownat(AT_FDCWD, "/dev/urandom", 1, 1, AT_SYMLINK_NOFOLLOW), EPERM);
+	expect_errno("utimes /dev/null", utimes("/dev/null", NULL), EPERM);
+	expect_errno("setxattr /dev/null", setxattr("/dev/null", "user.nomu", "x", 1, 0), EPERM);
+	expect_errno("fremovexattr /dev/null", fremovexattr(fd, "user.nomu"), EPERM);
+	expect_errno("mknod a device", mknod("/tmp/nomu-null", S_IFCHR | 0666, makedev(1, 3)), EPERM);
+	close(fd);
+	/* nomu's /proc directories stand on the host's /proc: a guest's fchown
+	 * of one reached it (-1, -1 changes nothing, were it allowed). */
+	fd = open("/proc", O_RDONLY | O_DIRECTORY);
+	expect_errno("fchown /proc", fchown(fd, -1, -1), EPERM);
+	close(fd);
+	fd = open("/proc/self", O_RDONLY | O_DIRECTORY);
+	expect_errno("fchown /proc/self", fchown(fd, -1, -1), EPERM);
 	close(fd);
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures != 0;
