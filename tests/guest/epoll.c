@@ -24,21 +24,6 @@
 
 extern char **environ;
 
-static void pause_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&t, NULL);
-}
-
-static void handle(int sig, void (*fn)(int), int flags)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fn;
-	sa.sa_flags = flags;
-	sigaction(sig, &sa, NULL);
-}
-
 static volatile int usr1;
 static void on_usr1(int sig) { (void)sig; usr1++; }
 
@@ -103,7 +88,7 @@ static pthread_t main_thread;
 static void *write_eventfd(void *arg)
 {
 	(void)arg;
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	wr(efd_shared, 1);
 	return NULL;
 }
@@ -111,7 +96,7 @@ static void *write_eventfd(void *arg)
 static void *write_pipe(void *arg)
 {
 	(void)arg;
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	write(pipe_w, "p", 1);
 	return NULL;
 }
@@ -119,7 +104,7 @@ static void *write_pipe(void *arg)
 static void *signal_main(void *arg)
 {
 	(void)arg;
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	pthread_kill(main_thread, SIGUSR1);
 	return NULL;
 }
@@ -127,7 +112,7 @@ static void *signal_main(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "child-writes")) {
-		pause_ms(100);
+		nomu_sleep_ms(100);
 		return wr(atoi(argv[2]), 1) == 8 ? 0 : 1;
 	}
 	main_thread = pthread_self();
@@ -377,7 +362,7 @@ int main(int argc, char **argv)
 	CHECK_ERR(syscall(SYS_epoll_pwait2, ep, evs, 4, (void *)8, NULL, 8), EFAULT);
 
 	printf("== signals end epoll_wait: EINTR, never restarted\n");
-	handle(SIGUSR1, on_usr1, SA_RESTART);
+	nomu_handle(SIGUSR1, on_usr1, SA_RESTART);
 	pthread_create(&t, NULL, signal_main, NULL);
 	CHECK_ERR(epoll_wait(ep, evs, 4, 5000), EINTR);
 	pthread_join(t, NULL);
@@ -419,7 +404,7 @@ int main(int argc, char **argv)
 	CHECK_EQ(wr(efd, 2), 8);
 	its.it_value.tv_nsec = 1000000;
 	CHECK_OK(timerfd_settime(tfd, 0, &its, NULL));
-	pause_ms(20);
+	nomu_sleep_ms(20);
 	raise(SIGUSR2);
 	CHECK_GOT(ep, 8, 0, "50:1,51:1,52:1,53:4,54:1");
 	struct signalfd_siginfo si;
@@ -432,7 +417,7 @@ int main(int argc, char **argv)
 	/* A signal sent while epoll_wait waits wakes it through the signalfd. */
 	CHECK_OK(epoll_ctl(ep, EPOLL_CTL_DEL, q[1], NULL));
 	pthread_create(&t, NULL, signal_main, NULL);
-	handle(SIGUSR1, on_usr1, 0);
+	nomu_handle(SIGUSR1, on_usr1, 0);
 	sigaddset(&block, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &block, NULL);
 	CHECK_OK(signalfd(sfd, &block, 0));

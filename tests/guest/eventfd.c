@@ -24,21 +24,6 @@
 
 extern char **environ;
 
-static void pause_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&t, NULL);
-}
-
-static void handle(int sig, void (*fn)(int), int flags)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fn;
-	sa.sa_flags = flags;
-	sigaction(sig, &sa, NULL);
-}
-
 static volatile int usr1;
 static void on_usr1(int sig) { (void)sig; usr1++; }
 
@@ -48,7 +33,7 @@ static pthread_t main_thread;
 /* After a pause: writes `arg` to the shared eventfd. */
 static void *writer(void *arg)
 {
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	uint64_t v = (uintptr_t)arg;
 	return (void *)(intptr_t)write(efd_shared, &v, 8);
 }
@@ -57,7 +42,7 @@ static void *writer(void *arg)
 static void *reader(void *arg)
 {
 	(void)arg;
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	uint64_t v = 0;
 	if (read(efd_shared, &v, 8) != 8)
 		return (void *)-1;
@@ -67,10 +52,10 @@ static void *reader(void *arg)
 /* After a pause: SIGUSR1 to the main thread; then, after another, writes 5. */
 static void *signaller(void *arg)
 {
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	pthread_kill(main_thread, SIGUSR1);
 	if (arg) {
-		pause_ms(100);
+		nomu_sleep_ms(100);
 		uint64_t v = 5;
 		write(efd_shared, &v, 8);
 	}
@@ -94,7 +79,7 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "child-writes")) {
 		/* A process that inherited the eventfd adds 42 to it. */
-		pause_ms(100);
+		nomu_sleep_ms(100);
 		return wr(atoi(argv[2]), 42) == 8 ? 0 : 1;
 	}
 	main_thread = pthread_self();
@@ -201,12 +186,12 @@ int main(int argc, char **argv)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
 	printf("== a signal ends a blocking read: EINTR, or a restart\n");
-	handle(SIGUSR1, on_usr1, 0);
+	nomu_handle(SIGUSR1, on_usr1, 0);
 	pthread_create(&t, NULL, signaller, NULL);
 	CHECK_ERR(read(efd_shared, &x, 8), EINTR);
 	pthread_join(t, NULL);
 	CHECK_EQ(usr1, 1);
-	handle(SIGUSR1, on_usr1, SA_RESTART);
+	nomu_handle(SIGUSR1, on_usr1, SA_RESTART);
 	pthread_create(&t, NULL, signaller, (void *)1);
 	CHECK_EQ(rd(efd_shared), 5);
 	pthread_join(t, NULL);
@@ -221,7 +206,7 @@ int main(int argc, char **argv)
 	CHECK_EQ(rd(efd_shared), 7);
 	/* A signal ends that wait too. */
 	CHECK_EQ(wr(efd_shared, UINT64_MAX - 1), 8);
-	handle(SIGUSR1, on_usr1, 0);
+	nomu_handle(SIGUSR1, on_usr1, 0);
 	pthread_create(&t, NULL, signaller, NULL);
 	CHECK_ERR(wr(efd_shared, 1), EINTR);
 	pthread_join(t, NULL);
@@ -271,7 +256,7 @@ int main(int argc, char **argv)
 	tv.tv_usec = 20000;
 	CHECK_EQ(select(efd_shared + 1, &rs, NULL, NULL, &tv), 0);
 	/* A signal ends a poll that waits on the eventfd alone. */
-	handle(SIGUSR1, on_usr1, SA_RESTART);
+	nomu_handle(SIGUSR1, on_usr1, SA_RESTART);
 	pthread_create(&t, NULL, signaller, NULL);
 	CHECK_ERR(poll(&p, 1, 5000), EINTR);
 	pthread_join(t, NULL);

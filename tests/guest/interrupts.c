@@ -27,15 +27,6 @@ static double now(void)
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static void handle(int sig, void (*fn)(int), int flags)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fn;
-	sa.sa_flags = flags;
-	sigaction(sig, &sa, NULL);
-}
-
 extern char **environ;
 static char *self;
 
@@ -55,7 +46,7 @@ int main(int argc, char **argv)
 	printf("== alarm interrupts a blocking read (no SA_RESTART)\n");
 	int p[2];
 	CHECK_OK(pipe(p));
-	handle(SIGALRM, on_alarm, 0);
+	nomu_handle(SIGALRM, on_alarm, 0);
 	CHECK_EQ(alarm(1), 0);
 	CHECK(alarm(1) >= 1); /* re-arming returns the seconds left */
 	char c;
@@ -67,7 +58,7 @@ int main(int argc, char **argv)
 	printf("== a kill from another process interrupts it\n");
 	/* Regression: the table once noted that kill did not interrupt a
 	 * blocked syscall of its target. */
-	handle(SIGUSR1, on_usr1, 0);
+	nomu_handle(SIGUSR1, on_usr1, 0);
 	char pidarg[16];
 	snprintf(pidarg, sizeof(pidarg), "%d", (int)getpid());
 	char *kargs[] = { self, "killer", pidarg, NULL };
@@ -82,7 +73,7 @@ int main(int argc, char **argv)
 	printf("== SA_RESTART restarts it\n");
 	/* A child writes after 1.5 s; SIGALRM comes at 100 ms: the read is
 	 * restarted after the handler and returns the child's byte. */
-	handle(SIGALRM, on_alarm, SA_RESTART);
+	nomu_handle(SIGALRM, on_alarm, SA_RESTART);
 	alarms = 0;
 	char fdarg[16];
 	snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
@@ -104,7 +95,7 @@ int main(int argc, char **argv)
 	CHECK_ERR(getitimer(12345, &g), EINVAL);
 
 	printf("== nanosleep is interrupted and reports what is left\n");
-	handle(SIGALRM, on_alarm, 0);
+	nomu_handle(SIGALRM, on_alarm, 0);
 	CHECK_OK(setitimer(ITIMER_REAL, &it, NULL));
 	struct timespec req = { 5, 0 }, rem = { 0, 0 };
 	CHECK_ERR(nanosleep(&req, &rem), EINTR);

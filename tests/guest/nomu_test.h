@@ -11,14 +11,17 @@
  *   CHECK_EQ(a, b)              integers must be equal (both printed on failure)
  *   return checks_done();       prints "<prog>: N checks, M failed" and the exit code
  *   nomu_copy_file(from, to)    copies a file (a program a test may spoil)
+ *   nomu_sleep_ms(ms), nomu_handle(sig, fn, flags)  a pause; a plain sigaction
  */
 #ifndef NOMU_TEST_H
 #define NOMU_TEST_H
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* volatile: tests longjmp out of signal handlers */
@@ -92,6 +95,23 @@ static inline int nomu_copy_file(const char *from, const char *to)
 			return -1;
 	close(in);
 	return close(out);
+}
+
+/* Sleeps about `ms` milliseconds (a peer's turn to act). */
+static inline void nomu_sleep_ms(int ms)
+{
+	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+/* Installs a plain handler `fn` for `sig` with sa_flags `flags`. */
+static inline void nomu_handle(int sig, void (*fn)(int), int flags)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = fn;
+	sa.sa_flags = flags;
+	sigaction(sig, &sa, NULL);
 }
 
 #endif

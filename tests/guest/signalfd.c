@@ -20,21 +20,6 @@
 
 extern char **environ;
 
-static void pause_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&t, NULL);
-}
-
-static void handle(int sig, void (*fn)(int), int flags)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fn;
-	sa.sa_flags = flags;
-	sigaction(sig, &sa, NULL);
-}
-
 static volatile int usr2;
 static void on_usr2(int sig) { (void)sig; usr2++; }
 static pthread_t main_thread;
@@ -42,7 +27,7 @@ static pthread_t main_thread;
 /* After a pause: `arg` (a signal number) to the main thread. */
 static void *signal_main(void *arg)
 {
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	pthread_kill(main_thread, (int)(intptr_t)arg);
 	return NULL;
 }
@@ -50,7 +35,7 @@ static void *signal_main(void *arg)
 /* The same after a longer pause. */
 static void *signal_main_later(void *arg)
 {
-	pause_ms(300);
+	nomu_sleep_ms(300);
 	pthread_kill(main_thread, (int)(intptr_t)arg);
 	return NULL;
 }
@@ -69,7 +54,7 @@ static sigset_t set_of(int a, int b)
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "kill-parent")) {
-		pause_ms(100);
+		nomu_sleep_ms(100);
 		return kill(atoi(argv[2]), SIGUSR1) == 0 ? 0 : 1;
 	}
 	if (argc == 2 && !strcmp(argv[1], "exit-3"))
@@ -202,14 +187,14 @@ int main(int argc, char **argv)
 	CHECK_EQ(si[0].ssi_pid, child);
 
 	printf("== a signal outside the mask ends it: EINTR, or a restart\n");
-	handle(SIGUSR2, on_usr2, 0);
+	nomu_handle(SIGUSR2, on_usr2, 0);
 	sigset_t usr2set = set_of(SIGUSR2, 0);
 	sigprocmask(SIG_UNBLOCK, &usr2set, NULL);
 	pthread_create(&t, NULL, signal_main, (void *)(intptr_t)SIGUSR2);
 	CHECK_ERR(read(bfd, si, sizeof(si)), EINTR);
 	pthread_join(t, NULL);
 	CHECK_EQ(usr2, 1);
-	handle(SIGUSR2, on_usr2, SA_RESTART);
+	nomu_handle(SIGUSR2, on_usr2, SA_RESTART);
 	pthread_create(&t, NULL, signal_main, (void *)(intptr_t)SIGUSR2);
 	/* Restarted after the handler, then the SIGUSR1 below ends it. */
 	pthread_t t2;

@@ -19,21 +19,6 @@
 
 extern char **environ;
 
-static void pause_ms(int ms)
-{
-	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&t, NULL);
-}
-
-static void handle(int sig, void (*fn)(int), int flags)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = fn;
-	sa.sa_flags = flags;
-	sigaction(sig, &sa, NULL);
-}
-
 static volatile int usr1;
 static void on_usr1(int sig) { (void)sig; usr1++; }
 static pthread_t main_thread;
@@ -41,7 +26,7 @@ static pthread_t main_thread;
 static void *signal_main(void *arg)
 {
 	(void)arg;
-	pause_ms(100);
+	nomu_sleep_ms(100);
 	pthread_kill(main_thread, SIGUSR1);
 	return NULL;
 }
@@ -120,7 +105,7 @@ int main(int argc, char **argv)
 	CHECK_OK(timerfd_gettime(fd, &old));
 	CHECK_EQ(old.it_interval.tv_nsec, 10000000);
 	CHECK(old.it_value.tv_nsec > 0 && old.it_value.tv_nsec <= 10000000);
-	pause_ms(55);
+	nomu_sleep_ms(55);
 	uint64_t n = rd(fd);
 	CHECK(n >= 4 && n < 100);
 	CHECK_ERR(read(fd, small, 8), EAGAIN);
@@ -128,7 +113,7 @@ int main(int argc, char **argv)
 	s = spec(0, 0);
 	CHECK_OK(timerfd_settime(fd, 0, &s, &old));
 	CHECK_EQ(old.it_interval.tv_nsec, 10000000);
-	pause_ms(20);
+	nomu_sleep_ms(20);
 	CHECK_ERR(read(fd, small, 8), EAGAIN);
 
 	printf("== absolute\n");
@@ -162,7 +147,7 @@ int main(int argc, char **argv)
 	CHECK_EQ(rd(rt), 1);
 	s = spec(5000000, 0);
 	CHECK_OK(timerfd_settime(bt, 0, &s, NULL));
-	pause_ms(20);
+	nomu_sleep_ms(20);
 	CHECK_EQ(rd(bt), 1);
 
 	printf("== a blocking read waits for the expiry\n");
@@ -174,7 +159,7 @@ int main(int argc, char **argv)
 	CHECK(now(CLOCK_MONOTONIC) - t0 > 0.04);
 
 	printf("== a signal ends it: EINTR, or a restart\n");
-	handle(SIGUSR1, on_usr1, 0);
+	nomu_handle(SIGUSR1, on_usr1, 0);
 	s = spec(0, 0);
 	CHECK_OK(timerfd_settime(fd, 0, &s, NULL));
 	pthread_t th;
@@ -182,7 +167,7 @@ int main(int argc, char **argv)
 	CHECK_ERR(read(fd, small, 8), EINTR);
 	pthread_join(th, NULL);
 	CHECK_EQ(usr1, 1);
-	handle(SIGUSR1, on_usr1, SA_RESTART);
+	nomu_handle(SIGUSR1, on_usr1, SA_RESTART);
 	s = spec(300000000, 0);
 	CHECK_OK(timerfd_settime(fd, 0, &s, NULL));
 	pthread_create(&th, NULL, signal_main, NULL);
