@@ -213,11 +213,11 @@ pub fn sys_ppoll(
     sigsetsize: usize,
 ) -> SysResult {
     // Linux's order: the timeout, the signal mask, then the descriptors.
-    let deadline = read_timespec_deadline(ctx, tsp)?;
+    let (deadline, written_back) = read_p_timeout(ctx, tsp)?;
     swap_mask(ctx, sigmask, sigsetsize as u64)?;
     let fds = read_pollfds(ctx, ufds, nfds)?;
-    let revents = poll_guest(ctx, &fds, deadline)?;
-    write_revents(ctx, ufds, &revents)
+    let r = poll_guest(ctx, &fds, deadline).and_then(|revents| write_revents(ctx, ufds, &revents));
+    write_back_time_left(ctx, tsp, written_back, r, timespec_of)
 }
 
 fn do_select(ctx: &mut Ctx, nfds: i32, sets: [u64; 3], deadline: Option<Instant>) -> SysResult {
@@ -307,17 +307,44 @@ pub fn sys_select(
         None
     };
     let r = do_select(ctx, n, [inp, outp, exp], deadline);
-    if tvp != 0 && !zero {
-        // Linux writes back the time left, but not for a zero timeout, and
-        // a timeval it cannot write changes nothing but a restart
-        // (poll_select_finish).
-        let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
-        let tv = libc::timeval { tv_sec: left.as_secs() as i64, tv_usec: left.subsec_micros() as i64 };
-        if ctx.mem().write(tvp, &tv).is_err() && r == Err(Errno::ERESTARTNOHAND) {
-            return Err(Errno::EINTR);
-        }
+    let left = |left: Duration| libc::timeval { tv_sec: left.as_secs() as i64, tv_usec: left.subsec_micros() as i64 };
+    write_back_time_left(ctx, tvp, deadline.filter(|_| !zero), r, left)
+}
+
+/// What select, pselect6 and ppoll do after the wait (poll_select_finish):
+/// the time left goes back into the caller's timeout, unless there was
+/// none or it was zero; a timeout Linux cannot write back changes nothing
+/// but a restart, which would start the whole timeout again: EINTR then.
+fn write_back_time_left<T: crate::host::pod::Pod>(
+    ctx: &Ctx,
+    ptr: u64,
+    deadline: Option<Instant>,
+    r: SysResult,
+    as_user: impl Fn(Duration) -> T,
+) -> SysResult {
+    let Some(deadline) = deadline.filter(|_| ptr != 0) else {
+        return r;
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if ctx.mem().write(ptr, &as_user(left)).is_err() && r == Err(Errno::ERESTARTNOHAND) {
+        return Err(Errno::EINTR);
     }
     r
+}
+
+fn timespec_of(left: Duration) -> libc::timespec {
+    libc::timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 }
+}
+
+/// A p* call's timeout: its deadline, and the deadline whose time left is
+/// written back (none for a zero timeout).
+fn read_p_timeout(ctx: &Ctx, ptr: u64) -> Result<(Option<Instant>, Option<Instant>), Errno> {
+    let deadline = read_timespec_deadline(ctx, ptr)?;
+    if deadline.is_none() {
+        return Ok((None, None));
+    }
+    let ts: libc::timespec = ctx.mem().read(ptr)?;
+    Ok((deadline, deadline.filter(|_| ts.tv_sec != 0 || ts.tv_nsec != 0)))
 }
 
 pub fn sys_pselect6(
@@ -332,11 +359,12 @@ pub fn sys_pselect6(
     // Linux reads the sigset argument pack first, then the timeout, then
     // the mask (pselect6, do_pselect).
     let sig: Option<[u64; 2]> = if sig != 0 { Some(ctx.mem().read(sig)?) } else { None };
-    let deadline = read_timespec_deadline(ctx, tsp)?;
+    let (deadline, written_back) = read_p_timeout(ctx, tsp)?;
     if let Some(sig) = sig {
         swap_mask(ctx, sig[0], sig[1])?;
     }
-    do_select(ctx, n, [inp, outp, exp], deadline)
+    let r = do_select(ctx, n, [inp, outp, exp], deadline);
+    write_back_time_left(ctx, tsp, written_back, r, timespec_of)
 }
 
 /// Blocks until a signal is delivered (pause, rt_sigsuspend).

@@ -5,13 +5,16 @@
  * neither reports nor reaps an exited child; every blocking call a signal
  * from another thread ends (sigsuspend, pause, sigtimedwait, futex, wait4)
  * returns when it comes, and a process
- * whose threads all wait in pause() ends at once on exit_group. */
+ * whose threads all wait in pause() ends at once on exit_group; select,
+ * pselect6 and ppoll write back the time left. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/select.h>
 #include <stddef.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -259,6 +262,55 @@ static void exit_with_paused_threads(const char *self)
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 6);
 }
 
+/* select, pselect6 and ppoll write the time left back into the timeout
+ * (poll_select_finish), but not a zero one; poll and epoll have no place. */
+static void time_left_written_back(void)
+{
+	printf("== select, pselect6 and ppoll write back the time left\n");
+	int p[2];
+	CHECK_OK(pipe(p));
+	CHECK_EQ(write(p[1], "x", 1), 1);
+	struct pollfd pfd = {p[0], POLLIN, 0};
+	struct timespec ts = {5, 0};
+	CHECK_EQ(syscall(SYS_ppoll, &pfd, 1, &ts, NULL, 8), 1);
+	CHECK(ts.tv_sec == 4 && ts.tv_nsec > 0);
+	fd_set in;
+	FD_ZERO(&in);
+	FD_SET(p[0], &in);
+	ts = (struct timespec){5, 0};
+	CHECK_EQ(syscall(SYS_pselect6, p[0] + 1, &in, NULL, NULL, &ts, NULL), 1);
+	CHECK(ts.tv_sec == 4 && ts.tv_nsec > 0);
+	struct timeval tv = {5, 0};
+	FD_SET(p[0], &in);
+	CHECK_EQ(syscall(SYS_select, p[0] + 1, &in, NULL, NULL, &tv), 1);
+	CHECK(tv.tv_sec == 4 && tv.tv_usec > 0);
+	/* A zero timeout is left alone, as is everything on a timeout that
+	 * expired (zero left: written back as zero). */
+	CHECK_OK(close(p[1]));
+	CHECK_EQ(read(p[0], &(char){0}, 1), 1);
+	int q[2];
+	CHECK_OK(pipe(q));
+	pfd.fd = q[0];
+	ts = (struct timespec){0, 0};
+	CHECK_EQ(syscall(SYS_ppoll, &pfd, 1, &ts, NULL, 8), 0);
+	CHECK(ts.tv_sec == 0 && ts.tv_nsec == 0);
+	ts = (struct timespec){0, 1000};
+	CHECK_EQ(syscall(SYS_ppoll, &pfd, 1, &ts, NULL, 8), 0);
+	CHECK(ts.tv_sec == 0 && ts.tv_nsec == 0);
+	/* A timeout in read-only memory: the call still succeeds. */
+	struct timespec *ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(ro != MAP_FAILED);
+	ro->tv_sec = 0;
+	ro->tv_nsec = 1000;
+	CHECK_OK(mprotect(ro, 4096, PROT_READ));
+	CHECK_EQ(syscall(SYS_ppoll, &pfd, 1, ro, NULL, 8), 0);
+	CHECK(ro->tv_nsec == 1000);
+	CHECK_OK(munmap(ro, 4096));
+	close(p[0]);
+	close(q[0]);
+	close(q[1]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "quick"))
@@ -276,5 +328,6 @@ int main(int argc, char **argv)
 	waitid_without_wexited(argv[0]);
 	wakeups(argv[0]);
 	exit_with_paused_threads(argv[0]);
+	time_left_written_back();
 	return checks_done();
 }
