@@ -75,7 +75,7 @@ fn command() -> Command {
         .arg_required_else_help(true)
         .subcommand(
             Command::new("run")
-                .about("Runs PROGRAM (a path inside the guest root) inside nomu, with the caller's environment, stdin, stdout and stderr; exits with its status")
+                .about("Runs PROGRAM (a path inside the guest root, or a name looked up in PATH) inside nomu, with the caller's environment, stdin, stdout and stderr; exits with its status")
                 .arg(
                     Arg::new("entry")
                         .long("entry")
@@ -117,7 +117,7 @@ fn command() -> Command {
                         .value_name("PROGRAM")
                         .required(true)
                         .value_parser(value_parser!(OsString))
-                        .help("The program to run, as a path inside the root"),
+                        .help("The program to run: a path inside the root, or a name looked up in PATH there"),
                 )
                 .arg(
                     Arg::new("args")

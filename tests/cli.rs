@@ -261,6 +261,24 @@ fn relative_program_paths_start_from_the_callers_directory(e: Entry) {
     assert_eq!(text(&out.stdout), format!("cwd: {}\n", cwd.display()));
 }
 
+fn program_names_without_a_slash_are_looked_up_in_the_path(e: Entry) {
+    // As env(1) or a shell runs them (`nomu run -- make`): the guest's PATH,
+    // inside the root, first match; glibc's /bin:/usr/bin without a PATH.
+    let root = repo().join("build/root");
+    let found =
+        e.command().args(["--env", "PATH=/no/such:/bin", "--root", s(&root), "--", "echo", "hi"]).output().unwrap();
+    assert_eq!((found.status.code(), text(&found.stdout).as_str()), (Some(0), "hi\n"), "{}", text(&found.stderr));
+    let unset = e.command().env_clear().args(["--root", s(&root), "--", "echo", "no PATH"]).output().unwrap();
+    assert_eq!(text(&unset.stdout), "no PATH\n", "{}", text(&unset.stderr));
+    let missing = e.command().args(["--env", "PATH=/bin", "--root", s(&root), "--", "nosuchprogram"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(127));
+    assert_eq!(text(&missing.stderr), "nomu: nosuchprogram: No such file or directory\n");
+    // A directory is no program: the search goes on past it (EACCES is
+    // remembered, as execvp does, and reported only if nothing runs).
+    let dir = e.command().args(["--env", "PATH=/", "--root", s(&root), "--", "bin"]).output().unwrap();
+    assert_eq!(dir.status.code(), Some(126), "{}", text(&dir.stderr));
+}
+
 #[test]
 fn command_line_errors_are_usage_errors() {
     assert_eq!(nomu(&["run", "--mem", "lots", "--", "/bin/true"]).status.code(), Some(2));
@@ -582,6 +600,7 @@ entry_matrix!(
     too_little_memory_for_the_program_is_enomem,
     exit_statuses_are_what_a_shell_reports,
     relative_program_paths_start_from_the_callers_directory,
+    program_names_without_a_slash_are_looked_up_in_the_path,
     garbage_syscalls_never_bring_nomu_down,
     fork_fails_with_einval_as_on_no_mmu_linux,
     orphans_are_reparented_to_init,

@@ -176,8 +176,10 @@ impl Kernel {
             }
         }
         let ids = cred::Cred::of_host().aux_ids();
-        let start = crate::loader::exec(self, &process, path, argv, envp, ids)
-            .map_err(|e| StartError { errno: e.errno, message: e.message })?;
+        let start = self
+            .prepare_first_program(&process, path, argv, envp, ids)
+            .map_err(|e| StartError { errno: e.errno, message: e.message })?
+            .install(&process);
         self.tasks.insert(Task {
             process: process.clone(),
             ppid: 0,
@@ -195,6 +197,37 @@ impl Kernel {
         // when its init ends).
         self.tasks.wait_until_none_alive();
         Ok(status)
+    }
+
+    /// Loads the first program: `path` as given if it has a '/', else
+    /// looked up in the guest's PATH as execvp(3) does (as env(1) or a shell
+    /// would run it): the first candidate that loads; EACCES if one was
+    /// found but none could run, ENOENT if none was found.
+    fn prepare_first_program(
+        &self,
+        process: &Process,
+        path: &[u8],
+        argv: Vec<Vec<u8>>,
+        envp: Vec<Vec<u8>>,
+        ids: crate::loader::AuxIds,
+    ) -> Result<crate::loader::Prepared, crate::loader::ExecError> {
+        if path.is_empty() || path.contains(&b'/') {
+            return crate::loader::prepare(self, process, path, argv, envp, ids);
+        }
+        // glibc's default when PATH is unset (confstr _CS_PATH).
+        let search = envp.iter().find_map(|e| e.strip_prefix(b"PATH=")).unwrap_or(b"/bin:/usr/bin").to_vec();
+        let mut denied = None;
+        for dir in search.split(|&b| b == b':') {
+            let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+            let candidate = [dir, b"/", path].concat();
+            match crate::loader::prepare(self, process, &candidate, argv.clone(), envp.clone(), ids) {
+                Ok(p) => return Ok(p),
+                Err(e) if e.errno == Errno::EACCES => denied = Some(e),
+                Err(e) if matches!(e.errno, Errno::ENOENT | Errno::ENOTDIR | Errno::ESTALE | Errno::ENODEV) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(denied.unwrap_or_else(|| Errno::ENOENT.into()))
     }
 
     /// Runs a guest thread on a new host thread of its own.

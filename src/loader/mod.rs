@@ -128,19 +128,6 @@ impl Prepared {
     }
 }
 
-/// Replaces `process`'s image with the program at `file` (prepare, then
-/// install). Returns the register state the first guest thread starts from.
-pub fn exec(
-    kernel: &Kernel,
-    process: &Process,
-    file: &[u8],
-    argv: Vec<Vec<u8>>,
-    envp: Vec<Vec<u8>>,
-    ids: AuxIds,
-) -> Result<StartState, ExecError> {
-    Ok(prepare(kernel, process, file, argv, envp, ids)?.install(process))
-}
-
 /// Loads the program at `file` (following `#!` lines) for `process`,
 /// without touching the process.
 pub fn prepare(
