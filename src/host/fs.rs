@@ -353,6 +353,32 @@ pub fn fcntl_int(fd: BorrowedFd, cmd: i32, arg: i32) -> R<i32> {
     unsafe { syscall(libc::SYS_fcntl, args([raw(fd), cmd as u64, arg as u64])) }.map(|v| v as i32)
 }
 
+/// A record-lock command of fcntl (F_OFD_GETLK, F_OFD_SETLK...) that does
+/// not wait.
+pub fn fcntl_lock(fd: BorrowedFd, cmd: i32, lock: &mut crate::abi::Flock) -> R<()> {
+    // SAFETY: `lock` is a valid struct flock for the host to read and fill.
+    unsafe { syscall(libc::SYS_fcntl, args([raw(fd), cmd as u64, lock as *mut crate::abi::Flock as u64])) }.map(drop)
+}
+
+/// A record-lock command that may wait (F_OFD_SETLKW): a kick ends it
+/// with EINTR (host::blocking).
+pub fn fcntl_lock_wait(fd: BorrowedFd, cmd: i32, lock: &mut crate::abi::Flock) -> R<()> {
+    let call = args([raw(fd), cmd as u64, lock as *mut crate::abi::Flock as u64]);
+    // SAFETY: as fcntl_lock.
+    unsafe { super::blocking::syscall(libc::SYS_fcntl, call) }.map(drop)
+}
+
+/// flock(2); without LOCK_NB it may wait, and a kick ends it with EINTR.
+pub fn flock(fd: BorrowedFd, op: i32) -> R<()> {
+    // SAFETY: integer arguments only.
+    unsafe { super::blocking::syscall(libc::SYS_flock, args([raw(fd), op as u64])) }.map(drop)
+}
+
+/// A new host open file description of the file open at `fd`.
+pub fn reopen(fd: BorrowedFd, flags: i32) -> R<OwnedFd> {
+    open_host(&proc_fd_path(fd), flags)
+}
+
 /// AT_FDCWD as a borrowed descriptor, for calls on /proc/self/fd paths.
 pub fn cwd() -> BorrowedFd<'static> {
     // SAFETY: AT_FDCWD is a sentinel the host accepts wherever a directory

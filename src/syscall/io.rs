@@ -246,7 +246,8 @@ pub fn sys_lseek(ctx: &mut Ctx, fd: Fd, offset: i64, whence: u32) -> SysResult {
 }
 
 pub fn sys_close(ctx: &mut Ctx, fd: Fd) -> SysResult {
-    ctx.process().files.lock().unwrap().close(fd.0)?;
+    let closed = ctx.process().files.lock().unwrap().close(fd.0)?;
+    crate::fs::locks::closed(ctx.process().pid, [&closed.file]);
     Ok(0)
 }
 
@@ -344,6 +345,12 @@ pub fn sys_fcntl(ctx: &mut Ctx, fd: Fd, cmd: u32, Hex(arg): Hex) -> SysResult {
             let old = hostfs::getfl(f.fd())?;
             hostfs::setfl(f.fd(), (old & !changeable) | (arg as i32 & changeable)).map(|_| 0)
         }
+        super::locks::F_GETLK
+        | super::locks::F_SETLK
+        | super::locks::F_SETLKW
+        | super::locks::F_OFD_GETLK
+        | super::locks::F_OFD_SETLK
+        | super::locks::F_OFD_SETLKW => super::locks::record_lock(ctx, fd, cmd, arg),
         F_GETPIPE_SZ | F_SETPIPE_SZ => {
             let f = ctx.io_file(fd)?;
             crate::host::fs::fcntl_int(f.fd(), cmd, arg as i32).map(|v| v as u64)
@@ -373,7 +380,11 @@ fn dup_to(ctx: &Ctx, old: Fd, new: Fd, cloexec: bool) -> SysResult {
     let file = files.file(old.0)?;
     // The old file at `new` (if any) is closed when its last reference goes,
     // after the lock is released.
-    let _replaced = files.install_at(new as usize, file, cloexec);
+    let replaced = files.install_at(new as usize, file, cloexec);
+    drop(files);
+    if let Some(old) = replaced {
+        crate::fs::locks::closed(ctx.process().pid, [&old.file]);
+    }
     Ok(new as u64)
 }
 
@@ -508,7 +519,8 @@ pub fn sys_close_range(ctx: &mut Ctx, first: u32, last: u32, Hex(flags): Hex<u32
     }
     let cloexec = flags & CLOSE_RANGE_CLOEXEC != 0;
     // Closed once the table is unlocked (the last reference closes the host's).
-    let _closed = ctx.process().files.lock().unwrap().close_range(first as usize, last as usize, cloexec);
+    let closed = ctx.process().files.lock().unwrap().close_range(first as usize, last as usize, cloexec);
+    crate::fs::locks::closed(ctx.process().pid, closed.iter().map(|e| &e.file));
     Ok(0)
 }
 

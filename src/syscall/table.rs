@@ -8,7 +8,7 @@
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{
-    cred, events, exec, fs, info, io, memory, process, sched, signal, time, wait, xattr, Args, Ctx, SysResult,
+    cred, events, exec, fs, info, io, locks, memory, process, sched, signal, time, wait, xattr, Args, Ctx, SysResult,
 };
 use std::sync::OnceLock;
 
@@ -205,7 +205,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(61, exec::sys_wait4(i32, UserPtr, Hex<i32>, UserPtr)),
     sys!(62, signal::sys_kill(i32, Signal)),
     sys!(63, info::sys_uname(UserPtr)),
-    sys!(72, io::sys_fcntl(Fd, u32, Hex)).partial("no record locks yet"),
+    sys!(72, io::sys_fcntl(Fd, u32, Hex)),
+    sys!(73, locks::sys_flock(Fd, u32)),
     sys!(74, io::sys_fsync(Fd)),
     sys!(75, io::sys_fdatasync(Fd)),
     sys!(76, fs::sys_truncate(Path, i64)).changes_inodes(),

@@ -208,20 +208,6 @@ static void check_fork(void)
 		EXPECT(FAILS_WITH(r, EINVAL), "fork: EINVAL");
 }
 
-static void check_fcntl(void)
-{
-	int fd = scratch_file();
-	struct flock lock = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10 };
-	int r = fcntl(fd, F_SETLK, &lock);
-	EXPECT(on_linux ? r == 0 : FAILS_WITH(r, EINVAL), "F_SETLK");
-	r = fcntl(fd, F_GETLK, &lock);
-	EXPECT(on_linux ? r == 0 : FAILS_WITH(r, EINVAL), "F_GETLK");
-	lock.l_pid = 0;
-	r = fcntl(fd, F_OFD_SETLK, &lock);
-	EXPECT(on_linux ? r == 0 : FAILS_WITH(r, EINVAL), "F_OFD_SETLK");
-	close(fd);
-}
-
 static void check_getrusage(void)
 {
 	/* The vfork child shares this memory: 8 MiB of it touched, so that
@@ -398,7 +384,6 @@ static const struct note {
 	  "CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
 	  check_clone },
 	{ "fork", "EINVAL, as on no-MMU Linux", check_fork },
-	{ "fcntl", "no record locks yet", check_fcntl },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
