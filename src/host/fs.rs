@@ -413,6 +413,14 @@ pub fn memfd_with(content: &[u8], flags: i32) -> R<OwnedFd> {
     open_host(&proc_fd_path(fd.as_fd()), flags)
 }
 
+/// memfd_create(2) for a guest (close-on-exec on the host whatever
+/// `flags` say: that is the guest descriptor's business).
+pub fn memfd_create(name: &CStr, flags: u32) -> R<OwnedFd> {
+    let call = args([name.as_ptr() as u64, (flags | libc::MFD_CLOEXEC) as u64]);
+    // SAFETY: a NUL-terminated name; the result is a new descriptor.
+    Ok(owned(unsafe { syscall(libc::SYS_memfd_create, call) }?))
+}
+
 /// Replaces the contents of a memfd made by [`memfd_with`] (through a
 /// writable descriptor of its own; the guest's stays read-only).
 pub fn memfd_refill(fd: BorrowedFd, content: &[u8]) -> R<()> {

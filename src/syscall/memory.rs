@@ -91,6 +91,10 @@ pub fn sys_mmap(
         if !f.readable() || (shared && prot & libc::PROT_WRITE != 0 && !f.writable()) {
             return Err(Errno::EACCES);
         }
+        // A memfd sealed against writing (Linux's memfd_check_seals_mmap).
+        if shared && prot & libc::PROT_WRITE != 0 && super::io::write_sealed(&f) {
+            return Err(Errno::EPERM);
+        }
         match source {
             MapSource::File => {
                 vma.kind = VmaKind::File;

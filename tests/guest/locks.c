@@ -107,7 +107,11 @@ static int child(const char *what)
 		return 0;
 	}
 	if (!strcmp(what, "wait")) {
-		/* Waits for the parent to let go of [0,1). */
+		/* Waits for the parent to let go of [0,1); a signal whose handler
+		 * has SA_RESTART comes meanwhile, and the wait goes on. */
+		nomu_handle(SIGALRM, on_alarm, SA_RESTART);
+		struct itimerval it = { { 0, 0 }, { 0, 50000 } };
+		setitimer(ITIMER_REAL, &it, NULL);
 		printf("child: F_SETLKW [0,1) W: %d\n", lk(fd, F_SETLKW, F_WRLCK, 0, 1));
 		fflush(stdout);
 		return 0;
