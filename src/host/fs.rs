@@ -374,6 +374,45 @@ pub fn flock(fd: BorrowedFd, op: i32) -> R<()> {
     unsafe { super::blocking::syscall(libc::SYS_flock, args([raw(fd), op as u64])) }.map(drop)
 }
 
+fn offset_ptr(off: Option<&mut i64>) -> u64 {
+    off.map_or(0, |o| o as *mut i64 as u64)
+}
+
+/// splice(2) between host descriptors; it may wait (a pipe), and a kick
+/// ends it with EINTR.
+pub fn splice(
+    input: BorrowedFd,
+    off_in: Option<&mut i64>,
+    out: BorrowedFd,
+    off_out: Option<&mut i64>,
+    len: usize,
+    flags: u32,
+) -> R<usize> {
+    let call = args([raw(input), offset_ptr(off_in), raw(out), offset_ptr(off_out), len as u64, flags as u64]);
+    // SAFETY: the offsets, when given, are valid i64s of the caller's.
+    unsafe { super::blocking::syscall(libc::SYS_splice, call) }
+}
+
+/// tee(2) between host pipes; it may wait, and a kick ends it with EINTR.
+pub fn tee(input: BorrowedFd, out: BorrowedFd, len: usize, flags: u32) -> R<usize> {
+    // SAFETY: integer arguments only.
+    unsafe { super::blocking::syscall(libc::SYS_tee, args([raw(input), raw(out), len as u64, flags as u64])) }
+}
+
+/// copy_file_range(2) between host descriptors.
+pub fn copy_file_range(
+    input: BorrowedFd,
+    off_in: Option<&mut i64>,
+    out: BorrowedFd,
+    off_out: Option<&mut i64>,
+    len: usize,
+    flags: u32,
+) -> R<usize> {
+    let call = args([raw(input), offset_ptr(off_in), raw(out), offset_ptr(off_out), len as u64, flags as u64]);
+    // SAFETY: the offsets, when given, are valid i64s of the caller's.
+    unsafe { syscall_retry(libc::SYS_copy_file_range, call) }
+}
+
 /// A new host open file description of the file open at `fd`.
 pub fn reopen(fd: BorrowedFd, flags: i32) -> R<OwnedFd> {
     open_host(&proc_fd_path(fd), flags)

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Linux caps one read or write at this many bytes.
 pub const MAX_RW_COUNT: usize = 0x7fff_f000;
-const UIO_MAXIOV: usize = 1024;
+pub(super) const UIO_MAXIOV: usize = 1024;
 
 impl Ctx<'_, '_> {
     pub fn file(&self, fd: Fd) -> Result<Arc<OpenFile>, Errno> {
@@ -138,7 +138,7 @@ pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos
 }
 
 /// A guest iovec array's buffers, pinned while the call uses them.
-struct IoRanges {
+pub(super) struct IoRanges {
     _pins: Vec<Pinned>,
     ranges: Vec<GuestRange>,
 }
@@ -152,7 +152,7 @@ impl std::ops::Deref for IoRanges {
 
 /// The guest's iovec array as checked ranges, stopping at the first buffer
 /// that is not fully accessible (so the host returns a partial count).
-fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
+pub(super) fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
     let cnt = cnt as usize;
     if cnt > UIO_MAXIOV {
         return Err(Errno::EINVAL);
@@ -497,7 +497,7 @@ pub fn sys_pipe(ctx: &mut Ctx, fildes: UserPtr) -> SysResult {
 
 /// With RWF_* flags the host's call judges them (EOPNOTSUPP for those it
 /// does not know): they are its kernel's.
-const RWF_NOWAIT: i32 = 0x8;
+pub(super) const RWF_NOWAIT: i32 = 0x8;
 
 /// preadv/preadv2 at `pos` (-1: preadv2 at the file position, as readv).
 fn do_preadv(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_position: bool) -> SysResult {

@@ -19,6 +19,7 @@ pub mod names;
 mod process;
 mod sched;
 mod signal;
+mod splice;
 pub mod table;
 mod time;
 mod trace;

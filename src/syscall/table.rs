@@ -8,7 +8,8 @@
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{
-    cred, events, exec, fs, info, io, locks, memory, process, sched, signal, time, wait, xattr, Args, Ctx, SysResult,
+    cred, events, exec, fs, info, io, locks, memory, process, sched, signal, splice, time, wait, xattr, Args, Ctx,
+    SysResult,
 };
 use std::sync::OnceLock;
 
@@ -329,7 +330,12 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(271, wait::sys_ppoll(UserPtr, u32, UserPtr, UserPtr, usize)),
     sys!(273, process::sys_set_robust_list(UserPtr, usize)),
     sys!(274, process::sys_get_robust_list(i32, UserPtr, UserPtr)),
+    sys!(275, splice::sys_splice(Fd, UserPtr, Fd, UserPtr, usize, Hex<u32>)).sigpipe(),
+    sys!(276, splice::sys_tee(Fd, Fd, usize, Hex<u32>)).sigpipe(),
     sys!(277, io::sys_sync_file_range(Fd, i64, i64, Hex<u32>)),
+    sys!(278, splice::sys_vmsplice(Fd, UserPtr, u64, Hex<u32>))
+        .sigpipe()
+        .partial("copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)"),
     sys!(280, fs::sys_utimensat(DirFd, Path, UserPtr, AtFlags)).changes_inodes(),
     sys!(281, events::sys_epoll_pwait(Fd, UserPtr, i32, i32, UserPtr, usize)),
     sys!(282, events::sys_signalfd(i32, UserPtr, usize)).partial(SIGNALFD_NOTE),
@@ -352,6 +358,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(316, fs::sys_renameat2(DirFd, Path, DirFd, Path, Hex<u32>)).changes_inodes(),
     sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),
     sys!(319, io::sys_memfd_create(UserPtr, Hex<u32>)),
+    sys!(326, splice::sys_copy_file_range(Fd, UserPtr, Fd, UserPtr, usize, Hex<u32>)),
     sys!(327, io::sys_preadv2(Fd, UserPtr, u32, i64, u64, Hex<i32>)),
     sys!(328, io::sys_pwritev2(Fd, UserPtr, u32, i64, u64, Hex<i32>)).sigpipe(),
     sys!(332, fs::sys_statx(DirFd, Path, AtFlags, Hex<u32>, UserPtr)),

@@ -25,6 +25,7 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,9 +35,6 @@
 #define FUTEX_UNLOCK_PI 7
 #ifndef MREMAP_DONTUNMAP
 #define MREMAP_DONTUNMAP 4
-#endif
-#ifndef F_OFD_SETLK
-#define F_OFD_SETLK 37
 #endif
 
 static int on_linux;
@@ -206,6 +204,26 @@ static void check_fork(void)
 	errno = saved;
 	if (!on_linux)
 		EXPECT(FAILS_WITH(r, EINVAL), "fork: EINVAL");
+}
+
+static void check_vmsplice(void)
+{
+	/* A page of its own, stored to after the vmsplice: Linux's pipe holds
+	 * the page itself and the reader sees the later store; nomu's holds a
+	 * copy. */
+	char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int p[2];
+	EXPECT(page != MAP_FAILED && pipe(p) == 0, "a page and a pipe");
+	memcpy(page, "before", 6);
+	struct iovec iov = { page, 6 };
+	EXPECT(vmsplice(p[1], &iov, 1, 0) == 6, "vmsplice");
+	memcpy(page, "after!", 6);
+	char got[7] = { 0 };
+	EXPECT(read(p[0], got, 6) == 6, "read");
+	EXPECT(on_linux ? !strcmp(got, "after!") : !strcmp(got, "before"), "what the reader sees");
+	close(p[0]);
+	close(p[1]);
+	munmap(page, 4096);
 }
 
 static void check_getrusage(void)
@@ -384,6 +402,8 @@ static const struct note {
 	  "CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
 	  check_clone },
 	{ "fork", "EINVAL, as on no-MMU Linux", check_fork },
+	{ "vmsplice", "copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)",
+	  check_vmsplice },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
