@@ -185,6 +185,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
         .hex()
         .partial("MREMAP_FIXED and MREMAP_DONTUNMAP are EINVAL"),
     sys!(26, memory::sys_msync(UserPtr, usize, Hex<i32>)),
+    sys!(27, memory::sys_mincore(UserPtr, usize, UserPtr)).partial(
+        "a page counts as resident when nomu's physical memory holds data for it: untouched pages another mapping used before count",
+    ),
     sys!(28, memory::sys_madvise(UserPtr, usize, i32)),
     sys!(32, io::sys_dup(Fd)),
     sys!(33, io::sys_dup2(Fd, Fd)),

@@ -206,6 +206,26 @@ static void check_fork(void)
 		EXPECT(FAILS_WITH(r, EINVAL), "fork: EINVAL");
 }
 
+static void check_mincore(void)
+{
+	/* Pages a mapping wrote and gave back, mapped again and not touched:
+	 * Linux has none resident; nomu zeroed them by writing, and they
+	 * hold data. */
+	size_t len = 16 * 4096;
+	char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	EXPECT(m != MAP_FAILED, "mmap");
+	memset(m, 1, len);
+	munmap(m, len);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char vec[16];
+	EXPECT(mincore(m, len, vec) == 0, "mincore");
+	int resident = 0;
+	for (int i = 0; i < 16; i++)
+		resident += vec[i] & 1;
+	EXPECT(on_linux ? resident == 0 : resident > 0, "untouched pages resident");
+	munmap(m, len);
+}
+
 static void check_vmsplice(void)
 {
 	/* A page of its own, stored to after the vmsplice: Linux's pipe holds
@@ -402,6 +422,8 @@ static const struct note {
 	  "CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
 	  check_clone },
 	{ "fork", "EINVAL, as on no-MMU Linux", check_fork },
+	{ "mincore", "a page counts as resident when nomu's physical memory holds data for it: untouched pages another mapping used before count",
+	  check_mincore },
 	{ "vmsplice", "copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)",
 	  check_vmsplice },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
