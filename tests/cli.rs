@@ -649,6 +649,22 @@ fn record_locks_and_flock_contend_with_host_processes(e: Entry) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// inotify inside a root other than `/`: the paths nomu opens itself
+/// (followed or not) are watched through the host's /proc/self/fd, and the
+/// events are the native run's.
+fn inotify_watches_paths_inside_a_root(e: Entry) {
+    let root = scratch("inotify-root", e);
+    std::fs::create_dir_all(root.join("tmp")).unwrap();
+    let prog = bin("guest/static/inotify");
+    std::fs::copy(&prog, root.join("tmp/inotify")).unwrap();
+    let native = Command::new(&prog).output().unwrap();
+    assert!(native.status.success(), "{}", text(&native.stdout));
+    let out = e.run(&["--root", s(&root), "--", "/tmp/inotify"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(text(&out.stdout), text(&native.stdout));
+    let _ = std::fs::remove_dir_all(root);
+}
+
 entry_matrix!(
     trace_prints_one_strace_like_line_per_syscall,
     unknown_syscalls_fail_with_enosys_and_a_trace_line,
@@ -677,4 +693,5 @@ entry_matrix!(
     fuzzing_leaves_nomu_and_everything_outside_the_root_intact,
     partial_notes_hold,
     record_locks_and_flock_contend_with_host_processes,
+    inotify_watches_paths_inside_a_root,
 );

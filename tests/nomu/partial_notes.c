@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -226,6 +227,15 @@ static void check_mincore(void)
 	munmap(m, len);
 }
 
+static void check_inotify_add_watch(void)
+{
+	int in = inotify_init1(IN_CLOEXEC);
+	EXPECT(in >= 0, "inotify_init1");
+	int wd = inotify_add_watch(in, "/proc/self", IN_ALL_EVENTS);
+	EXPECT(on_linux ? wd > 0 : FAILS_WITH(wd, EACCES), "a watch in /proc");
+	close(in);
+}
+
 static void check_vmsplice(void)
 {
 	/* A page of its own, stored to after the vmsplice: Linux's pipe holds
@@ -424,6 +434,7 @@ static const struct note {
 	{ "fork", "EINVAL, as on no-MMU Linux", check_fork },
 	{ "mincore", "a page counts as resident when nomu's physical memory holds data for it: untouched pages another mapping used before count",
 	  check_mincore },
+	{ "inotify_add_watch", "paths in nomu's /proc cannot be watched (EACCES)", check_inotify_add_watch },
 	{ "vmsplice", "copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)",
 	  check_vmsplice },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
