@@ -588,6 +588,101 @@ fn exit_and_exec_end_threads_in_every_kind_of_wait(e: Entry) {
     assert_eq!(text(&exec.stdout), "exec'd with the others gone\n");
 }
 
+/// A host lock request on `fd`: (cmd, type, start, len) -> (l_type, l_start, l_len) after the call.
+fn host_lock(fd: i32, cmd: i32, kind: i32, start: i64, len: i64) -> std::io::Result<(i32, i64, i64)> {
+    // SAFETY: an all-zero struct flock is valid.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as i16;
+    fl.l_whence = libc::SEEK_SET as i16;
+    fl.l_start = start;
+    fl.l_len = len;
+    // SAFETY: a valid struct flock for a lock command.
+    if unsafe { libc::fcntl(fd, cmd, &mut fl) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((fl.l_type as i32, fl.l_start, fl.l_len))
+}
+
+fn host_flock(fd: i32, op: i32) -> std::io::Result<()> {
+    // SAFETY: flock takes two integers.
+    if unsafe { libc::flock(fd, op) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Record locks and flock between a guest and a host process (this test):
+/// each sees and respects the other's, waits for the other's (a guest's
+/// wait on a host lock ends when the host process lets go), and a guest's
+/// go when it exits. The guest side is tests/guest/locks.c's "host" mode,
+/// run natively first: the host process must see the same both times.
+fn record_locks_and_flock_contend_with_host_processes(e: Entry) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsRawFd;
+    let dir = scratch("locks", e);
+    let file = dir.join("locked");
+    std::fs::write(&file, "0123456789").unwrap();
+    let prog = bin("guest/static/locks");
+    for native in [true, false] {
+        let posix = std::fs::OpenOptions::new().read(true).write(true).open(&file).unwrap();
+        let whole = std::fs::OpenOptions::new().read(true).write(true).open(&file).unwrap();
+        let (p, w) = (posix.as_raw_fd(), whole.as_raw_fd());
+        host_lock(p, libc::F_SETLK, libc::F_WRLCK, 0, 10).unwrap();
+        host_flock(w, libc::LOCK_EX).unwrap();
+        let mut cmd = if native { Command::new(&prog) } else { e.command() };
+        if !native {
+            cmd.arg("--").arg(&prog);
+        }
+        let mut child = cmd.args(["host", s(&file)]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut next = || lines.next().expect("a line from the guest").unwrap();
+        assert_eq!(next(), "guest: [0,1) W: W 0 10", "native: {native}");
+        assert_eq!(next(), "guest: locked", "native: {native}");
+        // The guest's POSIX lock and its OFD lock, as a host process sees them.
+        assert_eq!(host_lock(w, libc::F_OFD_GETLK, libc::F_RDLCK, 100, 1).unwrap(), (libc::F_WRLCK, 100, 10));
+        assert_eq!(host_lock(w, libc::F_OFD_GETLK, libc::F_WRLCK, 200, 1).unwrap(), (libc::F_RDLCK, 200, 10));
+        assert_eq!(
+            host_lock(w, libc::F_OFD_SETLK, libc::F_RDLCK, 105, 1).unwrap_err().raw_os_error(),
+            Some(libc::EAGAIN)
+        );
+        // The guest now waits for the host's locks, which go a little later.
+        stdin.write_all(b"1").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        host_lock(p, libc::F_SETLK, libc::F_UNLCK, 0, 0).unwrap();
+        host_flock(w, libc::LOCK_UN).unwrap();
+        assert_eq!(next(), "guest: got the host's locks", "native: {native}");
+        assert_eq!(host_lock(w, libc::F_OFD_GETLK, libc::F_RDLCK, 0, 1).unwrap(), (libc::F_WRLCK, 0, 10));
+        let other = std::fs::File::open(&file).unwrap();
+        let busy = host_flock(other.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB).unwrap_err();
+        assert_eq!(busy.raw_os_error(), Some(libc::EWOULDBLOCK));
+        // Gone with the guest.
+        stdin.write_all(b"2").unwrap();
+        let status = child.wait().unwrap();
+        let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+        assert!(status.success(), "native: {native}, {rest:?}");
+        assert_eq!(host_lock(w, libc::F_OFD_GETLK, libc::F_WRLCK, 0, 0).unwrap().0, libc::F_UNLCK);
+        host_flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// inotify inside a root other than `/`: the paths nomu opens itself
+/// (followed or not) are watched through the host's /proc/self/fd, and the
+/// events are the native run's.
+fn inotify_watches_paths_inside_a_root(e: Entry) {
+    let root = scratch("inotify-root", e);
+    std::fs::create_dir_all(root.join("tmp")).unwrap();
+    let prog = bin("guest/static/inotify");
+    std::fs::copy(&prog, root.join("tmp/inotify")).unwrap();
+    let native = Command::new(&prog).output().unwrap();
+    assert!(native.status.success(), "{}", text(&native.stdout));
+    let out = e.run(&["--root", s(&root), "--", "/tmp/inotify"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(text(&out.stdout), text(&native.stdout));
+    let _ = std::fs::remove_dir_all(root);
+}
+
 entry_matrix!(
     trace_prints_one_strace_like_line_per_syscall,
     unknown_syscalls_fail_with_enosys_and_a_trace_line,
@@ -616,4 +711,6 @@ entry_matrix!(
     i386_syscall_instructions_fault_and_harm_no_later_guest,
     fuzzing_leaves_nomu_and_everything_outside_the_root_intact,
     partial_notes_hold,
+    record_locks_and_flock_contend_with_host_processes,
+    inotify_watches_paths_inside_a_root,
 );

@@ -71,6 +71,20 @@ pub struct GuestIovec {
     pub len: u64,
 }
 
+/// struct flock (the same as flock64 on x86-64): a record lock's
+/// description for fcntl's F_GETLK/F_SETLK(W) and the OFD commands.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Flock {
+    pub l_type: i16,
+    pub l_whence: i16,
+    pub pad: u32,
+    pub l_start: i64,
+    pub l_len: i64,
+    pub l_pid: i32,
+    pub pad2: u32,
+}
+
 /// si_code of a signal the kernel itself sends.
 pub const SI_KERNEL: i32 = 0x80;
 

@@ -79,12 +79,15 @@ impl FdTable {
         closed
     }
 
-    /// execve: descriptors marked close-on-exec go away.
-    pub fn close_on_exec(&mut self) {
+    /// execve: descriptors marked close-on-exec go away (returned, for the
+    /// caller to drop once the table is unlocked).
+    pub fn close_on_exec(&mut self) -> Vec<FdEntry> {
+        let mut closed = Vec::new();
         for e in self.entries.iter_mut() {
             if e.as_ref().is_some_and(|e| e.cloexec) {
-                *e = None;
+                closed.extend(e.take());
             }
         }
+        closed
     }
 }

@@ -62,6 +62,9 @@ pub enum FileType {
     Epoll,
     /// A timerfd: the host's, behind its host descriptor.
     TimerFd,
+    /// An inotify instance: the host's, for paths resolved inside the root;
+    /// a read waits in one host call a kick ends, as a pipe's does.
+    Inotify,
     /// A signalfd: reads the reader's pending signals (the host descriptor
     /// is a host signalfd that reads none).
     SignalFd,

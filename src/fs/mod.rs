@@ -4,6 +4,7 @@ pub mod epoll;
 pub mod eventfd;
 pub mod fdtable;
 pub mod file;
+pub mod locks;
 pub mod path;
 pub mod procfs;
 pub mod text_busy;

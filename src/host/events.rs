@@ -144,3 +144,23 @@ pub fn poll_now(fd: BorrowedFd, events: i16) -> R<i16> {
     unsafe { syscall_retry(libc::SYS_ppoll, call) }?;
     Ok(p.revents)
 }
+
+/// inotify_init1 (close-on-exec on the host whatever `flags` say).
+pub fn inotify_init1(flags: i32) -> R<OwnedFd> {
+    // SAFETY: a plain integer argument.
+    let fd = unsafe { syscall(libc::SYS_inotify_init1, args([(flags | libc::IN_CLOEXEC) as u64])) }?;
+    Ok(owned(fd))
+}
+
+/// inotify_add_watch on host descriptor `fd` for host path `path`.
+pub fn inotify_add_watch(fd: BorrowedFd, path: &std::ffi::CStr, mask: u32) -> R<usize> {
+    // SAFETY: a NUL-terminated path.
+    unsafe {
+        syscall_retry(libc::SYS_inotify_add_watch, args([fd.as_raw_fd() as u64, path.as_ptr() as u64, mask as u64]))
+    }
+}
+
+pub fn inotify_rm_watch(fd: BorrowedFd, wd: i32) -> R<usize> {
+    // SAFETY: plain integer arguments.
+    unsafe { syscall(libc::SYS_inotify_rm_watch, args([fd.as_raw_fd() as u64, wd as u32 as u64])) }
+}

@@ -353,6 +353,71 @@ pub fn fcntl_int(fd: BorrowedFd, cmd: i32, arg: i32) -> R<i32> {
     unsafe { syscall(libc::SYS_fcntl, args([raw(fd), cmd as u64, arg as u64])) }.map(|v| v as i32)
 }
 
+/// A record-lock command of fcntl (F_OFD_GETLK, F_OFD_SETLK...) that does
+/// not wait.
+pub fn fcntl_lock(fd: BorrowedFd, cmd: i32, lock: &mut crate::abi::Flock) -> R<()> {
+    // SAFETY: `lock` is a valid struct flock for the host to read and fill.
+    unsafe { syscall(libc::SYS_fcntl, args([raw(fd), cmd as u64, lock as *mut crate::abi::Flock as u64])) }.map(drop)
+}
+
+/// A record-lock command that may wait (F_OFD_SETLKW): a kick ends it
+/// with EINTR (host::blocking).
+pub fn fcntl_lock_wait(fd: BorrowedFd, cmd: i32, lock: &mut crate::abi::Flock) -> R<()> {
+    let call = args([raw(fd), cmd as u64, lock as *mut crate::abi::Flock as u64]);
+    // SAFETY: as fcntl_lock.
+    unsafe { super::blocking::syscall(libc::SYS_fcntl, call) }.map(drop)
+}
+
+/// flock(2); without LOCK_NB it may wait, and a kick ends it with EINTR.
+pub fn flock(fd: BorrowedFd, op: i32) -> R<()> {
+    // SAFETY: integer arguments only.
+    unsafe { super::blocking::syscall(libc::SYS_flock, args([raw(fd), op as u64])) }.map(drop)
+}
+
+fn offset_ptr(off: Option<&mut i64>) -> u64 {
+    off.map_or(0, |o| o as *mut i64 as u64)
+}
+
+/// splice(2) between host descriptors; it may wait (a pipe), and a kick
+/// ends it with EINTR.
+pub fn splice(
+    input: BorrowedFd,
+    off_in: Option<&mut i64>,
+    out: BorrowedFd,
+    off_out: Option<&mut i64>,
+    len: usize,
+    flags: u32,
+) -> R<usize> {
+    let call = args([raw(input), offset_ptr(off_in), raw(out), offset_ptr(off_out), len as u64, flags as u64]);
+    // SAFETY: the offsets, when given, are valid i64s of the caller's.
+    unsafe { super::blocking::syscall(libc::SYS_splice, call) }
+}
+
+/// tee(2) between host pipes; it may wait, and a kick ends it with EINTR.
+pub fn tee(input: BorrowedFd, out: BorrowedFd, len: usize, flags: u32) -> R<usize> {
+    // SAFETY: integer arguments only.
+    unsafe { super::blocking::syscall(libc::SYS_tee, args([raw(input), raw(out), len as u64, flags as u64])) }
+}
+
+/// copy_file_range(2) between host descriptors.
+pub fn copy_file_range(
+    input: BorrowedFd,
+    off_in: Option<&mut i64>,
+    out: BorrowedFd,
+    off_out: Option<&mut i64>,
+    len: usize,
+    flags: u32,
+) -> R<usize> {
+    let call = args([raw(input), offset_ptr(off_in), raw(out), offset_ptr(off_out), len as u64, flags as u64]);
+    // SAFETY: the offsets, when given, are valid i64s of the caller's.
+    unsafe { syscall_retry(libc::SYS_copy_file_range, call) }
+}
+
+/// A new host open file description of the file open at `fd`.
+pub fn reopen(fd: BorrowedFd, flags: i32) -> R<OwnedFd> {
+    open_host(&proc_fd_path(fd), flags)
+}
+
 /// AT_FDCWD as a borrowed descriptor, for calls on /proc/self/fd paths.
 pub fn cwd() -> BorrowedFd<'static> {
     // SAFETY: AT_FDCWD is a sentinel the host accepts wherever a directory
@@ -385,6 +450,14 @@ pub fn memfd_with(content: &[u8], flags: i32) -> R<OwnedFd> {
     let fd = owned(unsafe { syscall(libc::SYS_memfd_create, args([name, libc::MFD_CLOEXEC as u64])) }?);
     write_all_at(fd.as_fd(), content)?;
     open_host(&proc_fd_path(fd.as_fd()), flags)
+}
+
+/// memfd_create(2) for a guest (close-on-exec on the host whatever
+/// `flags` say: that is the guest descriptor's business).
+pub fn memfd_create(name: &CStr, flags: u32) -> R<OwnedFd> {
+    let call = args([name.as_ptr() as u64, (flags | libc::MFD_CLOEXEC) as u64]);
+    // SAFETY: a NUL-terminated name; the result is a new descriptor.
+    Ok(owned(unsafe { syscall(libc::SYS_memfd_create, call) }?))
 }
 
 /// Replaces the contents of a memfd made by [`memfd_with`] (through a

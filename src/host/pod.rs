@@ -16,7 +16,7 @@ macro_rules! pod {
 
 pod!(u8, u16, u32, u64, i32, i64, usize, libc::stat, libc::timespec, libc::timeval, libc::utsname);
 pod!(libc::sysinfo, libc::rlimit, libc::winsize, libc::tms, libc::rusage, libc::statfs);
-pod!(crate::abi::Termios, crate::abi::KernelSigaction, crate::abi::GuestIovec);
+pod!(crate::abi::Termios, crate::abi::KernelSigaction, crate::abi::GuestIovec, crate::abi::Flock);
 
 // SAFETY: an array of Pod values is Pod.
 unsafe impl<T: Pod, const N: usize> Pod for [T; N] {}

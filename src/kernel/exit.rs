@@ -178,6 +178,8 @@ impl<'a> MmReleased<'a> {
     /// Closes every descriptor (a pipe's reader sees EOF from here on).
     fn exit_files(self) -> FilesClosed<'a> {
         drop(std::mem::take(&mut *self.last.thread.process.files.lock().unwrap()));
+        // Its record locks go with its descriptors (Linux's close_files).
+        crate::fs::locks::exited(self.last.thread.process.pid);
         FilesClosed { last: self.last }
     }
 }

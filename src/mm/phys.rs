@@ -235,6 +235,13 @@ impl PhysicalMemory {
         }
     }
 
+    /// The runs of whole pages in [addr, addr+len) that hold data (mincore's
+    /// resident pages): the rest were never written or were given back.
+    pub fn populated(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
+        let _pages = self.buddy.lock().unwrap(); // populated() seeks the shared memfd
+        self.mem.populated(addr, len)
+    }
+
     /// Claims the pages of [addr, addr+len) if they all are free.
     pub fn alloc_at(&self, addr: usize, len: usize) -> Result<(), Errno> {
         if !self.mem.contains(addr, len) {

@@ -230,7 +230,9 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     *ctx.t.thread.cred.lock().unwrap() = cred.for_exec();
     let start = image.install(&process);
     ctx.t.mm = process.mm();
-    process.files.lock().unwrap().close_on_exec();
+    let closed = process.files.lock().unwrap().close_on_exec();
+    crate::fs::locks::closed(process.pid, closed.iter().map(|e| &e.file));
+    drop(closed);
     process.signals.lock().unwrap().reset_for_exec();
     // comm becomes the new program's name (procfs falls back to it).
     ctx.t.thread.state.lock().unwrap().comm = [0; 16];

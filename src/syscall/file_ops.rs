@@ -149,6 +149,7 @@ pub fn of(f: &OpenFile) -> &'static dyn FileOps {
         FileType::EventFd => &EventFdOps,
         FileType::Epoll => &EpollOps,
         FileType::TimerFd => &TimerFdOps,
+        FileType::Inotify => &InotifyOps,
         FileType::SignalFd => &SignalFdOps,
     }
 }
@@ -784,6 +785,28 @@ impl FileOps for EpollOps {
         if let Some(ep) = f.epoll() {
             ep.settle(&mut |file| poll_own(ctx, file));
         }
+    }
+
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+/// An inotify instance: the host's own (events, their order, queue
+/// overflow and readiness are Linux's); a read waits as a pipe's does.
+struct InotifyOps;
+
+impl FileOps for InotifyOps {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        Stream.read(ctx, f, buf, len)
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        Stream.readv(ctx, f, ranges)
+    }
+
+    fn may_block(&self) -> bool {
+        true
     }
 
     fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {

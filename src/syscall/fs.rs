@@ -3,7 +3,7 @@
 use super::args::{AtFlags, DirFd, Fd, Hex, Mode, OpenFlags, OutBuf, Path, UserPtr};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
-use crate::fs::file::{FileKind, OpenFile};
+use crate::fs::file::{FileKind, FileType, OpenFile};
 use crate::fs::path::{self, Special, PATH_MAX};
 use crate::fs::procfs::{self, Follow, Kind, Lookup, Node};
 use crate::host::fs as hostfs;
@@ -932,4 +932,73 @@ pub fn sys_fstatfs(ctx: &mut Ctx, fd: Fd, UserPtr(buf): UserPtr) -> SysResult {
     let t = Target::file(ctx.file(fd)?);
     ctx.mem().write(buf, &statfs_of(&t)?)?;
     Ok(0)
+}
+
+/// inotify_init1(2): the host's inotify behind a guest descriptor.
+pub fn sys_inotify_init1(ctx: &mut Ctx, Hex(flags): Hex<i32>) -> SysResult {
+    if flags & !(libc::IN_CLOEXEC | libc::IN_NONBLOCK) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let host = crate::host::events::inotify_init1(flags)?;
+    let file = OpenFile::new_special(host, "anon_inode:inotify", FileType::Inotify, None);
+    ctx.install_fd(Arc::new(file), flags & libc::IN_CLOEXEC != 0)
+}
+
+pub fn sys_inotify_init(ctx: &mut Ctx) -> SysResult {
+    sys_inotify_init1(ctx, Hex(0))
+}
+
+/// Every bit inotify_add_watch knows (Linux's ALL_INOTIFY_BITS).
+const ALL_INOTIFY_BITS: u32 = libc::IN_ALL_EVENTS
+    | libc::IN_UNMOUNT
+    | libc::IN_Q_OVERFLOW
+    | libc::IN_IGNORED
+    | libc::IN_ONLYDIR
+    | libc::IN_DONT_FOLLOW
+    | libc::IN_EXCL_UNLINK
+    | libc::IN_MASK_CREATE
+    | libc::IN_MASK_ADD
+    | libc::IN_ISDIR
+    | libc::IN_ONESHOT;
+
+/// inotify_add_watch(2): the path is resolved inside the root as any
+/// other (following a final symlink unless IN_DONT_FOLLOW), and the host
+/// watches what it names, through /proc/self/fd when nomu opened it.
+pub fn sys_inotify_add_watch(ctx: &mut Ctx, fd: Fd, pathname: Path, Hex(mask): Hex<u32>) -> SysResult {
+    // Linux's order: the mask, the descriptor, then the path.
+    if mask & libc::IN_MASK_ADD != 0 && mask & libc::IN_MASK_CREATE != 0 || mask & ALL_INOTIFY_BITS == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let f = ctx.io_file(fd)?;
+    if f.file_type() != FileType::Inotify {
+        return Err(Errno::EINVAL);
+    }
+    let follow = mask & libc::IN_DONT_FOLLOW == 0;
+    // The target stays open until the host has looked the path up.
+    let target = ctx.target(DirFd::CWD, pathname, follow, false)?;
+    let (path, mask) = match &target {
+        Target::HostPath(p, _) => (p.clone(), mask),
+        // The magic link must be followed to reach what nomu opened.
+        Target::Object(o) => (proc_fd_path(o.as_fd()), mask & !libc::IN_DONT_FOLLOW),
+        Target::File(o) => (proc_fd_path(o.fd()), mask & !libc::IN_DONT_FOLLOW),
+        Target::Entry(dir, name) => {
+            let mut p = proc_fd_path(dir.as_fd()).into_bytes();
+            p.push(b'/');
+            p.extend_from_slice(name.as_bytes());
+            (CString::new(p).expect("no NUL inside"), mask)
+        }
+        // nomu's /proc is nomu's own: the host has nothing to watch there.
+        Target::Proc(_) => return Err(Errno::EACCES),
+    };
+    let wd = crate::host::events::inotify_add_watch(f.fd(), &path, mask)?;
+    drop(target);
+    Ok(wd as u64)
+}
+
+pub fn sys_inotify_rm_watch(ctx: &mut Ctx, fd: Fd, wd: i32) -> SysResult {
+    let f = ctx.io_file(fd)?;
+    if f.file_type() != FileType::Inotify {
+        return Err(Errno::EINVAL);
+    }
+    crate::host::events::inotify_rm_watch(f.fd(), wd).map(|_| 0)
 }

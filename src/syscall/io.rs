@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Linux caps one read or write at this many bytes.
 pub const MAX_RW_COUNT: usize = 0x7fff_f000;
-const UIO_MAXIOV: usize = 1024;
+pub(super) const UIO_MAXIOV: usize = 1024;
 
 impl Ctx<'_, '_> {
     pub fn file(&self, fd: Fd) -> Result<Arc<OpenFile>, Errno> {
@@ -138,7 +138,7 @@ pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos
 }
 
 /// A guest iovec array's buffers, pinned while the call uses them.
-struct IoRanges {
+pub(super) struct IoRanges {
     _pins: Vec<Pinned>,
     ranges: Vec<GuestRange>,
 }
@@ -152,7 +152,7 @@ impl std::ops::Deref for IoRanges {
 
 /// The guest's iovec array as checked ranges, stopping at the first buffer
 /// that is not fully accessible (so the host returns a partial count).
-fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
+pub(super) fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
     let cnt = cnt as usize;
     if cnt > UIO_MAXIOV {
         return Err(Errno::EINVAL);
@@ -246,7 +246,8 @@ pub fn sys_lseek(ctx: &mut Ctx, fd: Fd, offset: i64, whence: u32) -> SysResult {
 }
 
 pub fn sys_close(ctx: &mut Ctx, fd: Fd) -> SysResult {
-    ctx.process().files.lock().unwrap().close(fd.0)?;
+    let closed = ctx.process().files.lock().unwrap().close(fd.0)?;
+    crate::fs::locks::closed(ctx.process().pid, [&closed.file]);
     Ok(0)
 }
 
@@ -309,6 +310,56 @@ const F_SETFL: i32 = 4;
 const F_DUPFD_CLOEXEC: i32 = 1030;
 const F_SETPIPE_SZ: i32 = 1031;
 const F_GETPIPE_SZ: i32 = 1032;
+const F_ADD_SEALS: i32 = 1033;
+const F_GET_SEALS: i32 = 1034;
+const F_SEAL_WRITE: i32 = 0x08;
+const F_SEAL_FUTURE_WRITE: i32 = 0x10;
+
+/// Whether any guest maps the file of `f` shared and writable.
+fn writably_mapped(ctx: &Ctx, f: &OpenFile) -> bool {
+    let Some(id) = f.identity() else { return false };
+    ctx.kernel().tasks.all_live().iter().any(|p| {
+        p.mm().lock().unwrap().vmas().any(|(_, v)| {
+            v.shared
+                && v.prot & libc::PROT_WRITE != 0
+                && v.backing
+                    .as_ref()
+                    .and_then(|b| b.file.identity())
+                    .is_some_and(|b| (b.dev, b.ino) == (id.dev, id.ino))
+        })
+    })
+}
+
+/// Whether the host file behind `f` is a memfd sealed against writing
+/// (F_SEAL_WRITE or F_SEAL_FUTURE_WRITE): no shared writable mapping then.
+pub fn write_sealed(f: &OpenFile) -> bool {
+    hostfs::fcntl_int(f.fd(), F_GET_SEALS, 0).is_ok_and(|s| s & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE) != 0)
+}
+
+const MFD_CLOEXEC: u32 = 1;
+const MFD_ALL_FLAGS: u32 = 0x1f;
+const MFD_HUGETLB: u32 = 4;
+const MFD_HUGE_MASK: u32 = 0x3f << 26;
+/// The longest name, without "memfd:" and the NUL (Linux's MFD_NAME_MAX_LEN).
+const MFD_NAME_MAX_LEN: usize = 249;
+
+/// memfd_create(2): the host's, behind a guest descriptor. Its name shows
+/// in /proc/PID/fd as the host names it ("/memfd:NAME (deleted)"), and a
+/// MAP_SHARED mapping of it is a shared file mapping like any other.
+pub fn sys_memfd_create(ctx: &mut Ctx, UserPtr(name): UserPtr, Hex(flags): Hex<u32>) -> SysResult {
+    let known = if flags & MFD_HUGETLB != 0 { MFD_ALL_FLAGS | MFD_HUGE_MASK } else { MFD_ALL_FLAGS };
+    if flags & !known != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let name = match ctx.mem().read_cstring(name, MFD_NAME_MAX_LEN) {
+        Err(Errno::ENAMETOOLONG) => return Err(Errno::EINVAL),
+        r => r?,
+    };
+    let name = std::ffi::CString::new(name).expect("no NUL inside");
+    let host = hostfs::memfd_create(&name, flags & !MFD_CLOEXEC)?;
+    let path = [b"/memfd:", name.as_bytes()].concat();
+    ctx.install_fd(Arc::new(OpenFile::new(host, path, false)), flags & MFD_CLOEXEC != 0)
+}
 
 fn dup_from(ctx: &Ctx, fd: Fd, min: u32, cloexec: bool) -> SysResult {
     let limit = ctx.process().nofile_limit();
@@ -344,6 +395,27 @@ pub fn sys_fcntl(ctx: &mut Ctx, fd: Fd, cmd: u32, Hex(arg): Hex) -> SysResult {
             let old = hostfs::getfl(f.fd())?;
             hostfs::setfl(f.fd(), (old & !changeable) | (arg as i32 & changeable)).map(|_| 0)
         }
+        super::locks::F_GETLK
+        | super::locks::F_SETLK
+        | super::locks::F_SETLKW
+        | super::locks::F_OFD_GETLK
+        | super::locks::F_OFD_SETLK
+        | super::locks::F_OFD_SETLKW => super::locks::record_lock(ctx, fd, cmd, arg),
+        F_GET_SEALS => crate::host::fs::fcntl_int(ctx.io_file(fd)?.fd(), F_GET_SEALS, 0).map(|v| v as u64),
+        F_ADD_SEALS => {
+            let f = ctx.io_file(fd)?;
+            // nomu's shared mappings are copies the host does not know of:
+            // Linux's EBUSY for a writable one (mapping_deny_writable) is
+            // nomu's to give, once the host has made its own checks.
+            // (Not a memfd: the host's error, as its checks come first.)
+            let seals = hostfs::fcntl_int(f.fd(), F_GET_SEALS, 0).unwrap_or(libc::F_SEAL_SEAL);
+            let write_seal = arg as i32 & F_SEAL_WRITE != 0 && seals & F_SEAL_WRITE == 0;
+            let valid = arg & !0x3f == 0 && seals & libc::F_SEAL_SEAL == 0 && f.writable();
+            if write_seal && valid && writably_mapped(ctx, &f) {
+                return Err(Errno::EBUSY);
+            }
+            hostfs::fcntl_int(f.fd(), F_ADD_SEALS, arg as i32).map(|v| v as u64)
+        }
         F_GETPIPE_SZ | F_SETPIPE_SZ => {
             let f = ctx.io_file(fd)?;
             crate::host::fs::fcntl_int(f.fd(), cmd, arg as i32).map(|v| v as u64)
@@ -373,7 +445,11 @@ fn dup_to(ctx: &Ctx, old: Fd, new: Fd, cloexec: bool) -> SysResult {
     let file = files.file(old.0)?;
     // The old file at `new` (if any) is closed when its last reference goes,
     // after the lock is released.
-    let _replaced = files.install_at(new as usize, file, cloexec);
+    let replaced = files.install_at(new as usize, file, cloexec);
+    drop(files);
+    if let Some(old) = replaced {
+        crate::fs::locks::closed(ctx.process().pid, [&old.file]);
+    }
     Ok(new as u64)
 }
 
@@ -421,7 +497,7 @@ pub fn sys_pipe(ctx: &mut Ctx, fildes: UserPtr) -> SysResult {
 
 /// With RWF_* flags the host's call judges them (EOPNOTSUPP for those it
 /// does not know): they are its kernel's.
-const RWF_NOWAIT: i32 = 0x8;
+pub(super) const RWF_NOWAIT: i32 = 0x8;
 
 /// preadv/preadv2 at `pos` (-1: preadv2 at the file position, as readv).
 fn do_preadv(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_position: bool) -> SysResult {
@@ -508,7 +584,8 @@ pub fn sys_close_range(ctx: &mut Ctx, first: u32, last: u32, Hex(flags): Hex<u32
     }
     let cloexec = flags & CLOSE_RANGE_CLOEXEC != 0;
     // Closed once the table is unlocked (the last reference closes the host's).
-    let _closed = ctx.process().files.lock().unwrap().close_range(first as usize, last as usize, cloexec);
+    let closed = ctx.process().files.lock().unwrap().close_range(first as usize, last as usize, cloexec);
+    crate::fs::locks::closed(ctx.process().pid, closed.iter().map(|e| &e.file));
     Ok(0)
 }
 

@@ -91,6 +91,10 @@ pub fn sys_mmap(
         if !f.readable() || (shared && prot & libc::PROT_WRITE != 0 && !f.writable()) {
             return Err(Errno::EACCES);
         }
+        // A memfd sealed against writing (Linux's memfd_check_seals_mmap).
+        if shared && prot & libc::PROT_WRITE != 0 && super::io::write_sealed(&f) {
+            return Err(Errno::EPERM);
+        }
         match source {
             MapSource::File => {
                 vma.kind = VmaKind::File;
@@ -235,5 +239,41 @@ pub fn sys_msync(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Hex(flags): 
         return Ok(0);
     }
     ctx.space().lock().unwrap().write_back(addr, len)?;
+    Ok(0)
+}
+
+/// mincore(2): a page of a mapping is resident when nomu's physical memory
+/// holds data for it (the host's view of its memfd); a hole in the range
+/// is ENOMEM, after the vector is filled for the mappings before it.
+pub fn sys_mincore(ctx: &mut Ctx, UserPtr(start): UserPtr, len: usize, UserPtr(vec): UserPtr) -> SysResult {
+    if !is_page_aligned(start as usize) {
+        return Err(Errno::EINVAL);
+    }
+    if !crate::mm::uaccess::access_ok(start, len as u64) {
+        return Err(Errno::ENOMEM);
+    }
+    let pages = len.div_ceil(PAGE_SIZE);
+    if !crate::mm::uaccess::access_ok(vec, pages as u64) {
+        return Err(Errno::EFAULT);
+    }
+    let (mut addr, end) = (start as usize, start as usize + pages * PAGE_SIZE);
+    let mut out = vec;
+    while addr < end {
+        let seg_end = match ctx.space().lock().unwrap().find(addr) {
+            Some((_, v)) => v.end.min(end),
+            None => return Err(Errno::ENOMEM),
+        };
+        let mut resident = vec![0u8; (seg_end - addr) / PAGE_SIZE];
+        let phys = ctx.kernel().phys;
+        if phys.contains(addr, seg_end - addr) {
+            for (a, n) in phys.populated(addr, seg_end - addr) {
+                let first = (a - addr) / PAGE_SIZE;
+                resident[first..first + n / PAGE_SIZE].fill(1);
+            }
+        }
+        ctx.mem().write_bytes(out, &resident)?;
+        out += resident.len() as u64;
+        addr = seg_end;
+    }
     Ok(0)
 }

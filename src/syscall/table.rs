@@ -8,7 +8,8 @@
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{
-    cred, events, exec, fs, info, io, memory, process, sched, signal, time, wait, xattr, Args, Ctx, SysResult,
+    cred, events, exec, fs, info, io, locks, memory, process, sched, signal, splice, time, wait, xattr, Args, Ctx,
+    SysResult,
 };
 use std::sync::OnceLock;
 
@@ -184,6 +185,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
         .hex()
         .partial("MREMAP_FIXED and MREMAP_DONTUNMAP are EINVAL"),
     sys!(26, memory::sys_msync(UserPtr, usize, Hex<i32>)),
+    sys!(27, memory::sys_mincore(UserPtr, usize, UserPtr)).partial(
+        "a page counts as resident when nomu's physical memory holds data for it: untouched pages another mapping used before count",
+    ),
     sys!(28, memory::sys_madvise(UserPtr, usize, i32)),
     sys!(32, io::sys_dup(Fd)),
     sys!(33, io::sys_dup2(Fd, Fd)),
@@ -205,7 +209,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(61, exec::sys_wait4(i32, UserPtr, Hex<i32>, UserPtr)),
     sys!(62, signal::sys_kill(i32, Signal)),
     sys!(63, info::sys_uname(UserPtr)),
-    sys!(72, io::sys_fcntl(Fd, u32, Hex)).partial("no record locks yet"),
+    sys!(72, io::sys_fcntl(Fd, u32, Hex)),
+    sys!(73, locks::sys_flock(Fd, u32)),
     sys!(74, io::sys_fsync(Fd)),
     sys!(75, io::sys_fdatasync(Fd)),
     sys!(76, fs::sys_truncate(Path, i64)).changes_inodes(),
@@ -311,6 +316,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(234, signal::sys_tgkill(i32, i32, Signal)),
     sys!(235, fs::sys_utimes(Path, UserPtr)).changes_inodes(),
     sys!(247, exec::sys_waitid(i32, i32, UserPtr, Hex<i32>, UserPtr)),
+    sys!(253, fs::sys_inotify_init()),
+    sys!(254, fs::sys_inotify_add_watch(Fd, Path, Hex<u32>)).partial("paths in nomu's /proc cannot be watched (EACCES)"),
+    sys!(255, fs::sys_inotify_rm_watch(Fd, i32)),
     sys!(257, fs::sys_openat(DirFd, Path, OpenFlags, Mode)),
     sys!(258, fs::sys_mkdirat(DirFd, Path, Mode)),
     sys!(259, fs::sys_mknodat(DirFd, Path, Mode, u32)),
@@ -328,7 +336,12 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(271, wait::sys_ppoll(UserPtr, u32, UserPtr, UserPtr, usize)),
     sys!(273, process::sys_set_robust_list(UserPtr, usize)),
     sys!(274, process::sys_get_robust_list(i32, UserPtr, UserPtr)),
+    sys!(275, splice::sys_splice(Fd, UserPtr, Fd, UserPtr, usize, Hex<u32>)).sigpipe(),
+    sys!(276, splice::sys_tee(Fd, Fd, usize, Hex<u32>)).sigpipe(),
     sys!(277, io::sys_sync_file_range(Fd, i64, i64, Hex<u32>)),
+    sys!(278, splice::sys_vmsplice(Fd, UserPtr, u64, Hex<u32>))
+        .sigpipe()
+        .partial("copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)"),
     sys!(280, fs::sys_utimensat(DirFd, Path, UserPtr, AtFlags)).changes_inodes(),
     sys!(281, events::sys_epoll_pwait(Fd, UserPtr, i32, i32, UserPtr, usize)),
     sys!(282, events::sys_signalfd(i32, UserPtr, usize)).partial(SIGNALFD_NOTE),
@@ -342,6 +355,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(291, events::sys_epoll_create1(Hex<i32>)),
     sys!(292, io::sys_dup3(Fd, Fd, OpenFlags)),
     sys!(293, io::sys_pipe2(UserPtr, OpenFlags)),
+    sys!(294, fs::sys_inotify_init1(Hex<i32>)),
     sys!(295, io::sys_preadv(Fd, UserPtr, u32, i64, u64)),
     sys!(296, io::sys_pwritev(Fd, UserPtr, u32, i64, u64)).sigpipe(),
     sys!(297, signal::sys_rt_tgsigqueueinfo(i32, i32, Signal, UserPtr)),
@@ -350,6 +364,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(309, sched::sys_getcpu(UserPtr, UserPtr, UserPtr)),
     sys!(316, fs::sys_renameat2(DirFd, Path, DirFd, Path, Hex<u32>)).changes_inodes(),
     sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),
+    sys!(319, io::sys_memfd_create(UserPtr, Hex<u32>)),
+    sys!(326, splice::sys_copy_file_range(Fd, UserPtr, Fd, UserPtr, usize, Hex<u32>)),
     sys!(327, io::sys_preadv2(Fd, UserPtr, u32, i64, u64, Hex<i32>)),
     sys!(328, io::sys_pwritev2(Fd, UserPtr, u32, i64, u64, Hex<i32>)).sigpipe(),
     sys!(332, fs::sys_statx(DirFd, Path, AtFlags, Hex<u32>, UserPtr)),
