@@ -17,12 +17,18 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
         Top::Stat => stat(kernel, &hostfs::read_file(c"/proc/stat")?).into_bytes(),
         Top::MemInfo => {
             let kb = |b: usize| b / 1024;
+            // --mem and its commit account (mm::commit): what is not
+            // committed is free, and the limit is Linux's CommitLimit with
+            // no swap and a ratio of 100%.
             let (total, free) = (kernel.phys.total_bytes(), kernel.phys.free_bytes());
+            let committed = kernel.phys.commit().committed();
             format!(
-                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n",
+                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nCommitLimit:    {:8} kB\nCommitted_AS:   {:8} kB\n",
                 kb(total),
                 kb(free),
-                kb(free)
+                kb(free),
+                kb(total),
+                kb(committed)
             )
             .into_bytes()
         }
