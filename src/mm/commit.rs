@@ -56,11 +56,18 @@ const MIN_HEADROOM: usize = 64 << 30;
 const MAX_WINDOW: usize = 32 << 40;
 
 /// The size of the physical window for `--mem` = `mem` bytes: `mem` plus
-/// room for reservations (`mem` again, at least 64 GiB), within 32 TiB
-/// unless `mem` itself is larger. The memfd is sparse and the allocator's
-/// per-page records are made lazily, so the room costs address space only.
+/// room for reservations (`mem` again, at least 64 GiB), rounded up to a
+/// power of two, within 32 TiB unless `mem` itself is larger. The memfd is
+/// sparse and the allocator's per-page records are made lazily, so the
+/// room costs address space only. A power of two is one free block to the
+/// buddy allocator, which then hands out the lowest addresses first, as
+/// it did when the window was `--mem` (a window of 65 GiB would be a 64
+/// GiB block and a 1 GiB one, and small allocations would start at 64 GiB:
+/// a MAP_32BIT caller, which nomu does not place specially, found its
+/// memory below 2 GiB before and should still).
 pub fn window_for(mem: usize) -> usize {
-    mem.saturating_add(mem.max(MIN_HEADROOM)).min(MAX_WINDOW.max(mem))
+    let want = mem.saturating_add(mem.max(MIN_HEADROOM));
+    want.checked_next_power_of_two().unwrap_or(want).min(MAX_WINDOW.max(mem))
 }
 
 pub struct Commit {
@@ -123,7 +130,10 @@ mod tests {
 
     #[test]
     fn the_window_leaves_room_for_reservations() {
-        assert_eq!(window_for(1 << 30), (1 << 30) + (64 << 30));
+        assert_eq!(window_for(1 << 30), 128 << 30);
+        assert_eq!(window_for(64 << 20), 128 << 30);
+        assert_eq!(window_for(6 << 30), 128 << 30);
+        assert_eq!(window_for(100 << 30), 256 << 30);
         assert_eq!(window_for(256 << 30), 512 << 30);
         assert_eq!(window_for(30 << 40), 32 << 40);
         assert_eq!(window_for(40 << 40), 40 << 40);

@@ -3,7 +3,8 @@
  * past it, from mprotect as from mmap and brk), a charge stays through
  * mprotect back to PROT_NONE and MADV_DONTNEED and goes with the mapping,
  * MAP_NORESERVE exempts nothing accessible, a MAP_FIXED mapping nets the
- * charge of what it replaces; /proc/meminfo and sysinfo show the account.
+ * charge of what it replaces; /proc/meminfo and sysinfo show the account,
+ * /proc/sys/vm/overcommit_memory its mode (2).
  * Linux's default (heuristic) overcommit does none of this, so there is no
  * native run: tests/cli.rs runs it under nomu only.
  *
@@ -80,6 +81,12 @@ int main(void)
 	long c0 = committed();
 	EXPECT(c0 > 0 && c0 < 32 * MIB);
 	EXPECT(field("MemFree") * 1024 == 64 * MIB - c0);
+	/* the accounting is strict: mode 2 (glibc reads it to decide how to
+	 * shrink a malloc arena) */
+	char mode[8] = {0};
+	int mfd = (int)syscall(SYS_open, "/proc/sys/vm/overcommit_memory", O_RDONLY);
+	EXPECT(mfd >= 0 && syscall(SYS_read, mfd, mode, sizeof(mode) - 1) == 2 && strcmp(mode, "2\n") == 0);
+	syscall(SYS_close, mfd);
 
 	/* a reservation far larger than --mem costs nothing */
 	char *r = rmmap(NULL, 4 * GIB, PROT_NONE, ANON | MAP_NORESERVE);

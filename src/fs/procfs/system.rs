@@ -47,6 +47,10 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
         Top::OsRelease => field(&crate::kernel::uname().release),
         Top::Hostname => field(&crate::kernel::uname().nodename),
         Top::PidMax => format!("{}\n", crate::kernel::process::PID_MAX).into_bytes(),
+        // nomu's --mem is strict accounting (mm::commit): mode 2, which
+        // also tells glibc to shrink an arena with a PROT_NONE mapping
+        // (whose charge goes) rather than MADV_DONTNEED (whose stays).
+        Top::OvercommitMemory => b"2\n".to_vec(),
         _ => return Err(Errno::EINVAL),
     })
 }
