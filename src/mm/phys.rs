@@ -89,10 +89,6 @@ fn first_where(v: &[u8], pred: impl Fn(u8) -> bool) -> Option<usize> {
 }
 
 impl Pages {
-    fn is_dirty(&self, pfn: usize) -> bool {
-        self.dirty[pfn / 64] & (1 << (pfn % 64)) != 0
-    }
-
     /// The bits of word `w` that lie in [pfn, pfn+count).
     fn word_mask(w: usize, pfn: usize, count: usize) -> u64 {
         let (lo, hi) = (pfn.max(w * 64) - w * 64, (pfn + count).min(w * 64 + 64) - w * 64);
@@ -205,23 +201,33 @@ impl PhysicalMemory {
     /// memory is walked a free block at a time, so a freed 4 GiB mapping
     /// costs one block and its dirty bitmap words, not a look per page.
     fn sweep(&self, pages: &mut Pages) {
-        let npages = pages.dirty_hi;
+        // Only [lo, hi) can hold dirty bits: a free block can be far larger
+        // (the window is mostly one), and its bitmap is not walked past hi.
+        let hi = pages.dirty_hi;
         let mut p = pages.dirty_lo & !63;
         (pages.dirty_lo, pages.dirty_hi) = (self.mem.size() / PAGE_SIZE, 0);
-        while p < npages {
-            if p.is_multiple_of(64) && pages.dirty[p / 64] == 0 {
-                p += 64;
+        let stop = hi.div_ceil(64);
+        while p < hi {
+            // The next dirty page: the rest of this word, then the next
+            // word with a bit set (a slice search, not a page at a time).
+            let w = p / 64;
+            let bits = pages.dirty[w] >> (p % 64);
+            if bits == 0 {
+                match pages.dirty.get(w + 1..stop).and_then(|ws| ws.iter().position(|&x| x != 0)) {
+                    Some(i) => p = (w + 1 + i) * 64,
+                    None => break,
+                }
                 continue;
             }
-            if !pages.is_dirty(p) {
-                p += 1;
-                continue;
+            p += bits.trailing_zeros() as usize;
+            if p >= hi {
+                break;
             }
             let Some((head, order)) = pages.buddy.free_block_of(p) else {
                 p += 1; // in use
                 continue;
             };
-            let end = head + (1 << order);
+            let end = (head + (1 << order)).min(hi);
             for (start, n) in pages.take_dirty(p, end - p) {
                 pages.dirty_free -= n;
                 self.mem.discard(self.addr(start), n * PAGE_SIZE);
