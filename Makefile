@@ -20,10 +20,11 @@ GUEST_NAMES  := $(patsubst tests/guest/%.c,%,$(GUEST_SRC))
 GUEST_STATIC := $(addprefix $(BUILD)/guest/static/,$(GUEST_NAMES))
 GUEST_DYN    := $(addprefix $(BUILD)/guest/dynamic/,$(GUEST_NAMES))
 # Programs for nomu-only tests (tests/cli.rs), and fixed-address (ET_EXEC)
-# builds: one at the usual 0x400000, one far outside guest memory.
+# builds: one at the usual 0x400000, one at 1 GiB (above a small --mem, inside
+# the physical window), and one far outside any physical memory.
 NOMU_SRC     := $(wildcard tests/nomu/*.c)
 NOMU_BINS    := $(patsubst tests/nomu/%.c,$(BUILD)/nomu-tests/%,$(NOMU_SRC))
-EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high
+EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high $(BUILD)/guest/exec/far_exit
 BENCH_BINS   := $(BUILD)/bench/syscall_bench
 DEMO         := $(BUILD)/guest/static/demo
 
@@ -70,6 +71,10 @@ $(BUILD)/guest/exec/hello: tests/guest/hello.c
 $(BUILD)/guest/exec/hello_high: tests/guest/hello.c
 	@mkdir -p $(@D)
 	musl-gcc -static -no-pie -Wl,-Ttext-segment=0x40000000 $(GUEST_CFLAGS) $< -o $@
+
+$(BUILD)/guest/exec/far_exit: tests/nomu/far_exit.S
+	@mkdir -p $(@D)
+	gcc -nostdlib -static -no-pie -Wl,-Ttext-segment=0x7e0000000000 $< -o $@
 
 $(BUILD)/bench/syscall_bench: bench/syscall_bench.c $(STATIC_PIE_SPECS)
 	@mkdir -p $(@D)

@@ -48,6 +48,8 @@ pub enum Top {
     OsRelease,
     OsType,
     PidMax,
+    SysVm,
+    OvercommitMemory,
 }
 
 struct TopEntry {
@@ -62,7 +64,7 @@ const fn top(name: &'static str, node: Top, parent: Top, mode: u32) -> TopEntry 
 }
 
 /// /proc's own entries, each under its parent directory.
-const TOP: [TopEntry; 13] = [
+const TOP: [TopEntry; 15] = [
     top("cpuinfo", Top::CpuInfo, Top::Root, REG | 0o444),
     top("loadavg", Top::LoadAvg, Top::Root, REG | 0o444),
     top("meminfo", Top::MemInfo, Top::Root, REG | 0o444),
@@ -76,6 +78,8 @@ const TOP: [TopEntry; 13] = [
     top("osrelease", Top::OsRelease, Top::SysKernel, REG | 0o444),
     top("ostype", Top::OsType, Top::SysKernel, REG | 0o444),
     top("pid_max", Top::PidMax, Top::SysKernel, REG | 0o644),
+    top("vm", Top::SysVm, Top::Sys, DIR | 0o555),
+    top("overcommit_memory", Top::OvercommitMemory, Top::SysVm, REG | 0o644),
 ];
 
 /// What /proc/mounts points to.
@@ -409,7 +413,7 @@ pub fn stat(kernel: &Kernel, node: Node) -> libc::stat {
     st.st_mode = node.mode();
     st.st_nlink = match node {
         // sysctl directories say 1, as Linux's.
-        Node::Top(Top::Sys | Top::SysKernel) => 1,
+        Node::Top(Top::Sys | Top::SysKernel | Top::SysVm) => 1,
         Node::Top(Top::Root) => 3 + kernel.tasks.all_live().len() as u64,
         Node::Pid(_, PidEntry::Dir) => 4,
         n if n.kind() == Kind::Dir => 2,
@@ -506,7 +510,16 @@ pub fn xattr(kernel: &Kernel, node: Node, name: Option<&[u8]>, write: bool, cred
     // whoever asks (proc_sys_permission: only the owner's bits for root).
     let sysctl = matches!(
         node,
-        Node::Top(Top::Sys | Top::SysKernel | Top::Hostname | Top::OsRelease | Top::OsType | Top::PidMax)
+        Node::Top(
+            Top::Sys
+                | Top::SysKernel
+                | Top::Hostname
+                | Top::OsRelease
+                | Top::OsType
+                | Top::PidMax
+                | Top::SysVm
+                | Top::OvercommitMemory
+        )
     );
     if write && sysctl && (cred.euid != 0 || node.mode() & 0o200 == 0) {
         return Err(Errno::EACCES);

@@ -3,7 +3,8 @@
 //! Every guest address is a direct-map address, as on a no-MMU Linux. The
 //! host allocates the memfd's pages lazily, and `discard` gives them back
 //! (and makes them read as zero again), so a large `--mem` costs nothing
-//! until the guest touches it.
+//! until the guest touches it. The memfd is a window larger than `--mem`
+//! (mm::commit), so that reservations need no memory, only addresses.
 
 use super::{check, last_errno};
 use crate::abi::errno::Errno;
@@ -75,7 +76,10 @@ impl PhysMem {
         // host's choice; it aliases the direct map and is never freed.
         let alias = unsafe { libc::mmap(std::ptr::null_mut(), size, prot, flags, memfd.as_raw_fd(), 0) };
         if alias == libc::MAP_FAILED {
-            return Err(format!("mapping {size} bytes of physical memory's writable alias: {}", last_errno()));
+            let err = last_errno();
+            // SAFETY: the direct map made above, which nothing uses yet.
+            unsafe { libc::munmap(addr, size) };
+            return Err(format!("mapping {size} bytes of physical memory's writable alias: {err}"));
         }
         let pm = PhysMem { memfd, base: addr as usize, size, alias: alias as usize };
         PHYSMEM.set(pm).map_err(|_| "physical memory initialised twice".to_string())?;

@@ -76,8 +76,11 @@ static KERNEL: OnceLock<Kernel> = OnceLock::new();
 /// Sets up physical memory, the root and the entry path. Once per process.
 pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let root = Root::open(&config.root).map_err(|e| format!("--root {e}"))?;
-    let mem = PhysMem::init(config.mem)?;
-    let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem)));
+    // A window larger than --mem, for reservations (mm::commit); where
+    // the host will not map that much (an RLIMIT_AS, a small address
+    // space), --mem alone, with no room for reservations beyond it.
+    let mem = PhysMem::init(crate::mm::commit::window_for(config.mem)).or_else(|_| PhysMem::init(config.mem))?;
+    let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem, config.mem)));
     // Signals the host sends nomu (a terminal's Ctrl-C, a `kill` of nomu)
     // are the guest's: a forwarder thread takes them; every other thread,
     // guest code included, keeps them blocked.
@@ -103,10 +106,11 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     };
     if config.trace {
         kernel.log(&format!(
-            "nomu: entry path {}, physical memory {:#x}-{:#x}",
+            "nomu: entry path {}, physical memory {:#x}-{:#x}, {} MiB to commit (--mem)",
             kernel.entry.name(),
             mem.base(),
-            mem.end()
+            mem.end(),
+            config.mem >> 20
         ));
     }
     KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;

@@ -6,6 +6,7 @@ use crate::fs::file::OpenFile;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::kernel::Kernel;
+use crate::mm::phys::Fresh;
 use crate::mm::space::{
     AddressSpace, Backing, ImageOrigin, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE,
 };
@@ -150,7 +151,7 @@ fn load_one(
             .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
         (start, reserve)
     } else {
-        phys.alloc_at(lo, span).map_err(|_| {
+        phys.alloc_at(lo, span, Fresh::Used).map_err(|_| {
             ExecError::new(
                 Errno::ENOMEM,
                 format!(
@@ -159,7 +160,7 @@ fn load_one(
             )
         })?;
         // The heap reservation is best effort for fixed-address programs.
-        let heap = if reserve > 0 && phys.alloc_at(hi, reserve).is_ok() { reserve } else { 0 };
+        let heap = if reserve > 0 && phys.alloc_at(hi, reserve, Fresh::Used).is_ok() { reserve } else { 0 };
         (lo, heap)
     };
     let bias = start - lo;

@@ -6,18 +6,29 @@
 //! as Linux's `alloc_pages_exact` does; `alloc_at` claims given pages (for
 //! fixed-address programs, MAP_FIXED and brk growth). The free lists are
 //! the place where seed 003's freetypes will index the allocator.
+//!
+//! Physical memory is a window far larger than what guests use (see
+//! mm::commit), so the per-page record is zero for a page that heads no
+//! free block: the vector is made of zeroed memory the host gives lazily,
+//! and only the pages of blocks ever freed cost anything.
 
 use std::collections::BTreeSet;
 
-pub const MAX_ORDER: usize = 20;
-const NOT_FREE: u8 = u8::MAX;
+/// The largest block: 2^30 pages (4 TiB), so one mapping can reserve far
+/// more than the 4 GiB a smaller order would allow (a JVM's heap).
+pub const MAX_ORDER: usize = 30;
+const NOT_FREE: u8 = 0;
 
 pub struct BuddyAllocator {
     npages: usize,
     free_lists: Vec<BTreeSet<usize>>,
-    /// For each page: the order of the free block it heads, or NOT_FREE.
+    /// For each page: 1 + the order of the free block it heads, or NOT_FREE.
     head_order: Vec<u8>,
     nr_free: usize,
+}
+
+fn head(order: usize) -> u8 {
+    order as u8 + 1
 }
 
 fn ceil_log2(n: usize) -> usize {
@@ -36,13 +47,14 @@ impl BuddyAllocator {
         b
     }
 
+    #[cfg(test)]
     pub fn free_pages(&self) -> usize {
         self.nr_free
     }
 
     fn insert(&mut self, pfn: usize, order: usize) {
         self.free_lists[order].insert(pfn);
-        self.head_order[pfn] = order as u8;
+        self.head_order[pfn] = head(order);
         self.nr_free += 1 << order;
     }
 
@@ -55,7 +67,7 @@ impl BuddyAllocator {
 
     /// The free block containing `pfn`, as (head, order).
     pub fn free_block_of(&self, pfn: usize) -> Option<(usize, usize)> {
-        (0..=MAX_ORDER).map(|o| (pfn & !((1 << o) - 1), o)).find(|&(head, o)| self.head_order[head] == o as u8)
+        (0..=MAX_ORDER).map(|o| (pfn & !((1 << o) - 1), o)).find(|&(h, o)| self.head_order[h] == head(o))
     }
 
     /// Allocates `count` contiguous pages aligned to `align` pages (a power
@@ -136,7 +148,7 @@ impl BuddyAllocator {
         debug_assert!(self.free_block_of(pfn).is_none(), "double free of page {pfn}");
         while order < MAX_ORDER {
             let buddy = pfn ^ (1 << order);
-            if buddy + (1 << order) > self.npages || self.head_order[buddy] != order as u8 {
+            if buddy + (1 << order) > self.npages || self.head_order[buddy] != head(order) {
                 break;
             }
             self.remove(buddy, order);

@@ -1,7 +1,9 @@
-//! Memory: the physical page allocator (one home for physical memory), each
+//! Memory: the physical page allocator (one home for physical memory), the
+//! commit account that bounds what guests fill of it (`--mem`), each
 //! process's address space of VMAs, and checked access to guest memory.
 
 pub mod buddy;
+pub mod commit;
 pub mod phys;
 pub mod space;
 pub mod uaccess;

@@ -2,6 +2,16 @@
 //! that hands out its pages. Pages leave the allocator zeroed and writable
 //! (or, for the loader, as they were: see `alloc_unzeroed`).
 //!
+//! The direct map is a window larger than `--mem` (mm::commit says how
+//! much larger and why): the allocator hands out addresses from all of
+//! it, and the commit account, not the allocator, says how much guests
+//! may fill. Pages for a reservation (an anonymous PROT_NONE mapping) are
+//! taken as holes ([`Fresh::Reserved`]): dirty ones go back to the host
+//! rather than being zeroed in place, so a reservation holds no host
+//! memory. The per-page records (protection, free-block heads, dirty bits)
+//! are zero for a page never used, so the window's unused part costs the
+//! host nothing.
+//!
 //! Freed pages are not zeroed at once: they are marked dirty, and zeroed
 //! when allocated again, and only those the host really holds (it says
 //! where through SEEK_DATA): punching holes at every free costs the host a
@@ -15,6 +25,7 @@
 //! be made writable for nomu's sake.
 
 use super::buddy::BuddyAllocator;
+use super::commit::Commit;
 use super::PAGE_SIZE;
 use crate::abi::errno::Errno;
 use crate::host::physmem::{PhysMem, Prot};
@@ -28,6 +39,18 @@ pub struct PhysicalMemory {
     /// Told of every range freed or wiped (the entry path forgets what it
     /// knew of code there).
     on_free: std::sync::OnceLock<Box<dyn Fn(usize, usize) + Send + Sync>>,
+    /// What guests may fill: `--mem` (see mm::commit).
+    commit: Commit,
+}
+
+/// What pages just allocated are for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fresh {
+    /// About to be used: dirty pages in short runs are zeroed in place.
+    Used,
+    /// A reservation nobody touches yet: every dirty page goes back to
+    /// the host, so the range holds no host memory.
+    Reserved,
 }
 
 /// The allocator and the per-page bookkeeping, under one lock.
@@ -36,8 +59,18 @@ struct Pages {
     /// One bit per page: freed since it was last zeroed.
     dirty: Vec<u64>,
     dirty_free: usize,
-    /// Each page's protection in the host's direct map.
+    /// The pages [lo, hi) outside which no dirty bit is set (the sweep's
+    /// walk: the window is mostly never used).
+    dirty_lo: usize,
+    dirty_hi: usize,
+    /// Each page's protection in the host's direct map, XOR [`RW`] (so a
+    /// page never touched, zero, is RW as the memfd was mapped).
     prot: Vec<u8>,
+}
+
+/// How `Pages::prot` stores a protection.
+fn prot_code(prot: Prot) -> u8 {
+    (prot ^ RW) as u8
 }
 
 /// The index of the first byte of `v` that `pred` holds for: 64 bytes at
@@ -56,10 +89,6 @@ fn first_where(v: &[u8], pred: impl Fn(u8) -> bool) -> Option<usize> {
 }
 
 impl Pages {
-    fn is_dirty(&self, pfn: usize) -> bool {
-        self.dirty[pfn / 64] & (1 << (pfn % 64)) != 0
-    }
-
     /// The bits of word `w` that lie in [pfn, pfn+count).
     fn word_mask(w: usize, pfn: usize, count: usize) -> u64 {
         let (lo, hi) = (pfn.max(w * 64) - w * 64, (pfn + count).min(w * 64 + 64) - w * 64);
@@ -72,6 +101,10 @@ impl Pages {
 
     /// Marks [pfn, pfn+count) dirty; returns how many were clean.
     fn mark_dirty(&mut self, pfn: usize, count: usize) -> usize {
+        if count > 0 {
+            self.dirty_lo = self.dirty_lo.min(pfn);
+            self.dirty_hi = self.dirty_hi.max(pfn + count);
+        }
         let mut newly = 0;
         for w in pfn / 64..(pfn + count).div_ceil(64) {
             let mask = Self::word_mask(w, pfn, count);
@@ -111,15 +144,29 @@ const ZERO_MAX: usize = 16 << 20;
 const MAX_DIRTY_FREE: usize = 64 << 20;
 
 impl PhysicalMemory {
-    pub fn new(mem: &'static PhysMem) -> PhysicalMemory {
+    /// The allocator over all of `mem`'s window, with `limit` bytes
+    /// (`--mem`) for guests to commit.
+    pub fn new(mem: &'static PhysMem, limit: usize) -> PhysicalMemory {
         let npages = mem.size() / PAGE_SIZE;
         let pages = Pages {
             buddy: BuddyAllocator::new(npages),
             dirty: vec![0; npages.div_ceil(64)],
             dirty_free: 0,
-            prot: vec![RW as u8; npages],
+            dirty_lo: npages,
+            dirty_hi: 0,
+            prot: vec![0; npages],
         };
-        PhysicalMemory { mem, buddy: crate::sync::OrderedMutex::new(pages), on_free: std::sync::OnceLock::new() }
+        PhysicalMemory {
+            mem,
+            buddy: crate::sync::OrderedMutex::new(pages),
+            on_free: std::sync::OnceLock::new(),
+            commit: Commit::new(limit.min(mem.size())),
+        }
+    }
+
+    /// The commit account (`--mem`).
+    pub fn commit(&self) -> &Commit {
+        &self.commit
     }
 
     /// Sets the function told of every range freed or wiped (once).
@@ -137,11 +184,11 @@ impl PhysicalMemory {
     /// host holds need it (the rest read as zero), and the host says where
     /// they are for the cost of a lookup per run, however sparse the range
     /// (a stack of megabytes with a few pages used).
-    fn clean(&self, pages: &mut Pages, pfn: usize, count: usize) {
+    fn clean(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) {
         for (start, n) in pages.take_dirty(pfn, count) {
             pages.dirty_free -= n;
             for (addr, len) in self.mem.populated(self.addr(start), n * PAGE_SIZE) {
-                if len > ZERO_MAX {
+                if len > ZERO_MAX || fresh == Fresh::Reserved {
                     self.mem.discard(addr, len);
                 } else {
                     self.mem.zero(addr, len);
@@ -154,22 +201,33 @@ impl PhysicalMemory {
     /// memory is walked a free block at a time, so a freed 4 GiB mapping
     /// costs one block and its dirty bitmap words, not a look per page.
     fn sweep(&self, pages: &mut Pages) {
-        let npages = self.mem.size() / PAGE_SIZE;
-        let mut p = 0;
-        while p < npages {
-            if p.is_multiple_of(64) && pages.dirty[p / 64] == 0 {
-                p += 64;
+        // Only [lo, hi) can hold dirty bits: a free block can be far larger
+        // (the window is mostly one), and its bitmap is not walked past hi.
+        let hi = pages.dirty_hi;
+        let mut p = pages.dirty_lo & !63;
+        (pages.dirty_lo, pages.dirty_hi) = (self.mem.size() / PAGE_SIZE, 0);
+        let stop = hi.div_ceil(64);
+        while p < hi {
+            // The next dirty page: the rest of this word, then the next
+            // word with a bit set (a slice search, not a page at a time).
+            let w = p / 64;
+            let bits = pages.dirty[w] >> (p % 64);
+            if bits == 0 {
+                match pages.dirty.get(w + 1..stop).and_then(|ws| ws.iter().position(|&x| x != 0)) {
+                    Some(i) => p = (w + 1 + i) * 64,
+                    None => break,
+                }
                 continue;
             }
-            if !pages.is_dirty(p) {
-                p += 1;
-                continue;
+            p += bits.trailing_zeros() as usize;
+            if p >= hi {
+                break;
             }
             let Some((head, order)) = pages.buddy.free_block_of(p) else {
                 p += 1; // in use
                 continue;
             };
-            let end = head + (1 << order);
+            let end = (head + (1 << order)).min(hi);
             for (start, n) in pages.take_dirty(p, end - p) {
                 pages.dirty_free -= n;
                 self.mem.discard(self.addr(start), n * PAGE_SIZE);
@@ -187,18 +245,18 @@ impl PhysicalMemory {
     }
 
     /// Allocates `len` bytes (a page multiple) aligned to `align` bytes.
-    pub fn alloc(&self, len: usize, align: usize) -> Result<usize, Errno> {
+    pub fn alloc(&self, len: usize, align: usize, fresh: Fresh) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
-        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE)?;
+        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh)?;
         Ok(self.addr(pfn))
     }
 
     /// Pages just taken from the buddy allocator made as `alloc` promises:
     /// zeroed and read-write (given back if that fails).
-    fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize) -> Result<(), Errno> {
-        self.clean(pages, pfn, count);
+    fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) -> Result<(), Errno> {
+        self.clean(pages, pfn, count, fresh);
         self.set_prot_locked(pages, pfn, count, RW).inspect_err(|_| pages.buddy.free(pfn, count))
     }
 
@@ -243,7 +301,7 @@ impl PhysicalMemory {
     }
 
     /// Claims the pages of [addr, addr+len) if they all are free.
-    pub fn alloc_at(&self, addr: usize, len: usize) -> Result<(), Errno> {
+    pub fn alloc_at(&self, addr: usize, len: usize, fresh: Fresh) -> Result<(), Errno> {
         if !self.mem.contains(addr, len) {
             return Err(Errno::ENOMEM);
         }
@@ -252,7 +310,7 @@ impl PhysicalMemory {
         if !pages.buddy.alloc_at(pfn, len / PAGE_SIZE) {
             return Err(Errno::ENOMEM);
         }
-        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE)
+        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh)
     }
 
     pub fn is_free(&self, addr: usize, len: usize) -> bool {
@@ -275,6 +333,17 @@ impl PhysicalMemory {
         }
     }
 
+    /// Returns pages that hold nothing to the allocator: a reservation's,
+    /// taken as holes ([`Fresh::Reserved`]) and never accessible since, so
+    /// they need no zeroing (and count for no sweep) when taken again.
+    pub fn free_untouched(&self, addr: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        self.freed(addr, len);
+        self.buddy.lock().unwrap().buddy.free(self.pfn(addr), len / PAGE_SIZE);
+    }
+
     /// Makes owned pages zeroed and writable, as if newly allocated.
     pub fn scrub(&self, addr: usize, len: usize) {
         self.freed(addr, len);
@@ -294,7 +363,7 @@ impl PhysicalMemory {
     }
 
     fn set_prot_locked(&self, pages: &mut Pages, pfn: usize, count: usize, prot: Prot) -> Result<(), Errno> {
-        let want = prot as u8;
+        let want = prot_code(prot);
         let mut p = pfn;
         let end = pfn + count;
         while p < end {
@@ -308,16 +377,28 @@ impl PhysicalMemory {
         Ok(())
     }
 
+    /// Copies [src, src+len) to fresh (zeroed) pages at `dst`: only the
+    /// runs the host holds, so a sparse mapping stays sparse (a copy
+    /// through the alias would make the host fill every hole it reads).
     pub fn copy_within(&self, dst: usize, src: usize, len: usize) {
-        self.mem.copy_within(dst, src, len)
+        let runs = {
+            let _pages = self.buddy.lock().unwrap(); // populated() seeks the shared memfd
+            self.mem.populated(src, len)
+        };
+        for (a, n) in runs {
+            self.mem.copy_within(dst + (a - src), a, n);
+        }
     }
 
+    /// Guests' physical memory as they see it: `--mem` (sysinfo's and
+    /// /proc/meminfo's total).
     pub fn total_bytes(&self) -> usize {
-        self.mem.size()
+        self.commit.limit()
     }
 
+    /// What guests may still commit (sysinfo's and /proc/meminfo's free).
     pub fn free_bytes(&self) -> usize {
-        self.buddy.lock().unwrap().buddy.free_pages() * PAGE_SIZE
+        self.commit.limit().saturating_sub(self.commit.committed())
     }
 
     pub fn contains(&self, addr: usize, len: usize) -> bool {
@@ -344,7 +425,14 @@ mod tests {
     #[test]
     fn dirty_runs_match_a_page_by_page_model() {
         let npages = 1000;
-        let mut pages = Pages { buddy: BuddyAllocator::new(npages), dirty: vec![0; 16], dirty_free: 0, prot: vec![] };
+        let mut pages = Pages {
+            buddy: BuddyAllocator::new(npages),
+            dirty: vec![0; 16],
+            dirty_free: 0,
+            dirty_lo: npages,
+            dirty_hi: 0,
+            prot: vec![],
+        };
         let mut model = vec![false; npages];
         let mut seed = 12345u64;
         let mut next = |n: usize| {
@@ -378,19 +466,19 @@ mod tests {
     #[test]
     fn pages_leave_the_allocator_zeroed() {
         let mem = PhysMem::init(256 << 20).expect("physical memory");
-        let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem)));
+        let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem, 128 << 20)));
         // Wholly used, and used here and there (zeroed in place, and in
         // runs long enough to go back to the host).
         for len in [PAGE_SIZE, 16 * PAGE_SIZE, 1 << 20, 32 << 20] {
             for stride in [1, 3, 100] {
-                let a = phys.alloc(len, PAGE_SIZE).unwrap();
+                let a = phys.alloc(len, PAGE_SIZE, Fresh::Used).unwrap();
                 assert!(all_zero(a, len));
                 for p in (0..len / PAGE_SIZE).step_by(stride) {
                     fill(a + p * PAGE_SIZE, PAGE_SIZE, 0xa5);
                 }
                 phys.free(a, len);
                 // Lowest-address-first: the same pages come back, dirty.
-                let b = phys.alloc(len, PAGE_SIZE).unwrap();
+                let b = phys.alloc(len, PAGE_SIZE, Fresh::Used).unwrap();
                 assert_eq!(a, b);
                 assert!(all_zero(b, len), "reused pages not zeroed (len {len}, stride {stride})");
                 phys.free(b, len);
@@ -399,7 +487,7 @@ mod tests {
         // Unzeroed pages: the caller zeroes what it does not write, to the
         // byte (a segment's file bytes end mid-page).
         let len = 64 * PAGE_SIZE;
-        let a = phys.alloc(len, PAGE_SIZE).unwrap();
+        let a = phys.alloc(len, PAGE_SIZE, Fresh::Used).unwrap();
         fill(a, len, 0x77);
         phys.free(a, len);
         let b = phys.alloc_unzeroed(len, PAGE_SIZE).unwrap();
@@ -415,17 +503,20 @@ mod tests {
         // Protection survives free; alloc makes pages writable again (the
         // fill below would fault otherwise), alloc_unzeroed leaves it, and
         // nomu's own zeroing does not need it.
-        let a = phys.alloc(4 * PAGE_SIZE, PAGE_SIZE).unwrap();
+        let a = phys.alloc(4 * PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
         fill(a, 4 * PAGE_SIZE, 0x33);
         phys.set_prot(a, PAGE_SIZE, 0).unwrap();
         phys.set_prot(a + PAGE_SIZE, PAGE_SIZE, libc::PROT_READ).unwrap();
         phys.free(a, 4 * PAGE_SIZE);
         let b = phys.alloc_unzeroed(4 * PAGE_SIZE, PAGE_SIZE).unwrap();
         assert_eq!(a, b);
-        assert_eq!(phys.buddy.lock().unwrap().prot[phys.pfn(b)..phys.pfn(b) + 2], [0, libc::PROT_READ as u8]);
+        assert_eq!(
+            phys.buddy.lock().unwrap().prot[phys.pfn(b)..phys.pfn(b) + 2],
+            [prot_code(0), prot_code(libc::PROT_READ)]
+        );
         phys.zero(b, 4 * PAGE_SIZE);
         phys.free(b, 4 * PAGE_SIZE);
-        let c = phys.alloc(4 * PAGE_SIZE, PAGE_SIZE).unwrap();
+        let c = phys.alloc(4 * PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
         assert_eq!(a, c);
         assert!(all_zero(c, 4 * PAGE_SIZE));
         fill(c, 4 * PAGE_SIZE, 0x44);
@@ -433,15 +524,15 @@ mod tests {
         // Past the dirty limit every free page goes back to the host,
         // zeroed, a free block at a time; pages in use between free ones
         // keep what they hold.
-        let kept = phys.alloc(3 * PAGE_SIZE, PAGE_SIZE).unwrap();
+        let kept = phys.alloc(3 * PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
         fill(kept, 3 * PAGE_SIZE, 0x66);
         phys.free(kept + PAGE_SIZE, PAGE_SIZE);
         let big = MAX_DIRTY_FREE + (4 << 20);
-        let a = phys.alloc(big, PAGE_SIZE).unwrap();
+        let a = phys.alloc(big, PAGE_SIZE, Fresh::Used).unwrap();
         fill(a, big, 0x5a);
         phys.free(a, big);
         assert_eq!(phys.buddy.lock().unwrap().dirty_free, 0);
-        let b = phys.alloc_at(a, PAGE_SIZE);
+        let b = phys.alloc_at(a, PAGE_SIZE, Fresh::Used);
         assert!(b.is_ok() && all_zero(a, PAGE_SIZE));
         phys.free(a, PAGE_SIZE);
         let mut got = vec![0u8; PAGE_SIZE];
@@ -452,6 +543,49 @@ mod tests {
         phys.free(kept, PAGE_SIZE);
         phys.free(kept + 2 * PAGE_SIZE, PAGE_SIZE);
         pinned_pages_stay_owned(phys);
+        reservations_hold_nothing(phys);
+    }
+
+    /// A reservation's pages are holes, even where freed pages held data;
+    /// it is charged nothing until made accessible, and its charge goes
+    /// with the mapping (see mm::commit).
+    fn reservations_hold_nothing(phys: &'static PhysicalMemory) {
+        use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
+        let len = 64 * PAGE_SIZE;
+        let a = phys.alloc(len, PAGE_SIZE, Fresh::Used).unwrap();
+        fill(a, len, 0x99);
+        phys.free(a, len);
+        let b = phys.alloc(len, PAGE_SIZE, Fresh::Reserved).unwrap();
+        assert_eq!(a, b);
+        assert!(phys.mem.populated(b, len).is_empty(), "a reservation holds host memory");
+        assert!(all_zero(b, len));
+        let dirty = phys.buddy.lock().unwrap().dirty_free;
+        phys.free_untouched(b, len);
+        assert_eq!(phys.buddy.lock().unwrap().dirty_free, dirty, "untouched pages came back dirty");
+
+        let c0 = phys.commit().committed();
+        let mut space = AddressSpace::new(phys);
+        let none = Vma::new(0, 0, VmaKind::Anon);
+        // Larger than --mem (128M here), in a window of 256M.
+        let r = space.map(Placement::Anywhere { align: PAGE_SIZE }, 192 << 20, none, |_| Ok(())).unwrap();
+        assert_eq!(phys.commit().committed(), c0, "a reservation was charged");
+        assert_eq!(space.protect(r, 160 << 20, PROT_READ), Err(Errno::ENOMEM), "past --mem");
+        assert_eq!(space.accessible_prefix(r, 1, false), 0, "a failed mprotect changed the protection");
+        space.protect(r, 16 * PAGE_SIZE, PROT_READ | PROT_WRITE).unwrap();
+        assert_eq!(phys.commit().committed(), c0 + 16 * PAGE_SIZE);
+        space.protect(r, 16 * PAGE_SIZE, 0).unwrap();
+        space.protect(r + 8 * PAGE_SIZE, 16 * PAGE_SIZE, PROT_READ).unwrap();
+        assert_eq!(phys.commit().committed(), c0 + 24 * PAGE_SIZE, "PROT_NONE kept the charge, once");
+        space.unmap(r + 4 * PAGE_SIZE, 8 * PAGE_SIZE);
+        assert_eq!(phys.commit().committed(), c0 + 16 * PAGE_SIZE);
+        let rw = Vma::new(0, PROT_READ | PROT_WRITE, VmaKind::Anon);
+        space.map(Placement::Fixed(r + 16 * PAGE_SIZE), 16 * PAGE_SIZE, rw, |_| Ok(())).unwrap();
+        assert_eq!(phys.commit().committed(), c0 + 24 * PAGE_SIZE, "MAP_FIXED netted what it replaced");
+        let moved = space.remap(r + 16 * PAGE_SIZE, 16 * PAGE_SIZE, 32 * PAGE_SIZE, true).unwrap();
+        assert_eq!(phys.commit().committed(), c0 + 40 * PAGE_SIZE, "mremap charges the growth");
+        assert!(space.find(moved).is_some_and(|(_, v)| v.charged));
+        drop(space);
+        assert_eq!(phys.commit().committed(), c0);
     }
 
     /// Pages a copy is using (pinned) stay off the allocator when the

@@ -4,8 +4,14 @@
 //! the pages it owns: mapping allocates pages, unmapping frees them. The
 //! host MMU still enforces each VMA's protection (mprotect is real), which
 //! no-MMU Linux cannot do.
+//!
+//! What a VMA may fill is charged to the commit account (`--mem`) as
+//! mm::commit describes: a VMA is charged (`Vma::charged`, Linux's
+//! VM_ACCOUNT) from the moment it may hold data until it goes; an
+//! anonymous PROT_NONE VMA is a reservation, charged nothing, its pages
+//! holes, until mprotect makes it accessible.
 
-use super::phys::PhysicalMemory;
+use super::phys::{Fresh, PhysicalMemory};
 use super::{is_page_aligned, page_up, PAGE_SIZE};
 use crate::abi::errno::Errno;
 use crate::fs::file::OpenFile;
@@ -70,6 +76,9 @@ pub struct Vma {
     /// the file offset of the piece's first byte (/proc/PID/maps names it,
     /// as Linux names the file it mapped).
     pub image_file: Option<Backing>,
+    /// Charged to the commit account (set by the address space: a new
+    /// VMA is charged when it may hold data, see [`Vma::holds_data`]).
+    pub charged: bool,
 }
 
 impl Vma {
@@ -83,7 +92,20 @@ impl Vma {
             was_writable: prot & PROT_WRITE != 0,
             origin: None,
             image_file: None,
+            charged: false,
         }
+    }
+
+    /// Whether the VMA's pages may hold data: it is accessible, or its
+    /// pages were filled (a file's copy, a program image, a stack). The
+    /// one kind that does not is a reservation: anonymous and PROT_NONE.
+    pub fn holds_data(&self) -> bool {
+        self.prot != 0 || self.kind != VmaKind::Anon || self.backing.is_some()
+    }
+
+    /// Whether mapping this VMA charges the commit account.
+    fn needs_charge(&self) -> bool {
+        self.charged || self.holds_data()
     }
 
     /// The file a mapping shows, and the file offset of its first byte.
@@ -128,6 +150,8 @@ pub struct AddressSpace {
     /// space's (no other process can be given them mid-copy), freed when
     /// the last pin over them goes.
     deferred: Vec<(usize, usize)>,
+    /// Bytes this address space's VMAs have charged to the commit account.
+    committed: usize,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -144,7 +168,30 @@ impl AddressSpace {
             brk_owned_end: 0,
             pins: Vec::new(),
             deferred: Vec::new(),
+            committed: 0,
         }
+    }
+
+    /// Charges `add` bytes to the commit account, counting `freeing`
+    /// charged bytes the caller is about to give back as gone.
+    fn charge(&mut self, add: usize, freeing: usize) -> Result<(), Errno> {
+        self.phys.commit().charge(add, freeing)?;
+        self.committed += add;
+        Ok(())
+    }
+
+    fn uncharge(&mut self, n: usize) {
+        self.phys.commit().uncharge(n);
+        self.committed -= n;
+    }
+
+    /// Bytes the VMAs in [start, end) have charged.
+    fn charged_in(&self, start: usize, end: usize) -> usize {
+        self.vmas
+            .range(..end)
+            .filter(|(_, v)| v.charged && v.end > start)
+            .map(|(&s, v)| v.end.min(end) - s.max(start))
+            .sum()
     }
 
     pub fn vmas(&self) -> impl Iterator<Item = (usize, &Vma)> {
@@ -278,10 +325,12 @@ impl AddressSpace {
         self.vmas.insert(addr, tail);
     }
 
-    /// Removes the VMAs covering [start, end) (splitting at the edges) and
-    /// returns the ranges they covered. Shared file mappings are written
-    /// back first, so nothing the guest wrote through them is lost.
-    fn take_range(&mut self, start: usize, end: usize) -> Vec<(usize, usize, i32)> {
+    /// Removes the VMAs covering [start, end) (splitting at the edges),
+    /// gives back their charges and returns the ranges they covered, each
+    /// with whether it was charged (an uncharged one's pages are holes).
+    /// Shared file mappings are written back first, so nothing the guest
+    /// wrote through them is lost.
+    fn take_range(&mut self, start: usize, end: usize) -> Vec<(usize, usize, bool)> {
         self.split_at(start);
         self.split_at(end);
         let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
@@ -289,7 +338,10 @@ impl AddressSpace {
             .map(|s| {
                 let v = self.vmas.remove(&s).unwrap();
                 Self::write_back_vma(s, &v);
-                (s, v.end, host_prot(v.prot))
+                if v.charged {
+                    self.uncharge(v.end - s);
+                }
+                (s, v.end, v.charged)
             })
             .collect()
     }
@@ -327,7 +379,10 @@ impl AddressSpace {
 
     /// Maps `len` bytes (page multiple, > 0). `fill` writes the initial
     /// contents while the pages are still writable; then `vma.prot` applies
-    /// (pages the caller allocated itself it protects itself).
+    /// (pages the caller allocated itself it protects itself). A VMA that
+    /// may hold data is charged (ENOMEM over `--mem`; a MAP_FIXED mapping
+    /// counts the charged mappings it replaces as gone, as Linux does); a
+    /// reservation's pages are holes.
     pub fn map(
         &mut self,
         place: Placement,
@@ -335,22 +390,59 @@ impl AddressSpace {
         vma: Vma,
         fill: impl FnOnce(GuestRange) -> Result<(), Errno>,
     ) -> Result<usize, Errno> {
+        let freeing = match place {
+            Placement::Fixed(addr) => self.charged_in(addr, addr.saturating_add(len)),
+            _ => 0,
+        };
+        self.map_charging(place, len, vma, fill, freeing)
+    }
+
+    /// [`map`](Self::map), counting `freeing` charged bytes the caller
+    /// gives back right after as gone.
+    fn map_charging(
+        &mut self,
+        place: Placement,
+        len: usize,
+        mut vma: Vma,
+        fill: impl FnOnce(GuestRange) -> Result<(), Errno>,
+        freeing: usize,
+    ) -> Result<usize, Errno> {
         debug_assert!(len > 0 && is_page_aligned(len));
-        let start = match place {
-            Placement::Anywhere { align } => self.phys.alloc(len, align)?,
-            Placement::Fixed(addr) => {
-                self.claim_fixed(addr, len)?;
-                addr
+        vma.charged = vma.needs_charge();
+        if vma.charged {
+            if let Err(e) = self.charge(len, freeing) {
+                if let Placement::Allocated(addr) = place {
+                    self.phys.free(addr, len);
+                }
+                return Err(e);
             }
-            Placement::Allocated(addr) => addr,
+        }
+        let fresh = if vma.charged { Fresh::Used } else { Fresh::Reserved };
+        let placed = match place {
+            Placement::Anywhere { align } => self.phys.alloc(len, align, fresh),
+            Placement::Fixed(addr) => self.claim_fixed(addr, len).map(|_| addr),
+            Placement::Allocated(addr) => Ok(addr),
+        };
+        let start = match placed {
+            Ok(start) => start,
+            Err(e) => {
+                if vma.charged {
+                    self.uncharge(len);
+                }
+                return Err(e);
+            }
         };
         let range = GuestRange::new(start, len).expect("allocated pages lie in physical memory");
-        if let Err(e) = fill(range) {
-            self.phys.free(start, len);
-            return Err(e);
+        let mut done = fill(range);
+        if done.is_ok() && !matches!(place, Placement::Allocated(_)) {
+            done = self.phys.set_prot(start, len, host_prot(vma.prot));
         }
-        if !matches!(place, Placement::Allocated(_)) {
-            self.phys.set_prot(start, len, host_prot(vma.prot))?;
+        if let Err(e) = done {
+            self.phys.free(start, len);
+            if vma.charged {
+                self.uncharge(len);
+            }
+            return Err(e);
         }
         self.vmas.insert(start, Vma { end: start + len, ..vma });
         Ok(start)
@@ -386,7 +478,7 @@ impl AddressSpace {
                 p += PAGE_SIZE;
                 continue;
             }
-            self.phys.alloc_at(p, PAGE_SIZE)?;
+            self.phys.alloc_at(p, PAGE_SIZE, Fresh::Used)?;
             p += PAGE_SIZE;
         }
         self.phys.scrub(addr, len);
@@ -396,34 +488,56 @@ impl AddressSpace {
     /// munmap: frees the pages of every mapping in the range.
     pub fn unmap(&mut self, addr: usize, len: usize) {
         let end = addr.saturating_add(len);
-        for (s, e, _) in self.take_range(addr, end) {
-            self.release_pages(s, e);
+        for (s, e, charged) in self.take_range(addr, end) {
+            self.release_pages(s, e, charged);
         }
     }
 
     /// Gives back the pages of a removed mapping: to the allocator, or, for
-    /// pages inside the heap's reservation, back to that reservation.
-    fn release_pages(&mut self, s: usize, e: usize) {
+    /// pages inside the heap's reservation, back to that reservation. An
+    /// uncharged mapping's pages are holes nobody could touch: they go
+    /// back as they are (a pin is over accessible memory only).
+    fn release_pages(&mut self, s: usize, e: usize, charged: bool) {
         let heap_s = self.brk_start.clamp(s, e);
         let heap_e = self.brk_owned_end.clamp(heap_s, e);
-        self.free_pages(s, heap_s);
+        self.release_run(s, heap_s, charged);
         self.phys.scrub(heap_s, heap_e - heap_s);
-        self.free_pages(heap_e, e);
+        self.release_run(heap_e, e, charged);
     }
 
-    /// mprotect: the whole range must be mapped.
+    fn release_run(&mut self, s: usize, e: usize, charged: bool) {
+        if charged {
+            self.free_pages(s, e);
+        } else {
+            self.phys.free_untouched(s, e - s);
+        }
+    }
+
+    /// mprotect: the whole range must be mapped. Making a reservation
+    /// accessible charges it (ENOMEM over `--mem`, and nothing changes).
     pub fn protect(&mut self, addr: usize, len: usize, prot: i32) -> Result<(), Errno> {
         let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
         let mut p = addr;
+        let mut uncharged = 0;
         while p < end {
             match self.find(p) {
-                Some((_, v)) => p = v.end,
+                Some((s, v)) => {
+                    if !v.charged {
+                        uncharged += v.end.min(end) - s.max(addr);
+                    }
+                    p = v.end
+                }
                 None => return Err(Errno::ENOMEM),
             }
+        }
+        let charge = host_prot(prot) != 0 && uncharged > 0;
+        if charge {
+            self.charge(uncharged, 0)?;
         }
         self.split_at(addr);
         self.split_at(end);
         for (_, v) in self.vmas.range_mut(addr..end) {
+            v.charged |= charge;
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
             if prot & PROT_WRITE != 0 {
@@ -467,10 +581,25 @@ impl AddressSpace {
             return Ok(old);
         }
         let grow = new_len - old_len;
-        if old_end == vma.end && self.phys.alloc_at(old_end, grow).is_ok() {
-            self.phys.set_prot(old_end, grow, host_prot(vma.prot))?;
+        // A charged mapping's growth is charged (a move only its growth:
+        // the old range's charge goes with it, as Linux's VM_ACCOUNT does).
+        if vma.charged {
+            self.charge(grow, 0)?;
+        }
+        let fresh = if vma.charged { Fresh::Used } else { Fresh::Reserved };
+        if old_end == vma.end && self.phys.alloc_at(old_end, grow, fresh).is_ok() {
+            if let Err(e) = self.phys.set_prot(old_end, grow, host_prot(vma.prot)) {
+                self.phys.free(old_end, grow);
+                if vma.charged {
+                    self.uncharge(grow);
+                }
+                return Err(e);
+            }
             self.vmas.get_mut(&start).unwrap().end = old_end + grow;
             return Ok(old);
+        }
+        if vma.charged {
+            self.uncharge(grow);
         }
         if !may_move {
             return Err(Errno::ENOMEM);
@@ -480,11 +609,18 @@ impl AddressSpace {
             b.offset += (old - start) as u64;
         }
         let phys = self.phys;
-        let new = self.map(Placement::Anywhere { align: PAGE_SIZE }, new_len, moved, |dst| {
-            // Through the alias: the old pages may be unreadable to the guest.
-            phys.copy_within(dst.addr(), old, old_len);
-            Ok(())
-        })?;
+        let freeing = if vma.charged { old_len } else { 0 };
+        let new = self.map_charging(
+            Placement::Anywhere { align: PAGE_SIZE },
+            new_len,
+            moved,
+            |dst| {
+                // Through the alias: the old pages may be unreadable to the guest.
+                phys.copy_within(dst.addr(), old, old_len);
+                Ok(())
+            },
+            freeing,
+        )?;
         self.unmap(old, old_len);
         Ok(new)
     }
@@ -507,7 +643,7 @@ impl AddressSpace {
         if new_end > self.brk_owned_end && self.vmas.range(self.brk_owned_end..new_end).next().is_none() {
             // Grow the reservation in place if the next pages are free.
             let more = new_end - self.brk_owned_end;
-            if self.phys.alloc_at(self.brk_owned_end, more).is_err() {
+            if self.phys.alloc_at(self.brk_owned_end, more, Fresh::Used).is_err() {
                 return self.brk;
             }
             self.brk_owned_end = new_end;
@@ -516,10 +652,11 @@ impl AddressSpace {
             // Like Linux, the heap may not grow over another mapping.
             // Reserved heap pages are read-write already (the loader makes
             // them so, alloc_at does, and scrub keeps them so).
-            if self.vmas.range(old_end..new_end).next().is_some() {
+            if self.vmas.range(old_end..new_end).next().is_some() || self.charge(new_end - old_end, 0).is_err() {
                 return self.brk;
             }
-            self.vmas.insert(old_end, Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap));
+            let heap = Vma { charged: true, ..Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap) };
+            self.vmas.insert(old_end, heap);
         } else if new_end < old_end {
             for (s, e, _) in self.take_range(new_end, old_end) {
                 self.phys.scrub(s, e - s);
@@ -537,9 +674,15 @@ impl AddressSpace {
             // Heap pages are freed with the whole reservation below.
             let heap_s = self.brk_start.clamp(s, v.end);
             let heap_e = self.brk_owned_end.clamp(heap_s, v.end);
-            self.phys.free(s, heap_s - s);
-            self.phys.free(heap_e, v.end - heap_e);
+            if v.charged {
+                self.phys.free(s, heap_s - s);
+                self.phys.free(heap_e, v.end - heap_e);
+            } else {
+                self.phys.free_untouched(s, heap_s - s);
+                self.phys.free_untouched(heap_e, v.end - heap_e);
+            }
         }
+        self.uncharge(self.committed);
         self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start);
         // Nothing is pinned any more: a pin borrows the address space.
         for (s, e) in std::mem::take(&mut self.deferred) {

@@ -17,12 +17,18 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
         Top::Stat => stat(kernel, &hostfs::read_file(c"/proc/stat")?).into_bytes(),
         Top::MemInfo => {
             let kb = |b: usize| b / 1024;
+            // --mem and its commit account (mm::commit): what is not
+            // committed is free, and the limit is Linux's CommitLimit with
+            // no swap and a ratio of 100%.
             let (total, free) = (kernel.phys.total_bytes(), kernel.phys.free_bytes());
+            let committed = kernel.phys.commit().committed();
             format!(
-                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n",
+                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nCommitLimit:    {:8} kB\nCommitted_AS:   {:8} kB\n",
                 kb(total),
                 kb(free),
-                kb(free)
+                kb(free),
+                kb(total),
+                kb(committed)
             )
             .into_bytes()
         }
@@ -41,6 +47,10 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
         Top::OsRelease => field(&crate::kernel::uname().release),
         Top::Hostname => field(&crate::kernel::uname().nodename),
         Top::PidMax => format!("{}\n", crate::kernel::process::PID_MAX).into_bytes(),
+        // nomu's --mem is strict accounting (mm::commit): mode 2, which
+        // also tells glibc to shrink an arena with a PROT_NONE mapping
+        // (whose charge goes) rather than MADV_DONTNEED (whose stays).
+        Top::OvercommitMemory => b"2\n".to_vec(),
         _ => return Err(Errno::EINVAL),
     })
 }
