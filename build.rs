@@ -35,6 +35,31 @@ fn main() {
     }
     let path = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("guest_cases.rs");
     std::fs::write(path, out).unwrap();
+    debian_cases();
+}
+
+/// One #[test] per scenario of tests/debian/COMMANDS (a line "= NAME ...")
+/// and entry path, for tests/debian.rs.
+fn debian_cases() {
+    println!("cargo:rerun-if-changed=tests/debian/COMMANDS");
+    let list = std::fs::read_to_string("tests/debian/COMMANDS").expect("tests/debian/COMMANDS: the Debian commands");
+    let names: Vec<&str> =
+        list.lines().filter_map(|l| l.strip_prefix("= ")).filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(!names.is_empty(), "tests/debian/COMMANDS lists no scenario");
+    let mut out = String::new();
+    for entry in ["seccomp", "zpoline", "sysemu", "split"] {
+        let _ = writeln!(out, "mod {entry} {{\n    use super::*;\n");
+        for name in &names {
+            let _ = writeln!(
+                out,
+                "    #[test]\n    fn {name}() {{\n        \
+                 support::on_entry({entry:?}, {name:?}, |e| run_scenario({name:?}, e));\n    }}\n"
+            );
+        }
+        let _ = writeln!(out, "}}\n");
+    }
+    let path = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("debian_cases.rs");
+    std::fs::write(path, out).unwrap();
 }
 
 /// The builds a CASES line runs: all three, or those its `builds=` lists
