@@ -1,4 +1,5 @@
-# nomu build: the Rust kernel (cargo) and the musl guest programs its tests run.
+# nomu build: the Rust kernel (cargo) and the guest programs its tests run
+# (musl static-PIE, musl dynamic PIE, and glibc dynamic PIE from the host).
 #
 #   make run      set up, build, and run busybox's shell inside nomu
 #                 (interactive on a terminal, a scripted demo otherwise)
@@ -19,6 +20,10 @@ GUEST_SRC    := $(wildcard tests/guest/*.c)
 GUEST_NAMES  := $(patsubst tests/guest/%.c,%,$(GUEST_SRC))
 GUEST_STATIC := $(addprefix $(BUILD)/guest/static/,$(GUEST_NAMES))
 GUEST_DYN    := $(addprefix $(BUILD)/guest/dynamic/,$(GUEST_NAMES))
+GUEST_GLIBC  := $(addprefix $(BUILD)/guest/glibc/,$(GUEST_NAMES))
+# glibc's headers declare the sizes of buffers (access attributes); the
+# tests hand calls bad buffers on purpose (EFAULT, EINVAL cases).
+GLIBC_CFLAGS := $(GUEST_CFLAGS) -Wno-stringop-overflow -Wno-stringop-overread -Wno-nonnull
 # Programs for nomu-only tests (tests/cli.rs), and fixed-address (ET_EXEC)
 # builds: one at the usual 0x400000, one at 1 GiB (above a small --mem, inside
 # the physical window), and one far outside any physical memory.
@@ -38,7 +43,7 @@ setup:
 nomu:
 	$(CARGO) build --release
 
-guests: $(GUEST_STATIC) $(GUEST_DYN) $(NOMU_BINS) $(EXEC_BINS) $(BUILD)/root/bin/busybox
+guests: $(GUEST_STATIC) $(GUEST_DYN) $(GUEST_GLIBC) $(NOMU_BINS) $(EXEC_BINS) $(BUILD)/root/bin/busybox
 
 bench-bins: $(BENCH_BINS)
 
@@ -58,6 +63,12 @@ $(BUILD)/guest/static/%: tests/guest/%.c tests/guest/nomu_test.h $(STATIC_PIE_SP
 $(BUILD)/guest/dynamic/%: tests/guest/%.c tests/guest/nomu_test.h
 	@mkdir -p $(@D)
 	musl-gcc -fPIE -pie $(GUEST_CFLAGS) $< -o $@
+
+# The same sources as Debian's own programs are built: plain gcc, glibc's
+# dynamic loader and libc from the host root (nomu's default --root /).
+$(BUILD)/guest/glibc/%: tests/guest/%.c tests/guest/nomu_test.h
+	@mkdir -p $(@D)
+	gcc -fPIE -pie $(GLIBC_CFLAGS) $< -o $@
 
 # One static-PIE binary, run natively and under nomu: the same code in both columns.
 $(BUILD)/nomu-tests/%: tests/nomu/%.c tests/nomu/raw_syscall.h $(STATIC_PIE_SPECS)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what nomu needs on Debian 12: gcc, make and musl (to build the
-# guest programs) and a Rust toolchain (to build nomu). Idempotent: it only
-# installs what is missing.
+# guest programs; gcc's libc6-dev for their glibc build), a Rust toolchain
+# (to build nomu), and the everyday commands tests/debian/COMMANDS runs
+# under nomu (small Debian packages; the test skips, with the reason, what
+# is still missing). Idempotent: it only installs what is missing.
 set -euo pipefail
 
 SCRIPT=setup
@@ -13,6 +15,17 @@ command -v gcc >/dev/null || missing+=(gcc)
 command -v make >/dev/null || missing+=(make)
 [ -f /usr/lib/x86_64-linux-musl/musl-gcc.specs ] || missing+=(musl-tools)
 [ -f /usr/lib/x86_64-linux-musl/rcrt1.o ] || missing+=(musl-dev)
+[ -f /usr/include/stdio.h ] || missing+=(libc6-dev)
+# tests/debian.rs: the commands of tests/debian/COMMANDS (coreutils, grep,
+# sed, findutils, diffutils, tar, gzip, perl and mawk are Debian's
+# essential or standard set).
+command -v git >/dev/null || missing+=(git)
+[ -x /usr/bin/python3 ] || missing+=(python3)
+command -v sqlite3 >/dev/null || missing+=(sqlite3)
+command -v xz >/dev/null || missing+=(xz-utils)
+command -v bzip2 >/dev/null || missing+=(bzip2)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v flock >/dev/null || missing+=(util-linux)
 export PATH="$HOME/.cargo/bin:$PATH"
 command -v cargo >/dev/null || missing+=(cargo)
 

@@ -2,7 +2,10 @@
 //! tests/guest/CASES expects, and the same stdout and exit status.
 //!
 //! The guests are built by `make guests` (the README's test command does
-//! it first); each case runs for the static-PIE and the dynamic-PIE build.
+//! it first); each case runs for the musl static-PIE and dynamic-PIE builds
+//! and for the glibc build (dynamic PIE whose loader and libc are the
+//! host's: the tests run nomu with its default --root /), unless its
+//! `builds=` key names fewer.
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -19,6 +22,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 enum Build {
     Static,
     Dynamic,
+    Glibc,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +110,8 @@ fn load_case(name: &str) -> Case {
                 "stdin" => case.stdin = Some(v.to_string()),
                 "expect" => case.expect = Some(v.to_string()),
                 "mem" => case.mem = Some(v.to_string()),
+                // Read by build.rs, which makes a test only for the builds listed.
+                "builds" => {}
                 _ => panic!("unknown key {k} in case {name}"),
             }
         }
@@ -126,6 +132,7 @@ fn guest_binary(program: &str, build: Build) -> PathBuf {
     let dir = match build {
         Build::Static => "static",
         Build::Dynamic => "dynamic",
+        Build::Glibc => "glibc",
     };
     let p = root().join("build/guest").join(dir).join(program);
     assert!(p.exists(), "{} is missing: run `make guests` first", p.display());

@@ -447,7 +447,8 @@ pub fn sched_getaffinity(tid: i32, mask: &mut [u8]) -> R<usize> {
     unsafe { syscall(libc::SYS_sched_getaffinity, call) }
 }
 
-/// The CPUs nomu may run on, as the host's mask when it started.
+/// The CPUs nomu may run on, as the host's mask when it started (kernel
+/// boot reads it first, before any thread of nomu's is pinned).
 pub fn nomu_affinity() -> &'static [u8] {
     static MASK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     MASK.get_or_init(|| {

@@ -86,6 +86,10 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     // guest code included, keeps them blocked.
     crate::host::sys::block_signals(&FORWARDED_SIGNALS);
     let guest_mask = FORWARDED_SIGNALS.iter().fold(0, |m, &s| m | signal::bit(s));
+    // The CPUs nomu may use, read now on the thread that started: the
+    // split path later pins its threads to one CPU at a time, and a guest's
+    // first sched_getaffinity then saw that one CPU.
+    crate::host::sys::nomu_affinity();
     let entry = crate::entry::install(config.entry, mem, guest_mask)?;
     // A dup of nomu's stderr, kept even if the guest closes its own fd 2.
     let log = crate::host::fs::dup_raw(2).map_err(|e| format!("dup(stderr): {e}"))?;

@@ -23,6 +23,17 @@ const CLONE_PARENT_SETTID: u64 = 0x100000;
 const CLONE_CHILD_CLEARTID: u64 = 0x200000;
 const CLONE_CHILD_SETTID: u64 = 0x1000000;
 const CSIGNAL: u64 = 0xff;
+const CLONE_PIDFD: u64 = 0x1000;
+const CLONE_DETACHED: u64 = 0x400000;
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// struct clone_args: its first version's size, and the size this Linux
+/// (6.18) knows, up to `cgroup`.
+const CLONE_ARGS_SIZE_VER0: usize = 64;
+const CLONE_ARGS_SIZE_VER2: usize = 88;
+const MAX_PID_NS_LEVEL: u64 = 32;
+/// x86-64's TASK_SIZE_MAX: where access_ok() stops.
+const TASK_SIZE_MAX: u64 = 0x7fff_ffff_f000;
 
 /// Linux's ARG_MAX as execve enforces it: a quarter of an 8 MiB stack.
 const ARG_MAX: usize = 2 << 20;
@@ -50,6 +61,67 @@ pub fn sys_clone(
     UserPtr(ctid): UserPtr,
     Hex(tls): Hex,
 ) -> SysResult {
+    clone(ctx, flags, stack, ptid, ctid, tls)
+}
+
+/// clone3(2): clone's arguments in a versioned struct, checked as Linux's
+/// copy_clone_args_from_user and clone3_args_valid do (kernel/fork.c),
+/// then made what clone does: the exit signal joins the flags and the
+/// stack is given as its lowest address and size.
+pub fn sys_clone3(ctx: &mut Ctx, UserPtr(uargs): UserPtr, size: usize) -> SysResult {
+    if size > 4096 {
+        return Err(Errno::E2BIG);
+    }
+    if size < CLONE_ARGS_SIZE_VER0 {
+        return Err(Errno::EINVAL);
+    }
+    // A newer program's longer struct is fine while the part this Linux
+    // does not know is zero.
+    let bytes = ctx.mem().read_bytes(uargs, size)?;
+    if bytes.get(CLONE_ARGS_SIZE_VER2..).is_some_and(|rest| rest.iter().any(|&b| b != 0)) {
+        return Err(Errno::E2BIG);
+    }
+    let field =
+        |i: usize| bytes.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    // field 1 is pidfd, for CLONE_PIDFD (refused below)
+    let (flags, child_tid, parent_tid, exit_signal) = (field(0), field(2), field(3), field(4));
+    let (stack, stack_size, tls, set_tid, set_tid_size, cgroup) =
+        (field(5), field(6), field(7), field(8), field(9), field(10));
+    if set_tid_size > MAX_PID_NS_LEVEL || (set_tid == 0) != (set_tid_size == 0) {
+        return Err(Errno::EINVAL);
+    }
+    if exit_signal & !CSIGNAL != 0 || exit_signal > crate::kernel::signal::NSIG as u64 {
+        return Err(Errno::EINVAL);
+    }
+    if flags & CLONE_INTO_CGROUP != 0 && (cgroup > i32::MAX as u64 || size < CLONE_ARGS_SIZE_VER2) {
+        return Err(Errno::EINVAL);
+    }
+    if set_tid != 0 {
+        ctx.mem().read_bytes(set_tid, set_tid_size as usize * 4)?;
+    }
+    // clone3_args_valid: no unknown flags, no CSIGNAL or CLONE_DETACHED
+    // bits (clone3 reuses them), a consistent stack.
+    if flags & !(0xffff_ffff | CLONE_CLEAR_SIGHAND | CLONE_INTO_CGROUP) != 0
+        || flags & (CLONE_DETACHED | CSIGNAL) != 0
+        || flags & (CLONE_SIGHAND | CLONE_CLEAR_SIGHAND) == CLONE_SIGHAND | CLONE_CLEAR_SIGHAND
+        || (flags & (CLONE_THREAD | CLONE_PARENT) != 0 && exit_signal != 0)
+    {
+        return Err(Errno::EINVAL);
+    }
+    let top = match (stack, stack_size) {
+        (0, 0) => 0,
+        (0, _) | (_, 0) => return Err(Errno::EINVAL),
+        (s, n) => s.checked_add(n).filter(|&t| t <= TASK_SIZE_MAX).ok_or(Errno::EINVAL)?,
+    };
+    if flags & (CLONE_PIDFD | CLONE_CLEAR_SIGHAND | CLONE_INTO_CGROUP) != 0 || set_tid != 0 {
+        ctx.note("clone3's CLONE_PIDFD, CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid are not provided");
+        return Err(Errno::EINVAL);
+    }
+    clone(ctx, flags | exit_signal, top, parent_tid, child_tid, tls)
+}
+
+/// What clone and clone3 do with their (checked) arguments.
+fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
     if flags & CLONE_THREAD != 0 {
         // Linux: a thread shares signal handlers, which needs shared memory.
         if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {

@@ -369,6 +369,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(327, io::sys_preadv2(Fd, UserPtr, u32, i64, u64, Hex<i32>)),
     sys!(328, io::sys_pwritev2(Fd, UserPtr, u32, i64, u64, Hex<i32>)).sigpipe(),
     sys!(332, fs::sys_statx(DirFd, Path, AtFlags, Hex<u32>, UserPtr)),
+    sys!(435, exec::sys_clone3(UserPtr, usize)).partial(
+        "what clone provides, with clone's limits; the exit signal is always SIGCHLD; CLONE_PIDFD, CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid: EINVAL",
+    ),
     sys!(436, io::sys_close_range(u32, u32, Hex<u32>))
         .partial("CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)"),
     sys!(439, fs::sys_faccessat2(DirFd, Path, i32, AtFlags)),

@@ -12,6 +12,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 

@@ -263,6 +263,12 @@ int main(int argc, char **argv)
 		return only_cpu(atoi(argv[2])) ? 0 : 1;
 	if (argc > 1 && !strcmp(argv[1], "realtime"))
 		return realtime();
+	/* The number of CPUs, asked first thing (as nproc does): the host's
+	 * mask when nomu started, not the one CPU its split path pins its
+	 * threads to while a guest thread runs. */
+	cpu_set_t first;
+	CHECK(raw_getaffinity(0, sizeof(first), &first) > 0);
+	printf("CPUs in the affinity mask: %d\n", CPU_COUNT(&first));
 	priorities();
 	policies();
 	affinity();

@@ -197,6 +197,110 @@ static void check_clone(void)
 	EXPECT(reaped(r), "a CLONE_VM|CLONE_VFORK child works on both");
 }
 
+/* struct clone_args (linux/sched.h), and a clone3 whose child exits at
+ * once with status 0, touching no memory. */
+struct clone3_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+		set_tid_size, cgroup;
+};
+
+static long clone3_exit(struct clone3_args *a)
+{
+	long ret;
+	__asm__ volatile("syscall\n\t"
+			 "test %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "xor %%edi, %%edi\n\t"
+			 "mov $60, %%eax\n\t"
+			 "syscall\n\t"
+			 "1:"
+			 : "=a"(ret)
+			 : "a"((long)SYS_clone3), "D"(a), "S"(sizeof(*a))
+			 : "rcx", "r11", "memory");
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
+static void check_clone3(void)
+{
+	/* An exit signal of 0 makes a "clone" child, which waitpid without
+	 * __WALL or __WCLONE does not see; under nomu it is a SIGCHLD one. */
+	struct clone3_args a = { .flags = CLONE_VM | CLONE_VFORK };
+	long r = clone3_exit(&a);
+	EXPECT(r > 0, "a CLONE_VM|CLONE_VFORK child works on both");
+	if (r > 0) {
+		int st;
+		errno = 0;
+		long w = waitpid((pid_t)r, &st, WNOHANG);
+		EXPECT(on_linux ? FAILS_WITH(w, ECHILD) : w == r, "exit signal 0: a clone child only on Linux");
+		if (on_linux)
+			waitpid((pid_t)r, &st, __WALL);
+	}
+	/* CLONE_PIDFD writes a pidfd; CLONE_CLEAR_SIGHAND resets handlers. */
+	int pidfd = -1;
+	struct clone3_args b = { .flags = CLONE_VM | CLONE_VFORK | 0x1000 /* CLONE_PIDFD */,
+				 .pidfd = (uintptr_t)&pidfd,
+				 .exit_signal = SIGCHLD };
+	r = clone3_exit(&b);
+	int saved = errno;
+	EXPECT(reaped(r) == on_linux, "CLONE_PIDFD makes a process only on Linux");
+	if (pidfd >= 0)
+		close(pidfd);
+	errno = saved;
+	if (!on_linux)
+		EXPECT(FAILS_WITH(r, EINVAL), "CLONE_PIDFD: EINVAL");
+	struct clone3_args c = { .flags = CLONE_VM | CLONE_VFORK | 0x100000000ULL /* CLONE_CLEAR_SIGHAND */,
+				 .exit_signal = SIGCHLD };
+	r = clone3_exit(&c);
+	saved = errno;
+	EXPECT(reaped(r) == on_linux, "CLONE_CLEAR_SIGHAND makes a process only on Linux");
+	errno = saved;
+	if (!on_linux)
+		EXPECT(FAILS_WITH(r, EINVAL), "CLONE_CLEAR_SIGHAND: EINVAL");
+	/* set_tid (a pid of the caller's choosing, for root: this test runs
+	 * natively as root in `make test`) and CLONE_INTO_CGROUP (a cgroup
+	 * descriptor): nomu refuses both. */
+	pid_t want = 32767; /* below pid_max (natively read; at least 32768) */
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+	if (f) {
+		if (fscanf(f, "%d", &want) == 1)
+			want--;
+		fclose(f);
+	}
+	struct clone3_args d = { .flags = CLONE_VM | CLONE_VFORK,
+				 .exit_signal = SIGCHLD,
+				 .set_tid = (uintptr_t)&want,
+				 .set_tid_size = 1 };
+	/* (natively, the next lower pid while one is in use) */
+	while ((r = clone3_exit(&d)) == -1 && errno == EEXIST && want > 1000)
+		want--;
+	saved = errno;
+	if (on_linux && geteuid() == 0)
+		EXPECT(r == want && reaped(r), "set_tid gives root the pid it asks for on Linux");
+	else if (!on_linux)
+		EXPECT(FAILS_WITH(r, EINVAL), "set_tid: EINVAL");
+	else
+		reaped(r);
+	errno = saved;
+	int cg = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY);
+	struct clone3_args e = { .flags = CLONE_VM | CLONE_VFORK | 0x200000000ULL /* CLONE_INTO_CGROUP */,
+				 .exit_signal = SIGCHLD,
+				 .cgroup = cg < 0 ? 0 : (uint64_t)cg };
+	r = clone3_exit(&e);
+	saved = errno;
+	if (!on_linux) {
+		errno = saved;
+		EXPECT(FAILS_WITH(r, EINVAL), "CLONE_INTO_CGROUP: EINVAL");
+	} else if (r > 0) {
+		reaped(r);
+	}
+	if (cg >= 0)
+		close(cg);
+}
+
 static void check_fork(void)
 {
 	long r = syscall(SYS_fork);
@@ -437,6 +541,10 @@ static const struct note {
 	{ "inotify_add_watch", "paths in nomu's /proc cannot be watched (EACCES)", check_inotify_add_watch },
 	{ "vmsplice", "copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)",
 	  check_vmsplice },
+	{ "clone3",
+	  "what clone provides, with clone's limits; the exit signal is always SIGCHLD; CLONE_PIDFD, "
+	  "CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid: EINVAL",
+	  check_clone3 },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
