@@ -1,0 +1,304 @@
+/* System V shared memory: shmget/shmat/shmdt/shmctl, their errnos, a
+ * segment seen by two processes, shm_nattch as processes attach, exit and
+ * execve, IPC_RMID's destroy at the last detach, and SHM_RDONLY. Keys
+ * come from the pid; every segment made is removed. */
+#define _GNU_SOURCE
+#include "nomu_test.h"
+#include <spawn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#ifndef SHM_STAT_ANY
+#define SHM_STAT_ANY 15
+#endif
+#ifndef SHM_DEST
+#define SHM_DEST 01000
+#endif
+#ifndef SHM_LOCKED
+#define SHM_LOCKED 02000
+#endif
+
+extern char **environ;
+static char *self;
+
+static pid_t spawn(char *const args[])
+{
+	pid_t pid;
+	if (posix_spawn(&pid, self, NULL, NULL, args, environ) != 0)
+		return -1;
+	return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static long nattch(int id)
+{
+	struct shmid_ds ds;
+	return shmctl(id, IPC_STAT, &ds) == 0 ? (long)ds.shm_nattch : -1;
+}
+
+static int sem_op(int sem, unsigned short num, short op)
+{
+	struct sembuf s = { num, op, 0 };
+	return semop(sem, &s, 1);
+}
+
+/* Child roles. */
+static int child(int argc, char **argv)
+{
+	int id = atoi(argv[2]);
+	if (!strcmp(argv[1], "reader")) {
+		/* Reads the parent's words, answers in the same segment. */
+		char *p = shmat(id, NULL, 0);
+		if (p == (void *)-1)
+			return 10;
+		if (strcmp(p, "from the parent"))
+			return 11;
+		strcpy(p + 100, "from the child");
+		return shmdt(p) == 0 ? 0 : 12;
+	}
+	if (!strcmp(argv[1], "stay")) /* attaches and exits without shmdt */
+		return shmat(id, NULL, SHM_RDONLY) == (void *)-1 ? 13 : 0;
+	if (!strcmp(argv[1], "rdonly")) {
+		volatile char *p = shmat(id, NULL, SHM_RDONLY);
+		if (p == (void *)-1 || p[0] != 'x')
+			return 14;
+		/* A syscall writing into it fails; a store faults. */
+		int fds[2];
+		if (pipe(fds) || write(fds[1], "abc", 3) != 3)
+			return 15;
+		if (!(read(fds[0], (char *)p, 3) == -1 && errno == EFAULT))
+			return 16;
+		p[0] = 'y';
+		return 17;
+	}
+	if (!strcmp(argv[1], "producer")) {
+		/* A ring of 8 ints guarded by semaphores 0 (free) and 1 (full). */
+		int sem = atoi(argv[3]);
+		int *ring = shmat(id, NULL, 0);
+		if (ring == (void *)-1)
+			return 18;
+		for (int i = 1; i <= 1000; i++) {
+			if (sem_op(sem, 0, -1))
+				return 19;
+			ring[i % 8] = i;
+			if (sem_op(sem, 1, 1))
+				return 20;
+		}
+		return 0;
+	}
+	if (!strcmp(argv[1], "nobody")) {
+		if (setgid(65534) || setuid(65534))
+			return 30;
+		if (!(shmat(id, NULL, 0) == (void *)-1 && errno == EACCES))
+			return 31;
+		if (!(shmctl(id, IPC_RMID, NULL) == -1 && errno == EPERM))
+			return 32;
+		struct shmid_ds ds;
+		if (!(shmctl(id, IPC_STAT, &ds) == -1 && errno == EACCES))
+			return 33;
+		if (!(shmctl(id, SHM_LOCK, NULL) == -1 && errno == EPERM))
+			return 34;
+		return 0;
+	}
+	return 99;
+}
+
+int main(int argc, char **argv)
+{
+	self = argv[0];
+	if (argc >= 3)
+		return child(argc, argv);
+	key_t key = 0x6e6f0000 | (getpid() & 0xffff);
+	char idarg[16];
+	long page = sysconf(_SC_PAGESIZE);
+
+	printf("== shmget\n");
+	CHECK_ERR(shmget(IPC_PRIVATE, 0, 0600), EINVAL);
+	CHECK_ERR(shmget(key, 4096, 0600), ENOENT);
+	int id;
+	CHECK_OK(id = shmget(key, 10000, IPC_CREAT | IPC_EXCL | 0600));
+	CHECK_ERR(shmget(key, 10000, IPC_CREAT | IPC_EXCL | 0600), EEXIST);
+	CHECK_EQ(shmget(key, 10000, 0), id);
+	CHECK_EQ(shmget(key, 0, 0), id);
+	CHECK_ERR(shmget(key, 10001, 0), EINVAL);
+	snprintf(idarg, sizeof(idarg), "%d", id);
+
+	printf("== shmat, shmdt\n");
+	struct shmid_ds ds;
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	CHECK_EQ(ds.shm_segsz, 10000);
+	CHECK_EQ(ds.shm_nattch, 0);
+	CHECK_EQ(ds.shm_cpid, getpid());
+	CHECK_EQ(ds.shm_lpid, 0);
+	CHECK_EQ(ds.shm_atime, 0);
+	CHECK_EQ(ds.shm_perm.mode, 0600);
+	CHECK_EQ(ds.shm_perm.__key, key);
+	CHECK_EQ(ds.shm_perm.cuid, geteuid());
+	char *p = shmat(id, NULL, 0);
+	CHECK(p != (void *)-1);
+	CHECK(((uintptr_t)p & (page - 1)) == 0);
+	CHECK(p[0] == 0 && p[9999] == 0 && p[12287] == 0); /* zeroed, whole pages */
+	strcpy(p, "from the parent");
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	CHECK_EQ(ds.shm_nattch, 1);
+	CHECK_EQ(ds.shm_lpid, getpid());
+	CHECK(ds.shm_atime > 0);
+	CHECK_ERR(syscall(SYS_shmat, -1, 0, 0), EINVAL);
+	CHECK_ERR(syscall(SYS_shmat, id + 1000 * 32768, 0, 0), EINVAL);
+	CHECK_ERR(syscall(SYS_shmat, id, 0, SHM_REMAP), EINVAL);
+	CHECK_ERR(syscall(SYS_shmat, id, p + 1, 0), EINVAL); /* unaligned, no SHM_RND */
+	CHECK_ERR(syscall(SYS_shmdt, p + 1), EINVAL);
+	CHECK_ERR(syscall(SYS_shmdt, p + page), EINVAL); /* not where it starts */
+	CHECK_ERR(syscall(SYS_shmdt, (void *)&key), EINVAL);
+	/* The same address again (SHM_RND rounds down to it): overlaps. */
+	CHECK_ERR(syscall(SYS_shmat, id, p + 1, SHM_RND), EINVAL);
+	CHECK_EQ(shmdt(p), 0);
+	CHECK_ERR(shmdt(p), EINVAL);
+	CHECK_EQ(nattch(id), 0);
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	CHECK(ds.shm_dtime > 0);
+	/* Its contents stay with the segment. */
+	p = shmat(id, NULL, 0);
+	CHECK(p != (void *)-1 && !strcmp(p, "from the parent"));
+
+	printf("== another process sees it\n");
+	char *rargs[] = { self, "reader", idarg, NULL };
+	pid_t c = spawn(rargs);
+	CHECK_EQ(wait_status(c), 0);
+	CHECK(!strcmp(p + 100, "from the child"));
+	CHECK_EQ(nattch(id), 1);
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	CHECK_EQ(ds.shm_lpid, c);
+	/* Exit detaches; the execve of posix_spawn left this one attached. */
+	char *sargs[] = { self, "stay", idarg, NULL };
+	c = spawn(sargs);
+	CHECK_EQ(wait_status(c), 0);
+	CHECK_EQ(nattch(id), 1);
+
+	printf("== SHM_RDONLY\n");
+	p[0] = 'x';
+	CHECK_EQ(shmdt(p), 0);
+	char *ro = shmat(id, NULL, SHM_RDONLY);
+	CHECK(ro != (void *)-1 && ro[0] == 'x');
+	char *roargs[] = { self, "rdonly", idarg, NULL };
+	CHECK_EQ(wait_status(spawn(roargs)), 128 + SIGSEGV);
+	CHECK_EQ(shmdt(ro), 0);
+
+	printf("== a producer and a consumer over a ring\n");
+	int sem = semget(IPC_PRIVATE, 2, 0600);
+	CHECK(sem >= 0);
+	CHECK_EQ(semctl(sem, 0, SETVAL, 8), 0);
+	int ring_id = shmget(IPC_PRIVATE, 8 * sizeof(int), 0600);
+	CHECK(ring_id >= 0);
+	int *ring = shmat(ring_id, NULL, 0);
+	CHECK(ring != (void *)-1);
+	char ringarg[16], semarg[16];
+	snprintf(ringarg, sizeof(ringarg), "%d", ring_id);
+	snprintf(semarg, sizeof(semarg), "%d", sem);
+	char *pargs[] = { self, "producer", ringarg, semarg, NULL };
+	c = spawn(pargs);
+	int in_order = 0;
+	for (int i = 1; i <= 1000; i++) {
+		if (sem_op(sem, 1, -1))
+			break;
+		in_order += ring[i % 8] == i;
+		sem_op(sem, 0, 1);
+	}
+	CHECK_EQ(in_order, 1000);
+	CHECK_EQ(wait_status(c), 0);
+	CHECK_EQ(shmdt(ring), 0);
+	CHECK_EQ(shmctl(ring_id, IPC_RMID, NULL), 0);
+	CHECK_EQ(semctl(sem, 0, IPC_RMID), 0);
+
+	printf("== shmctl\n");
+	CHECK_ERR(syscall(SYS_shmctl, id, IPC_STAT, (void *)8), EFAULT);
+	CHECK_ERR(shmctl(id, 1234, &ds), EINVAL);
+	CHECK_ERR(shmctl(-1, IPC_STAT, &ds), EINVAL);
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	ds.shm_perm.mode = 0640;
+	CHECK_EQ(shmctl(id, IPC_SET, &ds), 0);
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	CHECK_EQ(ds.shm_perm.mode, 0640);
+	CHECK_ERR(syscall(SYS_shmctl, id, IPC_SET, (void *)8), EFAULT);
+	CHECK_EQ(shmctl(id, SHM_LOCK, NULL), 0);
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	CHECK_EQ(ds.shm_perm.mode, 0640 | SHM_LOCKED);
+	CHECK_EQ(shmctl(id, SHM_UNLOCK, NULL), 0);
+	struct shminfo info;
+	int maxidx = shmctl(0, IPC_INFO, (struct shmid_ds *)&info);
+	CHECK(maxidx >= 0);
+	CHECK_EQ(info.shmmin, 1);
+	CHECK_EQ(info.shmmni, 4096);
+	CHECK_EQ(info.shmseg, 4096);
+	CHECK_EQ(info.shmmax, ~0UL - (1UL << 24));
+	CHECK_EQ(info.shmall, ~0UL - (1UL << 24));
+	struct shm_info sinfo;
+	CHECK(shmctl(0, SHM_INFO, (struct shmid_ds *)&sinfo) >= 0);
+	CHECK(sinfo.used_ids >= 1 && sinfo.shm_tot >= 3);
+	int found = 0;
+	for (int i = 0; i <= maxidx; i++) {
+		if (shmctl(i, SHM_STAT, &ds) == id)
+			found++;
+		if (shmctl(i, SHM_STAT_ANY, &ds) == id)
+			found++;
+	}
+	CHECK_EQ(found, 2);
+
+	printf("== permissions\n");
+	if (geteuid() == 0) {
+		char *nargs[] = { self, "nobody", idarg, NULL };
+		CHECK_EQ(wait_status(spawn(nargs)), 0);
+	}
+
+	printf("== IPC_RMID while attached\n");
+	p = shmat(id, NULL, 0);
+	CHECK(p != (void *)-1);
+	strcpy(p, "from the parent");
+	CHECK_EQ(shmctl(id, IPC_RMID, NULL), 0);
+	CHECK_EQ(shmctl(id, IPC_STAT, &ds), 0);
+	CHECK_EQ(ds.shm_perm.mode, 0640 | SHM_DEST);
+	CHECK_EQ(ds.shm_perm.__key, IPC_PRIVATE);
+	CHECK_ERR(shmget(key, 0, 0), ENOENT);
+	CHECK(!strcmp(p + 100, "from the child"));
+	/* Still attachable by its id, from another process. */
+	c = spawn(rargs);
+	CHECK_EQ(wait_status(c), 0);
+	CHECK_EQ(nattch(id), 1);
+	CHECK_EQ(shmdt(p), 0);
+	CHECK_ERR(shmctl(id, IPC_STAT, &ds), EINVAL); /* gone at the last detach */
+	CHECK_ERR(shmat(id, NULL, 0), EINVAL);
+
+	printf("== segments give their memory back\n");
+	/* 2 GiB in all, 32 MiB at a time: more than nomu's default memory. */
+	int made = 0;
+	for (int i = 0; i < 64; i++) {
+		int s = shmget(IPC_PRIVATE, 32 << 20, 0600);
+		if (s < 0)
+			break;
+		char *m = shmat(s, NULL, 0);
+		if (m != (void *)-1) {
+			m[0] = m[(32 << 20) - 1] = 1;
+			if (i % 2)
+				shmctl(s, IPC_RMID, NULL); /* destroyed at the shmdt */
+			shmdt(m);
+		}
+		if (i % 2 == 0)
+			shmctl(s, IPC_RMID, NULL);
+		made++;
+	}
+	CHECK_EQ(made, 64);
+	return checks_done();
+}
