@@ -10,7 +10,7 @@
 //!   maps, mountinfo, mounts, root, stat, statm, status;
 //! - /proc: cpuinfo (the host's), loadavg, meminfo, mounts, self, stat
 //!   (the host's CPU counters), uptime, sys/kernel/{hostname, osrelease,
-//!   ostype, pid_max}.
+//!   ostype, pid_max}, sysvipc/{msg, sem, shm} (nomu's IPC objects).
 
 mod maps;
 mod mounts;
@@ -48,6 +48,10 @@ pub enum Top {
     OsRelease,
     OsType,
     PidMax,
+    SysvIpc,
+    SysvIpcMsg,
+    SysvIpcSem,
+    SysvIpcShm,
 }
 
 struct TopEntry {
@@ -62,7 +66,7 @@ const fn top(name: &'static str, node: Top, parent: Top, mode: u32) -> TopEntry 
 }
 
 /// /proc's own entries, each under its parent directory.
-const TOP: [TopEntry; 13] = [
+const TOP: [TopEntry; 17] = [
     top("cpuinfo", Top::CpuInfo, Top::Root, REG | 0o444),
     top("loadavg", Top::LoadAvg, Top::Root, REG | 0o444),
     top("meminfo", Top::MemInfo, Top::Root, REG | 0o444),
@@ -76,6 +80,10 @@ const TOP: [TopEntry; 13] = [
     top("osrelease", Top::OsRelease, Top::SysKernel, REG | 0o444),
     top("ostype", Top::OsType, Top::SysKernel, REG | 0o444),
     top("pid_max", Top::PidMax, Top::SysKernel, REG | 0o644),
+    top("sysvipc", Top::SysvIpc, Top::Root, DIR | 0o555),
+    top("msg", Top::SysvIpcMsg, Top::SysvIpc, REG | 0o444),
+    top("sem", Top::SysvIpcSem, Top::SysvIpc, REG | 0o444),
+    top("shm", Top::SysvIpcShm, Top::SysvIpc, REG | 0o444),
 ];
 
 /// What /proc/mounts points to.

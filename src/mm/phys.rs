@@ -235,6 +235,13 @@ impl PhysicalMemory {
         }
     }
 
+    /// How many bytes of [addr, addr+len) (owned pages) the host holds
+    /// memory for: what a shared memory segment reports as resident.
+    pub fn resident_bytes(&self, addr: usize, len: usize) -> usize {
+        let _pages = self.buddy.lock().unwrap(); // populated() seeks the shared memfd
+        self.mem.populated(addr, len).iter().map(|&(_, n)| n).sum()
+    }
+
     /// Claims the pages of [addr, addr+len) if they all are free.
     pub fn alloc_at(&self, addr: usize, len: usize) -> Result<(), Errno> {
         if !self.mem.contains(addr, len) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/ipc.h>
+#include <sys/msg.h>
 #include <sys/mman.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
@@ -53,6 +54,35 @@ static int sem_op(int sem, unsigned short num, short op)
 {
 	struct sembuf s = { num, op, 0 };
 	return semop(sem, &s, 1);
+}
+
+/* The fields of /proc/sysvipc/NAME's line for `key` (after key and id),
+ * as numbers (perms in octal); how many were read. */
+static int proc_line(const char *name, key_t key, unsigned long *f, int max)
+{
+	char path[64], line[512];
+	snprintf(path, sizeof(path), "/proc/sysvipc/%s", name);
+	FILE *in = fopen(path, "r");
+	if (!in)
+		return -1;
+	int n = -1;
+	while (fgets(line, sizeof(line), in)) {
+		char *end;
+		long k = strtol(line, &end, 10);
+		if (end == line || k != key)
+			continue;
+		strtol(end, &end, 10); /* the id */
+		f[0] = strtoul(end, &end, 8);
+		for (n = 1; n < max; n++) {
+			char *next;
+			f[n] = strtoul(end, &next, 10);
+			if (next == end)
+				break;
+			end = next;
+		}
+	}
+	fclose(in);
+	return n;
 }
 
 /* Child roles. */
@@ -187,6 +217,30 @@ int main(int argc, char **argv)
 	c = spawn(sargs);
 	CHECK_EQ(wait_status(c), 0);
 	CHECK_EQ(nattch(id), 1);
+
+	printf("== /proc/sysvipc\n");
+	unsigned long f[20];
+	/* perms size cpid lpid nattch uid gid cuid cgid atime dtime ctime rss swap */
+	CHECK_EQ(proc_line("shm", key, f, 20), 14);
+	CHECK(f[0] == 0600 && f[1] == 10000 && f[2] == (unsigned long)getpid() && f[4] == 1);
+	CHECK(f[5] == geteuid() && f[6] == getegid() && f[7] == geteuid() && f[13] == 0);
+	int mq = msgget(key ^ 1, IPC_CREAT | 0604), sq = semget(key ^ 2, 4, IPC_CREAT | 0600);
+	CHECK(mq >= 0 && sq >= 0);
+	struct {
+		long type;
+		char text[4];
+	} msg = { 1, "abc" };
+	CHECK_OK(msgsnd(mq, &msg, 3, 0));
+	/* perms cbytes qnum lspid lrpid uid gid cuid cgid stime rtime ctime */
+	CHECK_EQ(proc_line("msg", key ^ 1, f, 20), 12);
+	CHECK(f[0] == 0604 && f[1] == 3 && f[2] == 1 && f[3] == (unsigned long)getpid() && f[4] == 0);
+	CHECK(f[5] == geteuid() && f[8] == getegid() && f[10] == 0);
+	/* perms nsems uid gid cuid cgid otime ctime */
+	CHECK_EQ(proc_line("sem", key ^ 2, f, 20), 8);
+	CHECK(f[0] == 0600 && f[1] == 4 && f[2] == geteuid() && f[6] == 0);
+	CHECK_OK(msgctl(mq, IPC_RMID, NULL));
+	CHECK_OK(semctl(sq, 0, IPC_RMID));
+	CHECK_EQ(proc_line("msg", key ^ 1, f, 20), -1);
 
 	printf("== SHM_RDONLY\n");
 	p[0] = 'x';

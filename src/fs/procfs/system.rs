@@ -41,6 +41,9 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
         Top::OsRelease => field(&crate::kernel::uname().release),
         Top::Hostname => field(&crate::kernel::uname().nodename),
         Top::PidMax => format!("{}\n", crate::kernel::process::PID_MAX).into_bytes(),
+        Top::SysvIpcMsg => kernel.ipc.msg.proc_lines(),
+        Top::SysvIpcSem => kernel.ipc.sem.proc_lines(),
+        Top::SysvIpcShm => kernel.ipc.shm.proc_lines(),
         _ => return Err(Errno::EINVAL),
     })
 }

@@ -308,4 +308,33 @@ impl Queues {
             (b, ids.max_idx())
         })
     }
+
+    /// /proc/sysvipc/msg (sysvipc_msg_proc_show).
+    pub fn proc_lines(&self) -> Vec<u8> {
+        let mut out = b"       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n".to_vec();
+        self.with(|ids| {
+            for (id, q) in ids.iter() {
+                let p = &q.perm;
+                let line = format!(
+                    "{:>10} {:>10}  {:>4o}  {:>10} {:>10} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10}\n",
+                    p.key,
+                    id,
+                    p.mode,
+                    q.cbytes,
+                    q.msgs.len(),
+                    q.lspid,
+                    q.lrpid,
+                    p.uid,
+                    p.gid,
+                    p.cuid,
+                    p.cgid,
+                    q.stime,
+                    q.rtime,
+                    q.ctime
+                );
+                out.extend_from_slice(line.as_bytes());
+            }
+        });
+        out
+    }
 }

@@ -385,6 +385,32 @@ impl Sets {
             (b, ids.max_idx())
         })
     }
+
+    /// /proc/sysvipc/sem (sysvipc_sem_proc_show).
+    pub fn proc_lines(&self) -> Vec<u8> {
+        let mut out =
+            b"       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n".to_vec();
+        self.with(|ids| {
+            for (id, s) in ids.iter() {
+                let p = &s.perm;
+                let line = format!(
+                    "{:>10} {:>10}  {:>4o} {:>10} {:>5} {:>5} {:>5} {:>5} {:>10} {:>10}\n",
+                    p.key,
+                    id,
+                    p.mode,
+                    s.sems.len(),
+                    p.uid,
+                    p.gid,
+                    p.cuid,
+                    p.cgid,
+                    s.otime,
+                    s.ctime
+                );
+                out.extend_from_slice(line.as_bytes());
+            }
+        });
+        out
+    }
 }
 
 #[derive(Clone, Copy)]

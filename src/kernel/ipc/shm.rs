@@ -320,11 +320,44 @@ impl Segments {
     pub fn totals(&self) -> ([u8; 48], u64) {
         self.with(|ids| {
             let pages: u64 = ids.iter().map(|(_, s)| (s.len / PAGE_SIZE) as u64).sum();
+            let rss: usize = ids.iter().map(|(_, s)| self.phys.resident_bytes(s.addr, s.len) / PAGE_SIZE).sum();
             let mut b = [0u8; 48];
             super::put_u32(&mut b, 0, ids.count() as u32);
             super::put_u64(&mut b, 8, pages);
-            super::put_u64(&mut b, 16, pages);
+            super::put_u64(&mut b, 16, rss as u64);
             (b, ids.max_idx())
         })
+    }
+
+    /// /proc/sysvipc/shm (sysvipc_shm_proc_show); resident: the bytes the
+    /// host holds memory for.
+    pub fn proc_lines(&self) -> Vec<u8> {
+        let mut out = b"       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n".to_vec();
+        self.with(|ids| {
+            for (id, s) in ids.iter() {
+                let p = &s.perm;
+                let line = format!(
+                    "{:>10} {:>10}  {:>4o} {:>21} {:>5} {:>5}  {:>5} {:>5} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>21} {:>21}\n",
+                    p.key,
+                    id,
+                    p.mode,
+                    s.segsz,
+                    s.cpid,
+                    s.lpid,
+                    s.nattch,
+                    p.uid,
+                    p.gid,
+                    p.cuid,
+                    p.cgid,
+                    s.atime,
+                    s.dtime,
+                    s.ctime,
+                    self.phys.resident_bytes(s.addr, s.len),
+                    0
+                );
+                out.extend_from_slice(line.as_bytes());
+            }
+        });
+        out
     }
 }
