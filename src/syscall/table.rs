@@ -186,7 +186,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(26, memory::sys_msync(UserPtr, usize, Hex<i32>)),
     sys!(28, memory::sys_madvise(UserPtr, usize, i32)),
     sys!(29, ipc::sys_shmget(i32, usize, Hex<i32>)),
-    sys!(30, ipc::sys_shmat(i32, UserPtr, Hex<i32>)).partial(SHMAT_NOTE),
+    sys!(30, ipc::sys_shmat(i32, UserPtr, Hex<i32>)).hex().partial(SHMAT_NOTE),
     sys!(31, ipc::sys_shmctl(i32, i32, UserPtr)),
     sys!(32, io::sys_dup(Fd)),
     sys!(33, io::sys_dup2(Fd, Fd)),
