@@ -6,7 +6,7 @@ use crate::kernel::cred::Cred;
 use crate::kernel::trap::ThreadCtx;
 use crate::kernel::waiter::{Event, Wake};
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The largest message (MSGMAX).
 pub const MSGMAX: usize = 8192;
@@ -36,6 +36,9 @@ pub struct Queue {
     lspid: u32,
     lrpid: u32,
     msgs: VecDeque<Msg>,
+    /// Notified at every change of the queue (and at its removal): its
+    /// waiting senders and receivers look again.
+    event: Arc<Event>,
 }
 
 impl IpcObject for Queue {
@@ -113,9 +116,6 @@ impl Search {
 #[derive(Default)]
 pub struct Queues {
     ids: Mutex<Option<Ids<Queue>>>,
-    /// Notified at every change of any queue: waiting senders and
-    /// receivers look again.
-    event: Event,
 }
 
 impl Queues {
@@ -143,22 +143,27 @@ impl Queues {
                         lspid: 0,
                         lrpid: 0,
                         msgs: VecDeque::new(),
+                        event: Arc::default(),
                     })
                 },
             )
         })
     }
 
+    /// The event of queue `id` (EINVAL if there is none).
+    fn event_of(&self, id: i32) -> Result<Arc<Event>, Errno> {
+        self.with(|ids| ids.get(id).map(|q| q.event.clone()))
+    }
+
     /// msgsnd of a message already read from the guest (its size checked):
     /// waits for room unless IPC_NOWAIT. A queue removed meanwhile is EIDRM.
     pub fn send(&self, t: &ThreadCtx, id: i32, msg: Msg, flags: i32, pid: u32) -> Result<(), Errno> {
         let cred = t.thread.cred();
-        let mut first = true;
+        let event = self.event_of(id)?;
         let mut msg = Some(msg);
-        let r = t.wait_for(Some(&self.event), None, Wake::OnSignal, || {
-            let was_first = std::mem::replace(&mut first, false);
+        let r = t.wait_for(Some(&event), None, Wake::OnSignal, || {
             let done = self.with(|ids| {
-                let q = ids.get_mut(id).map_err(|e| if was_first { e } else { Errno::EIDRM })?;
+                let q = ids.get_mut(id).map_err(|_| Errno::EIDRM)?;
                 q.perm.check(&cred, S_IWUGO)?;
                 let len = msg.as_ref().unwrap().text.len() as u64;
                 // msg_fits_inqueue: the bytes, and one more message than now.
@@ -175,7 +180,7 @@ impl Queues {
                 Ok(None)
             })?;
             if done.is_some() {
-                self.event.notify();
+                event.notify();
             }
             Ok(done)
         });
@@ -201,11 +206,10 @@ impl Queues {
         let cred = t.thread.cred();
         let search = Search::of(msgtyp, flags);
         let copy_max = bufsz.min(MSGMAX);
-        let mut first = true;
-        let r = t.wait_for(Some(&self.event), None, Wake::OnSignal, || {
-            let was_first = std::mem::replace(&mut first, false);
+        let event = self.event_of(id)?;
+        let r = t.wait_for(Some(&event), None, Wake::OnSignal, || {
             let got = self.with(|ids| {
-                let q = ids.get_mut(id).map_err(|e| if was_first { e } else { Errno::EIDRM })?;
+                let q = ids.get_mut(id).map_err(|_| Errno::EIDRM)?;
                 q.perm.check(&cred, S_IRUGO)?;
                 match search.find(&q.msgs) {
                     Some(i) => {
@@ -233,7 +237,7 @@ impl Queues {
             match got {
                 Some((m, changed)) => {
                     if changed {
-                        self.event.notify();
+                        event.notify();
                     }
                     Ok(Some(m))
                 }
@@ -272,20 +276,21 @@ impl Queues {
             q.perm.update(uid, gid, mode)?;
             q.qbytes = qbytes;
             q.ctime = now();
-            Ok(())
-        })?;
-        self.event.notify();
+            Ok(q.event.clone())
+        })?
+        .notify();
         Ok(())
     }
 
     /// IPC_RMID: waiters get EIDRM.
     pub fn remove(&self, id: i32, cred: &Cred) -> Result<(), Errno> {
-        self.with(|ids| {
+        let removed = self.with(|ids| {
             ids.get(id)?.perm.check_owner(cred)?;
-            ids.remove(id);
-            Ok(())
+            Ok(ids.remove(id))
         })?;
-        self.event.notify();
+        if let Some(q) = removed {
+            q.event.notify();
+        }
         Ok(())
     }
 

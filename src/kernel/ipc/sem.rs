@@ -8,7 +8,7 @@ use crate::kernel::trap::ThreadCtx;
 use crate::kernel::waiter::{Event, Wake};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Linux's defaults (include/uapi/linux/sem.h).
@@ -55,6 +55,8 @@ pub struct Set {
     pending: Vec<Pending>,
     /// Which operation the last try_ops blocked on.
     blocked_on: Option<usize>,
+    /// Notified at every change of a value (and at the set's removal).
+    event: Arc<Event>,
 }
 
 impl IpcObject for Set {
@@ -128,8 +130,6 @@ impl Set {
 #[derive(Default)]
 pub struct Sets {
     ids: Mutex<Option<Ids<Set>>>,
-    /// Notified at every change of a semaphore value or a set.
-    event: Event,
     tokens: AtomicU64,
 }
 
@@ -166,6 +166,7 @@ impl Sets {
                         undo: HashMap::new(),
                         pending: Vec::new(),
                         blocked_on: None,
+                        event: Arc::default(),
                     })
                 },
             )
@@ -187,11 +188,10 @@ impl Sets {
         let max = ops.iter().map(|o| o.num as usize).max().unwrap_or(0);
         let alter = ops.iter().any(|o| o.op != 0);
         let token = self.tokens.fetch_add(1, Ordering::Relaxed);
-        let mut first = true;
-        let r = t.wait_for(Some(&self.event), deadline, Wake::OnSignal, || {
-            let was_first = std::mem::replace(&mut first, false);
+        let event = self.with(|ids| ids.get(id).map(|s| s.event.clone()))?;
+        let r = t.wait_for(Some(&event), deadline, Wake::OnSignal, || {
             let r = self.with(|ids| {
-                let set = ids.get_mut(id).map_err(|e| if was_first { e } else { Errno::EIDRM })?;
+                let set = ids.get_mut(id).map_err(|_| Errno::EIDRM)?;
                 if max >= set.sems.len() {
                     return Err(Errno::EFBIG);
                 }
@@ -205,7 +205,7 @@ impl Sets {
                 Ok(r)
             })?;
             if r.is_some() && alter {
-                self.event.notify();
+                event.notify();
             }
             Ok(r)
         });
@@ -226,21 +226,25 @@ impl Sets {
     /// kept within 0..=SEMVMX).
     pub fn exit(&self, pid: u32) {
         let changed = self.with(|ids| {
-            let mut changed = false;
+            let mut changed = Vec::new();
             for set in ids.iter_mut() {
                 let Some(adj) = set.undo.remove(&pid) else { continue };
+                let mut any = false;
                 for (s, a) in set.sems.iter_mut().zip(adj) {
                     if a != 0 {
                         s.val = (s.val + a).clamp(0, SEMVMX);
                         s.pid = pid;
-                        changed = true;
+                        any = true;
                     }
+                }
+                if any {
+                    changed.push(set.event.clone());
                 }
             }
             changed
         });
-        if changed {
-            self.event.notify();
+        for e in changed {
+            e.notify();
         }
     }
 
@@ -282,9 +286,9 @@ impl Sets {
                 adj.fill(0);
             }
             set.ctime = now();
-            Ok(())
-        })?;
-        self.event.notify();
+            Ok(set.event.clone())
+        })?
+        .notify();
         Ok(())
     }
 
@@ -302,9 +306,9 @@ impl Sets {
             }
             set.sems[n] = Sem { val, pid };
             set.ctime = now();
-            Ok(())
-        })?;
-        self.event.notify();
+            Ok(set.event.clone())
+        })?
+        .notify();
         Ok(())
     }
 
@@ -349,12 +353,13 @@ impl Sets {
 
     /// IPC_RMID: waiters get EIDRM, adjustments are forgotten.
     pub fn remove(&self, id: i32, cred: &Cred) -> Result<(), Errno> {
-        self.with(|ids| {
+        let removed = self.with(|ids| {
             ids.get(id)?.perm.check_owner(cred)?;
-            ids.remove(id);
-            Ok(())
+            Ok(ids.remove(id))
         })?;
-        self.event.notify();
+        if let Some(s) = removed {
+            s.event.notify();
+        }
         Ok(())
     }
 
