@@ -42,6 +42,8 @@ pub trait SharedPages: Send + Sync {
     fn segment(&self) -> usize;
     /// The segment's pages: [start, start+len).
     fn pages(&self) -> (usize, usize);
+    /// What /proc/PID/maps shows for it: an inode number and a name.
+    fn shown(&self) -> (u64, Vec<u8>);
 }
 
 impl Clone for Box<dyn SharedPages> {

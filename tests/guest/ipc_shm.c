@@ -85,6 +85,22 @@ static int proc_line(const char *name, key_t key, unsigned long *f, int max)
 	return n;
 }
 
+/* /proc/self/maps's line for the mapping that starts at `addr`. */
+static int maps_line(void *addr, char *out, size_t size)
+{
+	FILE *in = fopen("/proc/self/maps", "r");
+	if (!in)
+		return -1;
+	int found = -1;
+	while (fgets(out, size, in))
+		if (strtoul(out, NULL, 16) == (uintptr_t)addr) {
+			found = 0;
+			break;
+		}
+	fclose(in);
+	return found;
+}
+
 /* Child roles. */
 static int child(int argc, char **argv)
 {
@@ -186,6 +202,16 @@ int main(int argc, char **argv)
 	CHECK_EQ(ds.shm_nattch, 1);
 	CHECK_EQ(ds.shm_lpid, getpid());
 	CHECK(ds.shm_atime > 0);
+	/* maps shows the segment's file: offset 0, device 00:01, its id as
+	 * the inode, "/SYSV<key> (deleted)". */
+	char line[512], want[64];
+	CHECK_EQ(maps_line(p, line, sizeof(line)), 0);
+	unsigned long off = 1, ino = 0;
+	char perms[8] = "", dev[16] = "";
+	CHECK_EQ(sscanf(strchr(line, ' '), " %7s %lx %15s %lu", perms, &off, dev, &ino), 4);
+	CHECK(!strcmp(perms, "rw-s") && off == 0 && !strcmp(dev, "00:01") && ino == (unsigned long)id);
+	snprintf(want, sizeof(want), "/SYSV%08x (deleted)\n", (unsigned)key);
+	CHECK(strlen(line) > strlen(want) && !strcmp(line + strlen(line) - strlen(want), want));
 	CHECK_ERR(syscall(SYS_shmat, -1, 0, 0), EINVAL);
 	CHECK_ERR(syscall(SYS_shmat, id + 1000 * 32768, 0, 0), EINVAL);
 	CHECK_ERR(syscall(SYS_shmat, id, 0, SHM_REMAP), EINVAL);

@@ -122,6 +122,13 @@ impl SharedPages for Attachment {
     fn pages(&self) -> (usize, usize) {
         (self.addr, self.len)
     }
+
+    /// As Linux shows the segment's file: its id as the inode, and the
+    /// unlinked "SYSV" file of its key (private once removed).
+    fn shown(&self) -> (u64, Vec<u8>) {
+        let key = self.segments.with(|ids| ids.get(self.id).map_or(0, |s| s.perm.key));
+        (self.id as u64, format!("/SYSV{:08x} (deleted)", key as u32).into_bytes())
+    }
 }
 
 impl Drop for Attachment {
