@@ -127,6 +127,12 @@ int main(int argc, char **argv)
 	self = argv[0];
 	if (argc == 4 && !strcmp(argv[1], "consumer"))
 		return consumer(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "stopped")) {
+		/* Stopped and continued in msgrcv, with no handler: restarted. */
+		char t[16];
+		long type;
+		return rcv(atoi(argv[2]), 0, sizeof(t) - 1, 0, &type, t) == 2 && type == 5 ? 0 : 21;
+	}
 	if (argc == 3 && !strcmp(argv[1], "removed"))
 		return wait_removed(atoi(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "nobody"))
@@ -308,6 +314,20 @@ int main(int argc, char **argv)
 	CHECK_ERR(snd(q, 1, "z", 0), EINTR);
 	CHECK_EQ(alarms, 2);
 	CHECK_EQ(rcv(q, 0, 100, 0, &type, text), 2);
+
+	printf("== a stop and continue restart a blocked msgrcv\n");
+	char *stargs[] = { self, "stopped", qarg, NULL };
+	c = spawn(stargs);
+	CHECK(c > 0);
+	nomu_sleep_ms(100);
+	CHECK_OK(kill(c, SIGSTOP));
+	int st;
+	CHECK_EQ(waitpid(c, &st, WUNTRACED), c);
+	CHECK(WIFSTOPPED(st));
+	CHECK_OK(kill(c, SIGCONT));
+	nomu_sleep_ms(50);
+	CHECK_OK(snd(q, 5, "ok", 0));
+	CHECK_EQ(exit_code(c), 0);
 
 	printf("== removal ends a wait: EIDRM\n");
 	char *rargs[] = { self, "removed", qarg, NULL };

@@ -103,6 +103,8 @@ static int child(int argc, char **argv)
 		return op1(id, 0, -1, 0) == 0 ? 0 : 11;
 	if (!strcmp(argv[1], "zero")) /* waits for semaphore 1 to be 0 */
 		return op1(id, 1, 0, 0) == 0 ? 0 : 12;
+	if (!strcmp(argv[1], "stopped")) /* a stop and continue: EINTR */
+		return op1(id, 0, -1, 0) == -1 && errno == EINTR ? 0 : 15;
 	if (!strcmp(argv[1], "removed"))
 		return op1(id, 0, -1, 0) == -1 && errno == EIDRM ? 0 : 13;
 	if (!strcmp(argv[1], "ping")) {
@@ -344,6 +346,18 @@ int main(int argc, char **argv)
 	arm_ms(50);
 	CHECK_ERR(timed1(id, 0, -1, 0, 5000), EINTR);
 	CHECK_EQ(alarms, 2);
+	CHECK_EQ(ctl(id, 0, GETNCNT, 0), 0);
+
+	printf("== a stop and continue end a blocked semop: EINTR\n");
+	char *stargs[] = { self, "stopped", idarg, NULL };
+	pid_t st_child = spawn(stargs);
+	CHECK_EQ(wait_count(id, 0, GETNCNT, 1), 1);
+	CHECK_OK(kill(st_child, SIGSTOP));
+	int st;
+	CHECK_EQ(waitpid(st_child, &st, WUNTRACED), st_child);
+	CHECK(WIFSTOPPED(st));
+	CHECK_OK(kill(st_child, SIGCONT));
+	CHECK_EQ(wait_status(st_child), 0);
 	CHECK_EQ(ctl(id, 0, GETNCNT, 0), 0);
 
 	printf("== permissions\n");
