@@ -11,6 +11,7 @@
 //! | 40 `STATE` | a thread's state (mask, pending signals) | |
 //! | 50 `FILES` | a process's descriptor table | |
 //! | 60 `MM` | an address space | guest copies hold it; mapping takes pages from physical memory under it |
+//! | 65 `SHM` | System V shared memory segments | a VMA dropped under `MM` detaches its segment, which may free its pages |
 //! | 70 `PHYS` | physical memory's allocator | the innermost |
 //!
 //! Every other lock in nomu is a leaf: nothing is taken while it is held,
@@ -33,6 +34,7 @@ pub const SIGNALS: u8 = 30;
 pub const STATE: u8 = 40;
 pub const FILES: u8 = 50;
 pub const MM: u8 = 60;
+pub const SHM: u8 = 65;
 pub const PHYS: u8 = 70;
 
 #[cfg(debug_assertions)]

@@ -10,7 +10,7 @@
 //!   maps, mountinfo, mounts, root, stat, statm, status;
 //! - /proc: cpuinfo (the host's), loadavg, meminfo, mounts, self, stat
 //!   (the host's CPU counters), uptime, sys/kernel/{hostname, osrelease,
-//!   ostype, pid_max}.
+//!   ostype, pid_max}, sysvipc/{msg, sem, shm} (nomu's IPC objects).
 
 mod maps;
 mod mounts;
@@ -50,6 +50,10 @@ pub enum Top {
     PidMax,
     SysVm,
     OvercommitMemory,
+    SysvIpc,
+    SysvIpcMsg,
+    SysvIpcSem,
+    SysvIpcShm,
 }
 
 struct TopEntry {
@@ -64,7 +68,7 @@ const fn top(name: &'static str, node: Top, parent: Top, mode: u32) -> TopEntry 
 }
 
 /// /proc's own entries, each under its parent directory.
-const TOP: [TopEntry; 15] = [
+const TOP: [TopEntry; 19] = [
     top("cpuinfo", Top::CpuInfo, Top::Root, REG | 0o444),
     top("loadavg", Top::LoadAvg, Top::Root, REG | 0o444),
     top("meminfo", Top::MemInfo, Top::Root, REG | 0o444),
@@ -80,6 +84,10 @@ const TOP: [TopEntry; 15] = [
     top("pid_max", Top::PidMax, Top::SysKernel, REG | 0o644),
     top("vm", Top::SysVm, Top::Sys, DIR | 0o555),
     top("overcommit_memory", Top::OvercommitMemory, Top::SysVm, REG | 0o644),
+    top("sysvipc", Top::SysvIpc, Top::Root, DIR | 0o555),
+    top("msg", Top::SysvIpcMsg, Top::SysvIpc, REG | 0o444),
+    top("sem", Top::SysvIpcSem, Top::SysvIpc, REG | 0o444),
+    top("shm", Top::SysvIpcShm, Top::SysvIpc, REG | 0o444),
 ];
 
 /// What /proc/mounts points to.

@@ -12,7 +12,9 @@
 //! Exiting::release_user    -> Released      robust list, clear_child_tid (its
 //!                                           memory still there)
 //! Released::leave_group    -> Ended::Thread, or LastThread
-//! LastThread::exit_mm      -> MmReleased    the address space, in this order:
+//! LastThread::exit_mm      -> MmReleased    the address space (and with it its
+//!                                           shared memory attachments), then its
+//!                                           SEM_UNDO adjustments; the space in this order:
 //!                                           no thread of the process runs in it
 //!                                           (this is the last); shared file
 //!                                           mappings written back; its pages
@@ -154,6 +156,9 @@ struct LastThread<'a> {
 impl<'a> LastThread<'a> {
     fn exit_mm(self) -> MmReleased<'a> {
         release_mm(self.kernel, &self.thread.process);
+        // exit_sem: its SEM_UNDO adjustments (its shared memory went with
+        // the address space).
+        self.kernel.ipc.exit_process(self.thread.process.pid);
         MmReleased { last: self }
     }
 }

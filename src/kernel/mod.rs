@@ -3,6 +3,7 @@
 pub mod cred;
 pub mod exit;
 pub mod futex;
+pub mod ipc;
 pub mod poll;
 pub mod process;
 pub mod sched;
@@ -56,6 +57,8 @@ pub struct Kernel {
     /// (the table's `changes_inodes`): attributes nomu keeps (the null
     /// device's) are good while this count stays where it was.
     pub inode_changes: std::sync::atomic::AtomicU64,
+    /// System V IPC objects, every guest process's (not the host's).
+    pub ipc: ipc::Ipc,
 }
 
 /// An idle host thread waiting for a guest thread to run.
@@ -107,6 +110,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         idle_workers: Default::default(),
         syscall_sites: Default::default(),
         inode_changes: Default::default(),
+        ipc: ipc::Ipc::new(phys),
     };
     if config.trace {
         kernel.log(&format!(

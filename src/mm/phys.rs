@@ -300,6 +300,12 @@ impl PhysicalMemory {
         self.mem.populated(addr, len)
     }
 
+    /// How many bytes of [addr, addr+len) (owned pages) the host holds
+    /// memory for: what a shared memory segment reports as resident.
+    pub fn resident_bytes(&self, addr: usize, len: usize) -> usize {
+        self.populated(addr, len).iter().map(|&(_, n)| n).sum()
+    }
+
     /// Claims the pages of [addr, addr+len) if they all are free.
     pub fn alloc_at(&self, addr: usize, len: usize, fresh: Fresh) -> Result<(), Errno> {
         if !self.mem.contains(addr, len) {

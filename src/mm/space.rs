@@ -33,6 +33,29 @@ pub enum VmaKind {
     Image,
     Stack,
     Heap,
+    /// A System V shared memory attachment: pages the segment owns.
+    Shm,
+}
+
+/// Pages a VMA maps but does not own: a System V shared memory segment's
+/// (src/kernel/ipc/shm.rs). The address space never frees, scrubs or
+/// reuses them; each VMA holds one handle, and dropping it detaches (a
+/// split VMA holds two, as Linux counts each VMA of an attachment).
+pub trait SharedPages: Send + Sync {
+    /// A handle for another VMA of the same attachment.
+    fn duplicate(&self) -> Box<dyn SharedPages>;
+    /// Which segment (equal for every handle of one segment).
+    fn segment(&self) -> usize;
+    /// The segment's pages: [start, start+len).
+    fn pages(&self) -> (usize, usize);
+    /// What /proc/PID/maps shows for it: an inode number and a name.
+    fn shown(&self) -> (u64, Vec<u8>);
+}
+
+impl Clone for Box<dyn SharedPages> {
+    fn clone(&self) -> Self {
+        self.duplicate()
+    }
 }
 
 /// A file a VMA was read from, kept so MADV_DONTNEED can re-read it.
@@ -79,6 +102,8 @@ pub struct Vma {
     /// Charged to the commit account (set by the address space: a new
     /// VMA is charged when it may hold data, see [`Vma::holds_data`]).
     pub charged: bool,
+    /// The shared memory segment whose pages these are (VmaKind::Shm).
+    pub shm: Option<Box<dyn SharedPages>>,
 }
 
 impl Vma {
@@ -93,6 +118,7 @@ impl Vma {
             origin: None,
             image_file: None,
             charged: false,
+            shm: None,
         }
     }
 
@@ -335,13 +361,15 @@ impl AddressSpace {
         self.split_at(end);
         let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
         keys.into_iter()
-            .map(|s| {
+            .filter_map(|s| {
                 let v = self.vmas.remove(&s).unwrap();
                 Self::write_back_vma(s, &v);
                 if v.charged {
                     self.uncharge(v.end - s);
                 }
-                (s, v.end, v.charged)
+                // A segment's pages stay the segment's: dropping the VMA
+                // (its handle) detaches it.
+                v.shm.is_none().then_some((s, v.end, v.charged))
             })
             .collect()
     }
@@ -459,6 +487,11 @@ impl AddressSpace {
         let mut p = addr;
         while p < end {
             if let Some((_, v)) = self.find(p) {
+                if v.shm.is_some() {
+                    // A shared memory segment's pages are not this
+                    // process's to reuse.
+                    return Err(Errno::ENOMEM);
+                }
                 p = v.end.min(end);
             } else if self.owned_by_heap(p)
                 || self.phys.is_free(p, PAGE_SIZE)
@@ -522,7 +555,7 @@ impl AddressSpace {
         while p < end {
             match self.find(p) {
                 Some((s, v)) => {
-                    if !v.charged {
+                    if !v.charged && v.shm.is_none() {
                         uncharged += v.end.min(end) - s.max(addr);
                     }
                     p = v.end
@@ -536,15 +569,29 @@ impl AddressSpace {
         }
         self.split_at(addr);
         self.split_at(end);
-        for (_, v) in self.vmas.range_mut(addr..end) {
-            v.charged |= charge;
+        let mut shared = Vec::new();
+        for (&s, v) in self.vmas.range_mut(addr..end) {
+            // A shared memory segment is charged when it is made, not by
+            // its attachments.
+            v.charged |= charge && v.shm.is_none();
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
             if prot & PROT_WRITE != 0 {
                 v.origin = None;
             }
+            if v.shm.is_some() {
+                shared.push((s, v.end));
+            }
         }
-        self.phys.set_prot(addr, len, host_prot(prot))
+        // A shared memory segment's pages keep the protection its
+        // attachments, in every process, together allow: the VMA's binds
+        // only what syscalls may do with them.
+        let mut at = addr;
+        for (s, e) in shared {
+            self.phys.set_prot(at, s - at, host_prot(prot))?;
+            at = e;
+        }
+        self.phys.set_prot(at, end - at, host_prot(prot))
     }
 
     /// MADV_DONTNEED: private anonymous pages read as zero again, private
@@ -556,6 +603,12 @@ impl AddressSpace {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
+            if v.shm.is_some() {
+                // Shared memory keeps its contents (Linux zaps only the
+                // page tables; the segment's pages hold the data).
+                p = run_end;
+                continue;
+            }
             self.vmas.get_mut(&s).unwrap().origin = None;
             self.phys.scrub(p, run_end - p);
             if let Some(b) = backing {
@@ -571,6 +624,10 @@ impl AddressSpace {
     /// mremap for the page-aligned, validated arguments.
     pub fn remap(&mut self, old: usize, old_len: usize, new_len: usize, may_move: bool) -> Result<usize, Errno> {
         let (start, vma) = self.find(old).ok_or(Errno::EFAULT)?;
+        if vma.shm.is_some() {
+            // No-MMU Linux's do_mremap refuses shared mappings so.
+            return Err(Errno::EPERM);
+        }
         let vma = vma.clone();
         let old_end = old.checked_add(old_len).ok_or(Errno::EINVAL)?;
         if old_end > vma.end {
@@ -625,6 +682,38 @@ impl AddressSpace {
         Ok(new)
     }
 
+    /// shmat: maps a shared memory segment's pages, which must not overlap
+    /// a mapping of this address space (EINVAL, as Linux's do_shmat).
+    pub fn attach_shared(&mut self, vma: Vma) -> Result<usize, Errno> {
+        let shm = vma.shm.as_ref().expect("an attachment");
+        let (start, len) = shm.pages();
+        let end = start + len;
+        if self.vmas.range(..end).next_back().is_some_and(|(_, v)| v.end > start) {
+            return Err(Errno::EINVAL);
+        }
+        self.vmas.insert(start, Vma { end, ..vma });
+        Ok(start)
+    }
+
+    /// shmdt: detaches the segment attached at `addr` (every VMA of it from
+    /// there to its end); EINVAL when no attachment starts there.
+    pub fn detach_shared(&mut self, addr: usize) -> Result<(), Errno> {
+        let (seg, (start, len)) = match self.vmas.get(&addr).and_then(|v| v.shm.as_ref()) {
+            Some(shm) => (shm.segment(), shm.pages()),
+            None => return Err(Errno::EINVAL),
+        };
+        let keys: Vec<usize> = self
+            .vmas
+            .range(addr..start + len)
+            .filter(|(_, v)| v.shm.as_ref().is_some_and(|h| h.segment() == seg))
+            .map(|(&s, _)| s)
+            .collect();
+        for k in keys {
+            self.vmas.remove(&k);
+        }
+        Ok(())
+    }
+
     /// Sets up the heap after a freshly loaded image: `owned_end` is the end
     /// of the pages the loader allocated for the heap reservation.
     pub fn init_brk(&mut self, start: usize, owned_end: usize) {
@@ -670,6 +759,9 @@ impl AddressSpace {
     pub fn release_all(&mut self) {
         let vmas = std::mem::take(&mut self.vmas);
         for (s, v) in vmas {
+            if v.shm.is_some() {
+                continue; // detached as `v` goes
+            }
             Self::write_back_vma(s, &v);
             // Heap pages are freed with the whole reservation below.
             let heap_s = self.brk_start.clamp(s, v.end);

@@ -13,6 +13,7 @@ mod file_ops;
 mod fs;
 mod info;
 mod io;
+mod ipc;
 mod locks;
 mod memory;
 pub mod names;

@@ -8,7 +8,7 @@
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{
-    cred, events, exec, fs, info, io, locks, memory, process, sched, signal, splice, time, wait, xattr, Args, Ctx,
+    cred, events, exec, fs, info, io, ipc, locks, memory, process, sched, signal, splice, time, wait, xattr, Args, Ctx,
     SysResult,
 };
 use std::sync::OnceLock;
@@ -189,6 +189,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
         "a page counts as resident when nomu's physical memory holds data for it: untouched pages another mapping used before count",
     ),
     sys!(28, memory::sys_madvise(UserPtr, usize, i32)),
+    sys!(29, ipc::sys_shmget(i32, usize, Hex<i32>)),
+    sys!(30, ipc::sys_shmat(i32, UserPtr, Hex<i32>)).hex().partial(SHMAT_NOTE),
+    sys!(31, ipc::sys_shmctl(i32, i32, UserPtr)),
     sys!(32, io::sys_dup(Fd)),
     sys!(33, io::sys_dup2(Fd, Fd)),
     sys!(34, wait::sys_pause()),
@@ -209,6 +212,14 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(61, exec::sys_wait4(i32, UserPtr, Hex<i32>, UserPtr)),
     sys!(62, signal::sys_kill(i32, Signal)),
     sys!(63, info::sys_uname(UserPtr)),
+    sys!(64, ipc::sys_semget(i32, i32, Hex<i32>)),
+    sys!(65, ipc::sys_semop(i32, UserPtr, u32)),
+    sys!(66, ipc::sys_semctl(i32, i32, i32, Hex)),
+    sys!(67, ipc::sys_shmdt(UserPtr)),
+    sys!(68, ipc::sys_msgget(i32, Hex<i32>)),
+    sys!(69, ipc::sys_msgsnd(i32, UserPtr, usize, Hex<i32>)),
+    sys!(70, ipc::sys_msgrcv(i32, UserPtr, usize, i64, Hex<i32>)),
+    sys!(71, ipc::sys_msgctl(i32, i32, UserPtr)),
     sys!(72, io::sys_fcntl(Fd, u32, Hex)),
     sys!(73, locks::sys_flock(Fd, u32)),
     sys!(74, io::sys_fsync(Fd)),
@@ -306,6 +317,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(213, events::sys_epoll_create(i32)),
     sys!(217, io::sys_getdents64(Fd, UserPtr, u32)),
     sys!(218, process::sys_set_tid_address(UserPtr)),
+    sys!(220, ipc::sys_semtimedop(i32, UserPtr, u32, UserPtr)),
     sys!(221, io::sys_fadvise64(Fd, i64, i64, i32)),
     sys!(228, time::sys_clock_gettime(i32, UserPtr)),
     sys!(229, time::sys_clock_getres(i32, UserPtr)),
@@ -381,6 +393,11 @@ pub static SYSCALLS: &[SyscallDef] = &[
 /// nomu queues a process-directed signal on one of its threads (one that
 /// does not block it, else the first): there is no process-wide queue for
 /// another thread's signalfd to read it from.
+/// shmat's difference from Linux with an MMU (src/kernel/ipc/shm.rs).
+const SHMAT_NOTE: &str = "a segment has one address, the same in every process (no MMU): shmat at another address, or \
+     a second attach in one process, is EINVAL; the pages' protection is the segment's (writable while any \
+     attachment is), so SHM_RDONLY and mprotect bind only syscalls then";
+
 const SIGNALFD_NOTE: &str = "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the process's first thread only";
 
 static INDEX: OnceLock<Vec<Option<&'static SyscallDef>>> = OnceLock::new();

@@ -4,7 +4,8 @@
  * mprotect back to PROT_NONE and MADV_DONTNEED and goes with the mapping,
  * MAP_NORESERVE exempts nothing accessible, a MAP_FIXED mapping nets the
  * charge of what it replaces; /proc/meminfo and sysinfo show the account,
- * /proc/sys/vm/overcommit_memory its mode (2).
+ * /proc/sys/vm/overcommit_memory its mode (2); a System V shared memory
+ * segment is charged while it lives, not by its attachments.
  * Linux's default (heuristic) overcommit does none of this, so there is no
  * native run: tests/cli.rs runs it under nomu only.
  *
@@ -17,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -167,6 +170,22 @@ int main(void)
 	/* the heap can grow again */
 	EXPECT(syscall(SYS_brk, brk0 + MIB) == brk0 + MIB);
 	EXPECT(committed() == c0 + MIB);
+
+	/* A System V shared memory segment is charged while it lives (as
+	 * Linux's shmem accounting charges it), not by its attachments. */
+	long c1 = committed();
+	errno = 0;
+	EXPECT(syscall(SYS_shmget, IPC_PRIVATE, 128 * MIB, IPC_CREAT | 0600) == -1 && errno == ENOMEM);
+	EXPECT(committed() == c1);
+	int seg = (int)syscall(SYS_shmget, IPC_PRIVATE, 16 * MIB, IPC_CREAT | 0600);
+	EXPECT(seg >= 0 && committed() == c1 + 16 * MIB);
+	char *at = (char *)syscall(SYS_shmat, seg, NULL, 0);
+	EXPECT(at != (char *)-1 && committed() == c1 + 16 * MIB);
+	EXPECT(rmprotect(at, PG, PROT_READ) == 0 && rmprotect(at, PG, RW) == 0);
+	EXPECT(committed() == c1 + 16 * MIB);
+	at[0] = 1;
+	EXPECT(syscall(SYS_shmctl, seg, IPC_RMID, NULL) == 0 && committed() == c1 + 16 * MIB);
+	EXPECT(syscall(SYS_shmdt, at) == 0 && committed() == c1);
 
 	if (failed)
 		return 1;

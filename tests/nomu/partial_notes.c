@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -521,6 +522,52 @@ static void check_close_range(void)
 	EXPECT(r == 0, "CLOSE_RANGE_UNSHARE alone works on both");
 }
 
+/* A segment has one address; its pages' protection is the segment's. */
+static void check_shmat(void)
+{
+	int id = shmget(IPC_PRIVATE, 2 * 4096, 0600);
+	EXPECT(id >= 0, "a private segment");
+	if (id < 0)
+		return;
+	char *p = shmat(id, NULL, 0);
+	EXPECT(p != (void *)-1, "attached anywhere");
+	/* A second attach in one process. */
+	char *q = shmat(id, NULL, 0);
+	EXPECT(on_linux ? q != (void *)-1 && q != p : FAILS_WITH((long)q, EINVAL), "a second attach only on Linux");
+	if (q != (void *)-1)
+		shmdt(q);
+	/* At an address of the caller's choosing (free: it was just unmapped). */
+	char *free_at = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	EXPECT(free_at != MAP_FAILED && munmap(free_at, 2 * 4096) == 0, "a free range");
+	q = shmat(id, free_at, 0);
+	EXPECT(on_linux ? q == free_at : FAILS_WITH((long)q, EINVAL), "another address only on Linux");
+	if (q != (void *)-1)
+		shmdt(q);
+	/* mprotect of an attachment binds only syscalls under nomu: a store
+	 * goes through where Linux faults. */
+	EXPECT(mprotect(p, 4096, PROT_READ) == 0, "mprotect of an attachment");
+	int fds[2];
+	EXPECT(pipe(fds) == 0 && write(fds[1], "ab", 2) == 2, "a pipe");
+	EXPECT(read(fds[0], p, 1) == -1 && errno == EFAULT, "read() into it is EFAULT on both");
+	close(fds[0]);
+	close(fds[1]);
+	if (!on_linux) {
+		p[0] = 'x';
+		EXPECT(p[0] == 'x', "a store through a read-only attachment goes through under nomu");
+	} else {
+		pid_t c = vfork();
+		if (c == 0) {
+			p[0] = 'x';
+			_exit(0);
+		}
+		int st = 0;
+		EXPECT(waitpid(c, &st, 0) == c && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+		       "a store through a read-only attachment faults on Linux");
+	}
+	shmdt(p);
+	shmctl(id, IPC_RMID, NULL);
+}
+
 static const struct note {
 	const char *syscall;
 	const char *note;
@@ -528,6 +575,11 @@ static const struct note {
 } notes[] = {
 	{ "mmap", "MAP_SHARED file mappings are copies, written back at munmap, msync and exit", check_mmap },
 	{ "ioctl", "terminal queries and FIO* only", check_ioctl },
+	{ "shmat",
+	  "a segment has one address, the same in every process (no MMU): shmat at another address, or a second "
+	  "attach in one process, is EINVAL; the pages' protection is the segment's (writable while any attachment "
+	  "is), so SHM_RDONLY and mprotect bind only syscalls then",
+	  check_shmat },
 	{ "mremap", "MREMAP_FIXED and MREMAP_DONTUNMAP are EINVAL", check_mremap },
 	{ "getitimer", "ITIMER_REAL only", check_getitimer },
 	{ "setitimer", "ITIMER_REAL only", check_setitimer },

@@ -15,6 +15,8 @@ struct Piece {
     shared: bool,
     kind: VmaKind,
     file: Option<(Arc<OpenFile>, u64)>,
+    /// A shared memory attachment: its offset in the segment, inode, name.
+    shm: Option<(u64, u64, Vec<u8>)>,
 }
 
 fn pieces(p: &Process) -> Vec<Piece> {
@@ -29,6 +31,10 @@ fn pieces(p: &Process) -> Vec<Piece> {
             shared: v.shared,
             kind: v.kind,
             file: v.shown_file().map(|b| (b.file.clone(), b.offset)),
+            shm: v.shm.as_ref().map(|h| {
+                let (ino, name) = h.shown();
+                ((start - h.pages().0) as u64, ino, name)
+            }),
         })
         .collect()
 }
@@ -60,6 +66,11 @@ pub fn maps(kernel: &Kernel, p: &Process) -> Vec<u8> {
             if piece.shared { b's' } else { b'p' },
         ];
         let (offset, dev, ino, name) = match &piece.file {
+            // The kernel's internal shm mount: device 00:01.
+            None if piece.shm.is_some() => {
+                let (offset, ino, name) = piece.shm.clone().unwrap();
+                (offset, libc::makedev(0, 1), ino, name)
+            }
             Some((f, offset)) => {
                 let st = crate::host::fs::fstat(f.fd()).ok();
                 let mut name = Vec::new();

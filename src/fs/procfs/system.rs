@@ -51,6 +51,9 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
         // also tells glibc to shrink an arena with a PROT_NONE mapping
         // (whose charge goes) rather than MADV_DONTNEED (whose stays).
         Top::OvercommitMemory => b"2\n".to_vec(),
+        Top::SysvIpcMsg => kernel.ipc.msg.proc_lines(),
+        Top::SysvIpcSem => kernel.ipc.sem.proc_lines(),
+        Top::SysvIpcShm => kernel.ipc.shm.proc_lines(),
         _ => return Err(Errno::EINVAL),
     })
 }
