@@ -103,6 +103,7 @@ impl<'a> Exiting<'a> {
                 }
             }
         }
+        self.kernel.pi_futexes.owner_exited(thread);
         Released { exiting: self }
     }
 }

@@ -49,6 +49,8 @@ pub struct Kernel {
     /// The terminal's foreground process group (TIOCSPGRP); 0: init's.
     pub foreground: std::sync::atomic::AtomicU32,
     pub timers: timer::Timers,
+    /// PI futexes with waiters (kernel/futex.rs).
+    pub pi_futexes: futex::PiFutexes,
     idle_workers: std::sync::Mutex<Vec<Arc<Worker>>>,
     /// Syscall instructions seen per executable file (see loader::sites).
     pub syscall_sites: crate::loader::sites::SyscallSites,
@@ -97,6 +99,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         tasks: Tasks::default(),
         foreground: std::sync::atomic::AtomicU32::new(0),
         timers: timer::Timers::default(),
+        pi_futexes: Default::default(),
         idle_workers: Default::default(),
         syscall_sites: Default::default(),
         inode_changes: Default::default(),

@@ -279,6 +279,8 @@ pub struct Thread {
     pub wake_word: AtomicU32,
     /// The thread has left its thread group (see trap::finish_thread).
     pub left: AtomicBool,
+    /// Its PI futexes were let go as it died: no waiter queues behind it.
+    pub futex_dead: AtomicBool,
     /// Its credentials (a leaf lock: nothing is locked while it is held).
     pub cred: Mutex<Cred>,
     /// Its scheduling attributes (a leaf lock too).
@@ -327,6 +329,7 @@ impl Thread {
             waiting: AtomicU8::new(super::waiter::Waiting::No as u8),
             wake_word: AtomicU32::new(0),
             left: AtomicBool::new(false),
+            futex_dead: AtomicBool::new(false),
             cred: Mutex::new(cred),
             sched: Mutex::new(sched),
         }

@@ -67,6 +67,13 @@ pub fn ts_sub(a: libc::timespec, b: libc::timespec) -> libc::timespec {
     libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 }
 }
 
+/// The Instant at which `clock` reads `abs` (an absolute time on it).
+pub fn instant_of(clock: i32, abs: &libc::timespec) -> Result<Instant, Errno> {
+    let now = hostsys::clock_gettime(clock)?;
+    let left = ts_sub(*abs, now);
+    Ok(Instant::now() + Duration::new(left.tv_sec as u64, left.tv_nsec as u32))
+}
+
 pub fn ts_le(a: &libc::timespec, b: &libc::timespec) -> bool {
     (a.tv_sec, a.tv_nsec) <= (b.tv_sec, b.tv_nsec)
 }

@@ -30,8 +30,7 @@
 
 /* Built against musl, without the kernel's headers. */
 #define FIGETBSZ 2 /* _IO(0x00, 2), linux/fs.h */
-#define FUTEX_LOCK_PI 6
-#define FUTEX_UNLOCK_PI 7
+#define FUTEX_CMP_REQUEUE_PI 12
 #ifndef MREMAP_DONTUNMAP
 #define MREMAP_DONTUNMAP 4
 #endif
@@ -296,15 +295,13 @@ static void check_prlimit64(void)
 
 static void check_futex(void)
 {
-	static uint32_t word;
-	long r = syscall(SYS_futex, &word, FUTEX_LOCK_PI, 0, NULL, NULL, 0);
-	if (on_linux) {
-		EXPECT(r == 0 && word == (uint32_t)syscall(SYS_gettid), "FUTEX_LOCK_PI takes a free lock");
-		r = syscall(SYS_futex, &word, FUTEX_UNLOCK_PI, 0, NULL, NULL, 0);
-		EXPECT(r == 0 && word == 0, "FUTEX_UNLOCK_PI");
-	} else {
-		EXPECT(FAILS_WITH(r, ENOSYS) && word == 0, "FUTEX_LOCK_PI: ENOSYS");
-	}
+	/* A requeue to a PI futex whose first word is not the value named. */
+	static uint32_t word = 1, pi_word;
+	long r = syscall(SYS_futex, &word, FUTEX_CMP_REQUEUE_PI, 1, 0L, &pi_word, 0);
+	if (on_linux)
+		EXPECT(FAILS_WITH(r, EAGAIN), "FUTEX_CMP_REQUEUE_PI compares the word");
+	else
+		EXPECT(FAILS_WITH(r, ENOSYS), "FUTEX_CMP_REQUEUE_PI: ENOSYS");
 }
 
 /* A signalfd read by a thread other than the first, for a process-directed
@@ -402,7 +399,7 @@ static const struct note {
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
-	{ "futex", "no PI futexes", check_futex },
+	{ "futex", "no FUTEX_WAIT_REQUEUE_PI or FUTEX_CMP_REQUEUE_PI", check_futex },
 	{ "prlimit64", "limits are recorded; NOFILE is enforced", check_prlimit64 },
 	{ "signalfd",
 	  "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the "
