@@ -371,8 +371,10 @@ impl Kernel {
         }
     }
 
-    /// Queues a signal for one thread and makes sure it notices.
-    pub fn signal_thread(&self, thread: &Thread, info: SigInfo) {
+    /// Queues a signal for one thread and makes sure it notices. False when
+    /// its siginfo was not queued (the signal is ignored, or a standard
+    /// signal was pending already).
+    pub fn signal_thread(&self, thread: &Thread, info: SigInfo) -> bool {
         let sig = info.signo();
         self.job_control_on_send(&thread.process, sig);
         let act = thread.process.signals.lock().unwrap().get(sig);
@@ -381,11 +383,12 @@ impl Kernel {
         let ignored = act.handler == signal::SIG_IGN
             || (act.handler == signal::SIG_DFL && signal::default_action(sig) == signal::DefaultAction::Ignore);
         if ignored && st.sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
-            return;
+            return false;
         }
-        thread.queue_signal(&mut st, info);
+        let queued = thread.queue_signal(&mut st, info);
         drop(st);
         self.interrupt(thread);
+        queued
     }
 
     /// Ends `thread`'s process with `status` (the first such status wins):
@@ -429,15 +432,13 @@ impl Kernel {
     }
 
     /// Queues a process-directed signal on a thread that does not block it.
-    pub fn signal_process(&self, process: &Process, info: SigInfo) {
+    pub fn signal_process(&self, process: &Process, info: SigInfo) -> bool {
         let target = {
             let threads = process.threads.lock().unwrap();
             let bit = signal::bit(info.signo());
             threads.iter().find(|t| t.state.lock().unwrap().sigmask & bit == 0).or(threads.first()).cloned()
         };
-        if let Some(t) = target {
-            self.signal_thread(&t, info);
-        }
+        target.is_some_and(|t| self.signal_thread(&t, info))
     }
 
     /// nomu's own working directory as a guest path ("/" when it lies

@@ -232,6 +232,8 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     ctx.t.mm = process.mm();
     process.files.lock().unwrap().close_on_exec();
     process.signals.lock().unwrap().reset_for_exec();
+    // POSIX timers do not survive execve (ITIMER_REAL does).
+    process.posix_timers.lock().unwrap().clear();
     // comm becomes the new program's name (procfs falls back to it).
     ctx.t.thread.state.lock().unwrap().comm = [0; 16];
     *ctx.frame.regs = start.regs;

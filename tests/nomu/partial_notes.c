@@ -304,6 +304,28 @@ static void check_futex(void)
 		EXPECT(FAILS_WITH(r, ENOSYS), "FUTEX_CMP_REQUEUE_PI: ENOSYS");
 }
 
+static void check_timer_create(void)
+{
+	/* A timer on the process's CPU time. */
+	int id;
+	struct {
+		long value;
+		int signo, notify, pad[12];
+	} none = { .notify = 1 /* SIGEV_NONE */ };
+	long r = syscall(SYS_timer_create, CLOCK_PROCESS_CPUTIME_ID, &none, &id);
+	if (on_linux) {
+		EXPECT(r == 0, "a CPU-time timer");
+		if (r == 0)
+			syscall(SYS_timer_delete, id);
+	} else {
+		EXPECT(FAILS_WITH(r, EINVAL), "CLOCK_PROCESS_CPUTIME_ID: EINVAL");
+		r = syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, &none, &id);
+		EXPECT(FAILS_WITH(r, EINVAL), "CLOCK_THREAD_CPUTIME_ID: EINVAL");
+		r = syscall(SYS_timer_create, 9 /* CLOCK_BOOTTIME_ALARM */, &none, &id);
+		EXPECT(FAILS_WITH(r, EINVAL), "CLOCK_BOOTTIME_ALARM: EINVAL");
+	}
+}
+
 /* A signalfd read by a thread other than the first, for a process-directed
  * signal every thread blocks. */
 static void *read_signalfd(void *arg)
@@ -400,6 +422,7 @@ static const struct note {
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
 	{ "futex", "no FUTEX_WAIT_REQUEUE_PI or FUTEX_CMP_REQUEUE_PI", check_futex },
+	{ "timer_create", "no CPU-time or alarm clocks (EINVAL)", check_timer_create },
 	{ "prlimit64", "limits are recorded; NOFILE is enforced", check_prlimit64 },
 	{ "signalfd",
 	  "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the "
