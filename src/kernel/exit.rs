@@ -103,7 +103,7 @@ impl<'a> Exiting<'a> {
                 }
             }
         }
-        self.kernel.pi_futexes.owner_exited(thread);
+        self.kernel.pi_futexes.owner_exited(thread, true);
         Released { exiting: self }
     }
 }

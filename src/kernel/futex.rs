@@ -253,12 +253,15 @@ impl PiFutexes {
         }
     }
 
-    /// A thread is dying (after its robust list was walked): the PI locks
-    /// it owns that have waiters go to their first waiters, and no waiter
-    /// queues behind it from now on (Linux's exit_pi_state_list).
-    pub fn owner_exited(&self, thread: &super::process::Thread) {
+    /// A thread is dying or calls execve (after its robust list was
+    /// walked): the PI locks it owns that have waiters go to their first
+    /// waiters (Linux's exit_pi_state_list); once `dead`, no waiter queues
+    /// behind it.
+    pub fn owner_exited(&self, thread: &super::process::Thread, dead: bool) {
         let mut table = self.table.lock().unwrap();
-        thread.futex_dead.store(true, Ordering::SeqCst);
+        if dead {
+            thread.futex_dead.store(true, Ordering::SeqCst);
+        }
         let mut emptied = Vec::new();
         for (addr, state) in table.iter_mut() {
             if state.owner != Some(thread.tid) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 /* <linux/futex.h> (musl-gcc has no kernel headers) */
 #define FUTEX_LOCK_PI 6
@@ -279,13 +280,38 @@ static void robust_owner_dies(int protocol, int waiting)
 	pthread_mutex_destroy(&robust);
 }
 
-int main(void)
+/* After execve the robust list of the old program is gone. */
+static void exec_forgets_robust_list(const char *self)
 {
+	/* An empty list (its head's next is itself), set by the child. */
+	static void *list[3] = { list, 0, 0 };
+	pid_t pid = vfork();
+	if (pid == 0) {
+		if (syscall(SYS_set_robust_list, list, sizeof list))
+			_exit(126);
+		execl(self, self, "after-exec", (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "after-exec")) {
+		/* This program never set one. */
+		void *head = (void *)1;
+		size_t len;
+		CHECK_OK(syscall(SYS_get_robust_list, 0, &head, &len));
+		return head == NULL ? 0 : 1;
+	}
 	raw_protocol();
 	contended_pi_mutex();
 	robust_owner_dies(PTHREAD_PRIO_NONE, 0);
 	robust_owner_dies(PTHREAD_PRIO_NONE, 1);
 	robust_owner_dies(PTHREAD_PRIO_INHERIT, 0);
 	robust_owner_dies(PTHREAD_PRIO_INHERIT, 1);
+	exec_forgets_robust_list(argv[0]);
 	return checks_done();
 }
