@@ -218,6 +218,8 @@ const FUTEX_UNLOCK_PI: i32 = 7;
 const FUTEX_TRYLOCK_PI: i32 = 8;
 const FUTEX_WAIT_BITSET: i32 = 9;
 const FUTEX_WAKE_BITSET: i32 = 10;
+const FUTEX_WAIT_REQUEUE_PI: i32 = 11;
+const FUTEX_CMP_REQUEUE_PI: i32 = 12;
 const FUTEX_LOCK_PI2: i32 = 13;
 const FUTEX_PRIVATE: i32 = 128;
 const FUTEX_CLOCK_REALTIME: i32 = 256;
@@ -250,11 +252,11 @@ pub fn sys_futex(
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
     // Linux's order (sys_futex, do_futex): a wait's timeout is read and
     // judged, then FUTEX_CLOCK_REALTIME (of the commands here, for
-    // FUTEX_WAIT_BITSET and FUTEX_LOCK_PI2 only), the command, and the
-    // address.
-    let timed = matches!(cmd, FUTEX_WAIT | FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2);
+    // FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI and FUTEX_LOCK_PI2 only),
+    // the command, and the address.
+    let timed = matches!(cmd, FUTEX_WAIT | FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | FUTEX_WAIT_REQUEUE_PI);
     let timeout = if timed { read_timeout(ctx, utime)? } else { None };
-    if realtime && !matches!(cmd, FUTEX_WAIT_BITSET | FUTEX_LOCK_PI2) {
+    if realtime && !matches!(cmd, FUTEX_WAIT_BITSET | FUTEX_LOCK_PI2 | FUTEX_WAIT_REQUEUE_PI) {
         return Err(Errno::ENOSYS);
     }
     let known = [
@@ -268,6 +270,8 @@ pub fn sys_futex(
         FUTEX_TRYLOCK_PI,
         FUTEX_WAIT_BITSET,
         FUTEX_WAKE_BITSET,
+        FUTEX_WAIT_REQUEUE_PI,
+        FUTEX_CMP_REQUEUE_PI,
         FUTEX_LOCK_PI2,
     ];
     if !known.contains(&cmd) {
@@ -340,6 +344,29 @@ pub fn sys_futex(
             let tid = ctx.tid();
             ctx.kernel().pi_futexes.unlock(&ctx.mem(), uaddr, tid).map(|()| 0)
         }
+        FUTEX_WAIT_REQUEUE_PI => {
+            // The timeout is absolute, on CLOCK_MONOTONIC unless
+            // FUTEX_CLOCK_REALTIME.
+            let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+            let deadline = match timeout {
+                Some(t) => Some(super::time::instant_of(clock, &t)?),
+                None => None,
+            };
+            wait_requeue_pi(ctx, uaddr, val, uaddr2, deadline)
+        }
+        FUTEX_CMP_REQUEUE_PI => {
+            // `utime` is the count to requeue (an int, as Linux reads it).
+            let (nr_wake, nr_requeue) = (val as i32, utime as u32 as i32);
+            if nr_wake < 0 || nr_requeue < 0 || uaddr == uaddr2 || nr_wake != 1 {
+                return Err(Errno::EINVAL);
+            }
+            if !uaddr2.is_multiple_of(4) {
+                return Err(Errno::EINVAL);
+            }
+            ctx.mem().checked_range(uaddr2, 4, true)?;
+            let kernel = ctx.kernel();
+            kernel.pi_futexes.cmp_requeue(kernel, &ctx.mem(), uaddr, nr_requeue as u32, uaddr2, val3)
+        }
         _ => Err(Errno::ENOSYS),
     }
 }
@@ -358,11 +385,44 @@ fn pi_lock(ctx: &mut Ctx, uaddr: u64, trylock: bool, deadline: Option<std::time:
         Locked::Queued(w) => w,
     };
     let r = ctx.t.wait_for(Some(&w.event), deadline, Wake::OnSignal, || Ok(w.granted().then_some(())));
-    let owned = kernel.pi_futexes.finish_wait(&ctx.mem(), uaddr, &w)?;
-    match r {
-        _ if owned => Ok(0),
-        Ok(_) => Err(Errno::ETIMEDOUT),
-        Err(Errno::ERESTARTSYS) => Err(Errno::ERESTARTNOINTR),
-        Err(e) => Err(e),
+    match kernel.pi_futexes.finish_wait(&ctx.mem(), uaddr, &w)? {
+        crate::kernel::futex::WaitEnd::Owned => Ok(0),
+        _ => match r {
+            Ok(_) => Err(Errno::ETIMEDOUT),
+            Err(Errno::ERESTARTSYS) => Err(Errno::ERESTARTNOINTR),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// FUTEX_WAIT_REQUEUE_PI (Linux's futex_wait_requeue_pi): waits on the
+/// plain futex `uaddr` until FUTEX_CMP_REQUEUE_PI takes the PI futex
+/// `uaddr2` for it or moves it there, then until it owns that lock. A
+/// signal before the requeue restarts the call; after it, the call ends
+/// with EAGAIN (user space looks at its condition again). `val3` is not
+/// read: Linux matches any bitset.
+fn wait_requeue_pi(
+    ctx: &mut Ctx,
+    uaddr: u64,
+    val: u32,
+    uaddr2: u64,
+    deadline: Option<std::time::Instant>,
+) -> SysResult {
+    use crate::kernel::futex::WaitEnd;
+    use crate::kernel::waiter::Wake;
+    if uaddr == uaddr2 || !uaddr2.is_multiple_of(4) {
+        return Err(Errno::EINVAL);
+    }
+    ctx.mem().checked_range(uaddr2, 4, true)?;
+    let tid = ctx.tid();
+    let kernel = ctx.kernel();
+    let w = kernel.pi_futexes.wait_requeue(&ctx.mem(), uaddr, val, uaddr2, tid)?;
+    let r = ctx.t.wait_for(Some(&w.event), deadline, Wake::OnSignal, || Ok(w.granted().then_some(())));
+    match (kernel.pi_futexes.finish_wait(&ctx.mem(), uaddr, &w)?, r) {
+        (WaitEnd::Owned, _) => Ok(0),
+        (_, Ok(_)) => Err(Errno::ETIMEDOUT),
+        (WaitEnd::LeftUnrequeued, Err(Errno::ERESTARTSYS)) => Err(Errno::ERESTARTNOINTR),
+        (_, Err(Errno::ERESTARTSYS)) => Err(Errno::EAGAIN),
+        (_, Err(e)) => Err(e),
     }
 }

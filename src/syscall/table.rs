@@ -297,7 +297,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(204, sched::sys_sched_getaffinity(i32, u32, UserPtr)),
     // The 4th argument is a timeout pointer or, for the requeues, a count:
     // the operation decides.
-    sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial("no FUTEX_WAIT_REQUEUE_PI or FUTEX_CMP_REQUEUE_PI"),
+    sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial(
+        "PI futexes: no priority inheritance; waiters get the lock in the order they came, not by priority",
+    ),
     sys!(213, events::sys_epoll_create(i32)),
     sys!(217, io::sys_getdents64(Fd, UserPtr, u32)),
     sys!(218, process::sys_set_tid_address(UserPtr)),

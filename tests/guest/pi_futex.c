@@ -14,10 +14,13 @@
 #define FUTEX_LOCK_PI 6
 #define FUTEX_UNLOCK_PI 7
 #define FUTEX_TRYLOCK_PI 8
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_CMP_REQUEUE_PI 12
 #define FUTEX_LOCK_PI2 13
 #define FUTEX_CLOCK_REALTIME 256
 #define FUTEX_WAITERS 0x80000000u
 #define FUTEX_OWNER_DIED 0x40000000u
+#define FUTEX_TID_MASK 0x3fffffffu
 
 static long futex(volatile uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
@@ -184,6 +187,94 @@ static void raw_protocol(void)
 	CHECK_EQ(word, 0);
 }
 
+/* Requeueing from a plain futex to a PI futex (what a PI condition
+ * variable does): FUTEX_WAIT_REQUEUE_PI and FUTEX_CMP_REQUEUE_PI. */
+static volatile uint32_t cond, pi_lock, other_pi;
+static volatile int requeue_owned;
+
+static long requeue(volatile uint32_t *from, int nr_wake, int nr_requeue, volatile uint32_t *to, uint32_t cmp)
+{
+	return syscall(SYS_futex, from, FUTEX_CMP_REQUEUE_PI, nr_wake, (long)nr_requeue, to, cmp);
+}
+
+/* Waits on `cond` to be requeued to `pi_lock`; returns owning it. */
+static void *cond_waiter(void *arg)
+{
+	long r = syscall(SYS_futex, &cond, FUTEX_WAIT_REQUEUE_PI, 0, NULL, &pi_lock, 0);
+	if (r != 0 || (pi_lock & FUTEX_TID_MASK) != tid())
+		return (void *)1;
+	requeue_owned++;
+	return (void *)futex(&pi_lock, FUTEX_UNLOCK_PI, 0, NULL);
+}
+
+static void requeue_pi(void)
+{
+	uint32_t me = tid();
+	cond = 0;
+	pi_lock = 0;
+	/* Errors. */
+	CHECK_ERR(requeue(&cond, 2, 0, &pi_lock, 0), EINVAL);
+	CHECK_ERR(requeue(&cond, 1, -1, &pi_lock, 0), EINVAL);
+	CHECK_ERR(requeue(&cond, 1, 0, &cond, 0), EINVAL);
+	CHECK_ERR(requeue(&cond, 1, 0, &pi_lock, 5), EAGAIN);
+	CHECK_EQ(requeue(&cond, 1, 0, &pi_lock, 0), 0);
+	CHECK_ERR(syscall(SYS_futex, &cond, FUTEX_WAIT_REQUEUE_PI, 1, NULL, &pi_lock, 0), EAGAIN);
+	CHECK_ERR(syscall(SYS_futex, &cond, FUTEX_WAIT_REQUEUE_PI, 0, NULL, &cond, 0), EINVAL);
+	struct timespec t = in_ms(CLOCK_MONOTONIC, 20);
+	CHECK_ERR(syscall(SYS_futex, &cond, FUTEX_WAIT_REQUEUE_PI, 0, &t, &pi_lock, 0), ETIMEDOUT);
+	t = in_ms(CLOCK_REALTIME, 20);
+	CHECK_ERR(syscall(SYS_futex, &cond, FUTEX_WAIT_REQUEUE_PI | FUTEX_CLOCK_REALTIME, 0, &t, &pi_lock, 0),
+		  ETIMEDOUT);
+
+	/* Three waiters; the lock is held: all three move to it, and each
+	 * unlock hands it to the next. */
+	pthread_t w[3];
+	requeue_owned = 0;
+	for (int i = 0; i < 3; i++)
+		pthread_create(&w[i], NULL, cond_waiter, NULL);
+	nomu_sleep_ms(50);
+	CHECK_EQ(futex(&pi_lock, FUTEX_LOCK_PI, 0, NULL), 0);
+	/* A waiter meant for another PI futex. */
+	CHECK_ERR(requeue(&cond, 1, 3, &other_pi, 0), EINVAL);
+	cond = 1;
+	CHECK_EQ(requeue(&cond, 1, 3, &pi_lock, 1), 3);
+	CHECK_EQ(pi_lock, FUTEX_WAITERS | me);
+	CHECK_EQ(requeue_owned, 0);
+	CHECK_EQ(futex(&pi_lock, FUTEX_UNLOCK_PI, 0, NULL), 0);
+	int bad = 0;
+	for (int i = 0; i < 3; i++) {
+		void *r;
+		pthread_join(w[i], &r);
+		bad += r != NULL;
+	}
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(requeue_owned, 3);
+	CHECK_EQ(pi_lock, 0);
+
+	/* The lock is free: the first waiter takes it at once, one more is
+	 * moved, the third stays. */
+	cond = 0;
+	requeue_owned = 0;
+	CHECK_EQ(futex(&pi_lock, FUTEX_LOCK_PI, 0, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		pthread_create(&w[i], NULL, cond_waiter, NULL);
+	nomu_sleep_ms(50);
+	CHECK_EQ(futex(&pi_lock, FUTEX_UNLOCK_PI, 0, NULL), 0);
+	cond = 1;
+	CHECK_EQ(requeue(&cond, 1, 1, &pi_lock, 1), 2);
+	nomu_sleep_ms(50);
+	CHECK_EQ(requeue_owned, 2);
+	CHECK_EQ(requeue(&cond, 1, 0, &pi_lock, 1), 1);
+	for (int i = 0; i < 3; i++) {
+		void *r;
+		pthread_join(w[i], &r);
+		bad += r != NULL;
+	}
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(requeue_owned, 3);
+	CHECK_EQ(pi_lock, 0);
+}
+
 /* A PI mutex several threads take turns at. */
 static pthread_mutex_t pi_mutex;
 static long counter;
@@ -307,6 +398,7 @@ int main(int argc, char **argv)
 		return head == NULL ? 0 : 1;
 	}
 	raw_protocol();
+	requeue_pi();
 	contended_pi_mutex();
 	robust_owner_dies(PTHREAD_PRIO_NONE, 0);
 	robust_owner_dies(PTHREAD_PRIO_NONE, 1);
