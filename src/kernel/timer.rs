@@ -98,6 +98,10 @@ impl PosixTimers {
         id
     }
 
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
     pub fn get(&self, id: i32) -> Option<&PosixTimer> {
         self.timers.get(&id)
     }

@@ -230,6 +230,17 @@ const SIGEV_THREAD_ID: i32 = 4;
 /// checked as Linux's good_sigevent. The timer starts disarmed.
 pub fn sys_timer_create(ctx: &mut Ctx, clock: i32, UserPtr(sevp): UserPtr, UserPtr(idp): UserPtr) -> SysResult {
     use crate::kernel::timer::Notify;
+    // Linux's order (timer_create, do_timer_create): the sigevent is
+    // copied, the clock judged, the timer allocated, then the sigevent
+    // judged. struct sigevent: sigev_value, sigev_signo, sigev_notify,
+    // then the thread id of SIGEV_THREAD_ID.
+    let event = if sevp != 0 {
+        let e: [u8; 64] = ctx.mem().read(sevp)?;
+        let i32_at = |off: usize| i32::from_le_bytes(e[off..off + 4].try_into().unwrap());
+        Some((u64::from_le_bytes(e[0..8].try_into().unwrap()), i32_at(8), i32_at(12), i32_at(16)))
+    } else {
+        None
+    };
     match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => {}
         // Clocks Linux knows but keeps no timers on.
@@ -238,21 +249,18 @@ pub fn sys_timer_create(ctx: &mut Ctx, clock: i32, UserPtr(sevp): UserPtr, UserP
         }
         _ => return Err(Errno::EINVAL),
     }
-    // struct sigevent: sigev_value, sigev_signo, sigev_notify, then the
-    // thread id of SIGEV_THREAD_ID.
-    let event = if sevp != 0 {
-        let e: [u8; 64] = ctx.mem().read(sevp)?;
-        let i32_at = |off: usize| i32::from_le_bytes(e[off..off + 4].try_into().unwrap());
-        Some((u64::from_le_bytes(e[0..8].try_into().unwrap()), i32_at(8), i32_at(12), i32_at(16)))
-    } else {
-        None
-    };
+    let p = ctx.process().clone();
+    // Each timer's signal is preallocated against RLIMIT_SIGPENDING, on
+    // Linux counted per user with the signals pending; here per process.
+    if p.posix_timers.lock().unwrap().len() as u64 >= p.rlimit(libc::RLIMIT_SIGPENDING).rlim_cur {
+        return Err(Errno::EAGAIN);
+    }
     let notify = match event {
         None => None,
         Some((_, _, SIGEV_NONE, _)) => Some(Notify::None),
         Some((value, signo, how @ (SIGEV_SIGNAL | SIGEV_THREAD | SIGEV_THREAD_ID), tid)) => {
             let thread = if how == SIGEV_THREAD_ID {
-                let same_group = ctx.process().threads.lock().unwrap().iter().any(|t| t.tid == tid as u32);
+                let same_group = p.threads.lock().unwrap().iter().any(|t| t.tid == tid as u32);
                 if !same_group {
                     return Err(Errno::EINVAL);
                 }
@@ -267,7 +275,6 @@ pub fn sys_timer_create(ctx: &mut Ctx, clock: i32, UserPtr(sevp): UserPtr, UserP
         }
         Some(_) => return Err(Errno::EINVAL),
     };
-    let p = ctx.process().clone();
     let id = p.posix_timers.lock().unwrap().create(clock, |id| {
         // No sigevent: SIGALRM to the process, with the timer's id as value.
         notify.unwrap_or(Notify::Signal { signo: libc::SIGALRM, value: id as u64, thread: None })

@@ -10,6 +10,7 @@
 #include <semaphore.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -79,6 +80,7 @@ static void errors(void)
 	CHECK_ERR(k_create(-1, &ev, &id), EINVAL);
 	CHECK_ERR(k_create(CLOCK_MONOTONIC_RAW, &ev, &id), EOPNOTSUPP);
 	CHECK_ERR(k_create(CLOCK_MONOTONIC, (struct ksigevent *)8, &id), EFAULT);
+	CHECK_ERR(k_create(123, (struct ksigevent *)8, &id), EFAULT);
 	ev.notify = 99;
 	CHECK_ERR(k_create(CLOCK_MONOTONIC, &ev, &id), EINVAL);
 	ev.notify = SIGEV_SIGNAL;
@@ -90,6 +92,13 @@ static void errors(void)
 	ev.notify = SIGEV_THREAD_ID;
 	ev.tid = 0x3ffffff0;
 	CHECK_ERR(k_create(CLOCK_MONOTONIC, &ev, &id), EINVAL);
+	/* Every timer's signal counts against RLIMIT_SIGPENDING. */
+	struct rlimit old_limit, none = { 0, 0 };
+	getrlimit(RLIMIT_SIGPENDING, &old_limit);
+	none.rlim_max = old_limit.rlim_max;
+	CHECK_OK(setrlimit(RLIMIT_SIGPENDING, &none));
+	CHECK_ERR(k_create(CLOCK_MONOTONIC, &ev, &id), EAGAIN);
+	CHECK_OK(setrlimit(RLIMIT_SIGPENDING, &old_limit));
 	/* SIGEV_NONE needs no signal number. */
 	ev.notify = SIGEV_NONE;
 	ev.signo = 0;
