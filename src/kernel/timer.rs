@@ -147,7 +147,13 @@ impl Timers {
         let mut timers = process.posix_timers.lock().unwrap();
         let t = timers.timers.get_mut(&id).ok_or(crate::abi::errno::Errno::EINVAL)?;
         let old = (t.deadline, t.interval);
-        t.generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        // Never 0 in its low half, which a timer's siginfo carries.
+        t.generation = loop {
+            let g = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+            if g as u32 != 0 {
+                break g;
+            }
+        };
         t.deadline = deadline;
         t.interval = if deadline.is_some() { interval } else { Duration::ZERO };
         t.overrun = 0;
@@ -236,7 +242,7 @@ impl Timers {
                 Notify::Signal { signo, value, thread } => {
                     t.overrun = missed.min(DELAYTIMER_MAX);
                     t.pending = true;
-                    Some((timer_siginfo(signo, id, value), thread))
+                    Some((timer_siginfo(signo, id, value, generation), thread))
                 }
             }
         };
@@ -257,31 +263,52 @@ impl Timers {
     }
 }
 
-/// A POSIX timer's siginfo (Linux's _timer: si_tid, si_overrun, si_value).
-fn timer_siginfo(signo: i32, id: i32, value: u64) -> SigInfo {
+/// A POSIX timer's siginfo (Linux's _timer: si_tid, si_overrun, si_value,
+/// and in si_sys_private, which the guest sees as 0, the generation of
+/// the setting that queued it).
+fn timer_siginfo(signo: i32, id: i32, value: u64, generation: u64) -> SigInfo {
     let mut i = SigInfo([0; 128]);
     i.0[0..4].copy_from_slice(&signo.to_le_bytes());
     i.0[8..12].copy_from_slice(&SI_TIMER.to_le_bytes());
     i.0[16..20].copy_from_slice(&id.to_le_bytes());
     i.0[24..32].copy_from_slice(&value.to_le_bytes());
+    i.0[32..36].copy_from_slice(&(generation as u32).to_le_bytes());
     i
 }
 
-/// A timer's signal is being taken (delivered, or read by sigtimedwait or
-/// a signalfd): its si_overrun is the expirations since it was queued, and
-/// the timer may queue it again.
-pub fn timer_signal_taken(process: &Process, info: &mut SigInfo) {
-    if info.code() != SI_TIMER {
-        return;
+/// Takes signals with `take` (delivery, sigtimedwait or a signalfd read)
+/// until one to hand to the guest: a timer's signal gets si_overrun, the
+/// expirations since it was queued, and lets the timer queue it again; one
+/// of a timer deleted or set again since it was queued is dropped, as
+/// Linux (6.13 on) drops it.
+pub fn take_signal(process: &Process, mut take: impl FnMut() -> Option<SigInfo>) -> Option<SigInfo> {
+    loop {
+        let mut info = take()?;
+        if info.code() != SI_TIMER {
+            return Some(info);
+        }
+        let id = i32::from_le_bytes(info.0[16..20].try_into().unwrap());
+        let generation = u32::from_le_bytes(info.0[32..36].try_into().unwrap());
+        info.0[32..36].fill(0);
+        let mut timers = process.posix_timers.lock().unwrap();
+        let Some(t) = timers.timers.get_mut(&id) else {
+            // Deleted (or a sigqueue'd SI_TIMER naming no timer): gone.
+            if generation != 0 {
+                continue;
+            }
+            return Some(info);
+        };
+        if generation == 0 || !t.pending {
+            // Not queued by a timer of this process.
+            return Some(info);
+        }
+        t.pending = false;
+        t.overrun_last = std::mem::take(&mut t.overrun);
+        if t.generation as u32 != generation {
+            t.overrun_last = 0;
+            continue;
+        }
+        info.0[20..24].copy_from_slice(&(t.overrun_last as i32).to_le_bytes());
+        return Some(info);
     }
-    let id = i32::from_le_bytes(info.0[16..20].try_into().unwrap());
-    let mut timers = process.posix_timers.lock().unwrap();
-    let Some(t) = timers.timers.get_mut(&id) else { return };
-    if !t.pending {
-        return;
-    }
-    t.pending = false;
-    t.overrun_last = t.overrun;
-    t.overrun = 0;
-    info.0[20..24].copy_from_slice(&(t.overrun_last as i32).to_le_bytes());
 }

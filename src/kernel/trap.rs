@@ -289,10 +289,8 @@ impl ThreadCtx {
             let next = if self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) {
                 let mut st = self.thread.state.lock().unwrap();
                 let blocked = st.sigmask;
-                let next = st.pending.take(blocked).map(|mut info| {
-                    super::timer::timer_signal_taken(&self.thread.process, &mut info);
-                    (info, blocked)
-                });
+                let next = super::timer::take_signal(&self.thread.process, || st.pending.take(blocked))
+                    .map(|info| (info, blocked));
                 if next.is_none() {
                     // Blocked signals stay pending and keep the hint.
                     self.thread.signal_hint.store(st.pending.set != 0, std::sync::atomic::Ordering::Release);

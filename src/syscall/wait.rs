@@ -374,10 +374,7 @@ pub fn sys_rt_sigtimedwait(
     let got = ctx.t.wait_for(None, deadline, Wake::OnSignal, || {
         let mut st = ctx.t.thread.state.lock().unwrap();
         // Take a waited-for signal even though it is blocked.
-        Ok(st.pending.take(!set).map(|mut info| {
-            crate::kernel::timer::timer_signal_taken(&ctx.t.thread.process, &mut info);
-            info
-        }))
+        Ok(crate::kernel::timer::take_signal(&ctx.t.thread.process, || st.pending.take(!set)))
     });
     match got {
         Ok(Some(info)) => {
