@@ -15,7 +15,11 @@
 //! | 70 `PHYS` | physical memory's allocator | the innermost |
 //!
 //! Every other lock in nomu is a leaf: nothing is taken while it is held,
-//! but for the wait queues of nomu's own files and epoll's (plain mutexes,
+//! but for the PI futex table (kernel/futex.rs), under which a lock's
+//! word is read and written (`MM`) and its owner looked up (`TASKS`,
+//! `THREADS`); for a process's POSIX timers (kernel/timer.rs), under
+//! which the timer thread's queue is locked, and which a signal's
+//! delivery takes under `STATE`; and for the wait queues of nomu's own files and epoll's (plain mutexes,
 //! unchecked): an epoll's scan and items locks come before a file's own
 //! state (an eventfd's counter, or `STATE` for a signalfd's poll); a wait
 //! queue's watchers and an epoll's ready list come after it, as a signal

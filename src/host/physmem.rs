@@ -246,6 +246,22 @@ impl GuestRange {
     }
 }
 
+/// Compares the 4-byte guest word `word` with `old` and stores `new` if
+/// they are equal, atomically against guest code and every other thread
+/// (what a PI futex's kernel side does to the lock word); returns the value
+/// it found.
+pub fn cmpxchg_u32(word: GuestRange, old: u32, new: u32) -> u32 {
+    assert!(word.len() == 4 && word.addr().is_multiple_of(4));
+    // SAFETY: the range lies inside physical memory (GuestRange::new), is
+    // 4 bytes and aligned, and the caller checked the guest may write it
+    // (so the direct map is writable there); the memory is shared with
+    // guest code, which is why only an atomic access touches it.
+    let a = unsafe { &*(word.ptr() as *const std::sync::atomic::AtomicU32) };
+    match a.compare_exchange(old, new, std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst) {
+        Ok(v) | Err(v) => v,
+    }
+}
+
 impl PhysMem {
     /// The runs of [addr, addr+len) that hold data, as (addr, len) in whole
     /// pages: the rest are holes and read as zero (SEEK_DATA/SEEK_HOLE on

@@ -105,6 +105,7 @@ impl<'a> Exiting<'a> {
                 }
             }
         }
+        self.kernel.pi_futexes.owner_exited(thread, true);
         Released { exiting: self }
     }
 }
@@ -131,6 +132,8 @@ impl<'a> Released<'a> {
             }
             return None;
         }
+        // The process's POSIX timers go with it (Linux's exit_itimers).
+        process.posix_timers.lock().unwrap().clear();
         let status = process.group_exit.get().unwrap_or(status);
         if kernel.trace {
             let what = match status {
@@ -208,7 +211,9 @@ impl FilesClosed<'_> {
         let uid = thread.cred.lock().unwrap().uid;
         let info = SigInfo::child(code, process.pid, uid, value);
         let zombie = crate::kernel::task::Zombie { status, rusage, uid };
-        kernel.tasks.exit(process.pid, zombie, |parent| kernel.signal_process(parent, info));
+        kernel.tasks.exit(process.pid, zombie, |parent| {
+            kernel.signal_process(parent, info);
+        });
         Exited { process: process.clone() }
     }
 }

@@ -50,6 +50,8 @@ pub struct Kernel {
     /// The terminal's foreground process group (TIOCSPGRP); 0: init's.
     pub foreground: std::sync::atomic::AtomicU32,
     pub timers: timer::Timers,
+    /// PI futexes with waiters (kernel/futex.rs).
+    pub pi_futexes: futex::PiFutexes,
     idle_workers: std::sync::Mutex<Vec<Arc<Worker>>>,
     /// Syscall instructions seen per executable file (see loader::sites).
     pub syscall_sites: crate::loader::sites::SyscallSites,
@@ -107,6 +109,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         tasks: Tasks::default(),
         foreground: std::sync::atomic::AtomicU32::new(0),
         timers: timer::Timers::default(),
+        pi_futexes: Default::default(),
         idle_workers: Default::default(),
         syscall_sites: Default::default(),
         inode_changes: Default::default(),
@@ -413,8 +416,10 @@ impl Kernel {
         }
     }
 
-    /// Queues a signal for one thread and makes sure it notices.
-    pub fn signal_thread(&self, thread: &Thread, info: SigInfo) {
+    /// Queues a signal for one thread and makes sure it notices. False when
+    /// its siginfo was not queued (the signal is ignored, or a standard
+    /// signal was pending already).
+    pub fn signal_thread(&self, thread: &Thread, info: SigInfo) -> bool {
         let sig = info.signo();
         self.job_control_on_send(&thread.process, sig);
         let act = thread.process.signals.lock().unwrap().get(sig);
@@ -423,11 +428,12 @@ impl Kernel {
         let ignored = act.handler == signal::SIG_IGN
             || (act.handler == signal::SIG_DFL && signal::default_action(sig) == signal::DefaultAction::Ignore);
         if ignored && st.sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
-            return;
+            return false;
         }
-        thread.queue_signal(&mut st, info);
+        let queued = thread.queue_signal(&mut st, info);
         drop(st);
         self.interrupt(thread);
+        queued
     }
 
     /// Ends `thread`'s process with `status` (the first such status wins):
@@ -471,15 +477,13 @@ impl Kernel {
     }
 
     /// Queues a process-directed signal on a thread that does not block it.
-    pub fn signal_process(&self, process: &Process, info: SigInfo) {
+    pub fn signal_process(&self, process: &Process, info: SigInfo) -> bool {
         let target = {
             let threads = process.threads.lock().unwrap();
             let bit = signal::bit(info.signo());
             threads.iter().find(|t| t.state.lock().unwrap().sigmask & bit == 0).or(threads.first()).cloned()
         };
-        if let Some(t) = target {
-            self.signal_thread(&t, info);
-        }
+        target.is_some_and(|t| self.signal_thread(&t, info))
     }
 
     /// nomu's own working directory as a guest path ("/" when it lies

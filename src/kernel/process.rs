@@ -109,6 +109,8 @@ pub struct Process {
     pub signal_queued: Arc<super::poll::PollHead>,
     /// ITIMER_REAL (alarm, setitimer); not inherited by children.
     pub real_timer: Mutex<super::timer::RealTimer>,
+    /// Its POSIX timers (timer_create): not inherited, gone at execve.
+    pub posix_timers: Mutex<super::timer::PosixTimers>,
     /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
     pub children_usage: Mutex<(Duration, Duration)>,
 }
@@ -173,6 +175,7 @@ impl Process {
             threads: crate::sync::OrderedMutex::new(Vec::new()),
             group_exit: GroupExit::default(),
             real_timer: Mutex::new(Default::default()),
+            posix_timers: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
             stopped: AtomicI32::new(0),
             continued: Event::new(),
@@ -279,6 +282,8 @@ pub struct Thread {
     pub wake_word: AtomicU32,
     /// The thread has left its thread group (see trap::finish_thread).
     pub left: AtomicBool,
+    /// Its PI futexes were let go as it died: no waiter queues behind it.
+    pub futex_dead: AtomicBool,
     /// Its credentials (a leaf lock: nothing is locked while it is held).
     pub cred: Mutex<Cred>,
     /// Its scheduling attributes (a leaf lock too).
@@ -327,6 +332,7 @@ impl Thread {
             waiting: AtomicU8::new(super::waiter::Waiting::No as u8),
             wake_word: AtomicU32::new(0),
             left: AtomicBool::new(false),
+            futex_dead: AtomicBool::new(false),
             cred: Mutex::new(cred),
             sched: Mutex::new(sched),
         }
@@ -334,12 +340,15 @@ impl Thread {
 
     /// Makes `info` pending for this thread; `st` is this thread's state,
     /// locked. The only way signals become pending (it keeps the hint true).
-    pub fn queue_signal(&self, st: &mut ThreadState, info: super::signal::SigInfo) {
-        st.pending.add(info);
+    /// False when its siginfo was not queued: a standard signal pending
+    /// already.
+    pub fn queue_signal(&self, st: &mut ThreadState, info: super::signal::SigInfo) -> bool {
+        let queued = st.pending.add(info);
         self.signal_hint.store(true, Ordering::Release);
         // Its watchers take no lock a holder of a thread's state waits for
         // (kernel::poll::Wakeup).
         self.process.signal_queued.notify();
+        queued
     }
 }
 

@@ -250,14 +250,17 @@ const RT_QUEUE_MAX: usize = 1024;
 
 impl Pending {
     /// Queues `info`: a standard signal already pending is not queued
-    /// twice; real-time signals queue, each with its own siginfo.
-    pub fn add(&mut self, info: SigInfo) {
+    /// twice; real-time signals queue, each with its own siginfo. False
+    /// when `info` was not queued.
+    pub fn add(&mut self, info: SigInfo) -> bool {
         let sig = info.signo();
         let queued = || self.queue.iter().filter(|i| i.signo() == sig).count();
-        if self.set & bit(sig) == 0 || (sig >= KERNEL_SIGRTMIN && queued() < RT_QUEUE_MAX) {
+        let add = self.set & bit(sig) == 0 || (sig >= KERNEL_SIGRTMIN && queued() < RT_QUEUE_MAX);
+        if add {
             self.queue.push(info);
         }
         self.set |= bit(sig);
+        add
     }
 
     /// Drops a pending signal (SIGCONT cancels pending stops and back).
@@ -277,6 +280,11 @@ impl Pending {
     /// signalfd reads), in the same order.
     pub fn take_from(&mut self, set: u64) -> Option<SigInfo> {
         self.take_of(self.set & set)
+    }
+
+    /// Whether the signal of POSIX timer `id` (si_code SI_TIMER) is queued.
+    pub fn has_timer_signal(&self, id: i32) -> bool {
+        self.queue.iter().any(|i| i.code() == super::timer::SI_TIMER && i.0[16..20] == id.to_le_bytes())
     }
 
     /// Whether a signal in `set` is pending.

@@ -1,8 +1,12 @@
-//! ITIMER_REAL timers (alarm, setitimer): one kernel thread sleeps until the
-//! earliest deadline and sends SIGALRM, re-arming interval timers.
+//! Timers: ITIMER_REAL (alarm, setitimer) and POSIX timers (timer_create).
+//! One kernel thread sleeps until the earliest deadline and sends the
+//! timers' signals, re-arming interval timers.
 
+use super::process::Process;
 use super::signal::SigInfo;
 use super::Kernel;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,13 +19,109 @@ pub struct RealTimer {
     generation: u64,
 }
 
+/// What a queue entry is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Real { pid: u32 },
+    Posix { pid: u32, id: i32 },
+}
+
 #[derive(Default)]
 pub struct Timers {
-    queue: Mutex<Vec<(Instant, u32, u64)>>,
+    queue: Mutex<Vec<(Instant, Key, u64)>>,
     changed: Condvar,
+    /// Generations of POSIX timers, unique across processes (a pid and a
+    /// timer id may come back).
+    generations: AtomicU64,
+}
+
+/// si_code of a POSIX timer's signal.
+pub const SI_TIMER: i32 = -2;
+/// Linux's DELAYTIMER_MAX: where an overrun count stops.
+const DELAYTIMER_MAX: u32 = i32::MAX as u32;
+/// An interval timer whose interval is shorter is looked at no more often
+/// than this (its expirations are counted all the same); Linux too holds
+/// such timers to a jiffy.
+const MIN_REARM: Duration = Duration::from_micros(100);
+
+/// How a POSIX timer tells of its expiry (struct sigevent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notify {
+    /// SIGEV_NONE: nothing; timer_gettime shows it.
+    None,
+    /// SIGEV_SIGNAL (to the process) or SIGEV_THREAD_ID (to `thread`).
+    Signal { signo: i32, value: u64, thread: Option<u32> },
+}
+
+/// A POSIX timer (timer_create).
+pub struct PosixTimer {
+    pub clock: i32,
+    pub notify: Notify,
+    pub deadline: Option<Instant>,
+    pub interval: Duration,
+    generation: u64,
+    /// Its signal is queued and not yet taken: further expirations are
+    /// overruns.
+    pending: bool,
+    overrun: u32,
+    /// The overrun count of the last signal taken (timer_getoverrun).
+    pub overrun_last: u32,
+}
+
+/// A process's POSIX timers, by id.
+#[derive(Default)]
+pub struct PosixTimers {
+    timers: BTreeMap<i32, PosixTimer>,
+    next_id: i32,
+}
+
+impl PosixTimers {
+    /// A new disarmed timer; its id (ids count up from 0, as Linux's, and
+    /// are not reused until they wrap).
+    pub fn create(&mut self, clock: i32, notify: impl FnOnce(i32) -> Notify) -> i32 {
+        let mut id = self.next_id;
+        while self.timers.contains_key(&id) {
+            id = id.checked_add(1).unwrap_or(0);
+        }
+        self.next_id = id.checked_add(1).unwrap_or(0);
+        let timer = PosixTimer {
+            clock,
+            notify: notify(id),
+            deadline: None,
+            interval: Duration::ZERO,
+            generation: 0,
+            pending: false,
+            overrun: 0,
+            overrun_last: 0,
+        };
+        self.timers.insert(id, timer);
+        id
+    }
+
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    pub fn get(&self, id: i32) -> Option<&PosixTimer> {
+        self.timers.get(&id)
+    }
+
+    pub fn delete(&mut self, id: i32) -> bool {
+        self.timers.remove(&id).is_some()
+    }
+
+    /// execve and exit: every timer goes.
+    pub fn clear(&mut self) {
+        self.timers.clear();
+    }
 }
 
 impl Timers {
+    fn push(&self, when: Instant, key: Key, generation: u64) {
+        self.queue.lock().unwrap().push((when, key, generation));
+        self.changed.notify_all();
+    }
+
     /// Sets `pid`'s timer (None disarms it); returns the old setting.
     pub fn set(&self, timer: &Mutex<RealTimer>, pid: u32, deadline: Option<Instant>, interval: Duration) -> RealTimer {
         let mut t = timer.lock().unwrap();
@@ -30,10 +130,37 @@ impl Timers {
         t.deadline = deadline;
         t.interval = interval;
         if let Some(d) = deadline {
-            self.queue.lock().unwrap().push((d, pid, t.generation));
-            self.changed.notify_all();
+            self.push(d, Key::Real { pid }, t.generation);
         }
         old
+    }
+
+    /// Arms (or with None disarms) POSIX timer `id` of `process`; the
+    /// overrun count starts again. EINVAL: no such timer.
+    pub fn set_posix(
+        &self,
+        process: &Process,
+        id: i32,
+        deadline: Option<Instant>,
+        interval: Duration,
+    ) -> Result<(Option<Instant>, Duration), crate::abi::errno::Errno> {
+        let mut timers = process.posix_timers.lock().unwrap();
+        let t = timers.timers.get_mut(&id).ok_or(crate::abi::errno::Errno::EINVAL)?;
+        let old = (t.deadline, t.interval);
+        // Never 0 in its low half, which a timer's siginfo carries.
+        t.generation = loop {
+            let g = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+            if g as u32 != 0 {
+                break g;
+            }
+        };
+        t.deadline = deadline;
+        t.interval = if deadline.is_some() { interval } else { Duration::ZERO };
+        t.overrun = 0;
+        if let Some(d) = deadline {
+            self.push(d, Key::Posix { pid: process.pid, id }, t.generation);
+        }
+        Ok(old)
     }
 
     /// Body of the timer thread.
@@ -44,21 +171,11 @@ impl Timers {
             let (due, later): (Vec<_>, Vec<_>) = queue.drain(..).partition(|&(d, _, _)| d <= now);
             *queue = later;
             drop(queue);
-            for (when, pid, generation) in due {
-                let Some(p) = kernel.tasks.process(pid) else { continue };
-                let mut t = p.real_timer.lock().unwrap();
-                if t.generation != generation {
-                    continue;
+            for (when, key, generation) in due {
+                match key {
+                    Key::Real { pid } => self.fire_real(kernel, when, pid, generation),
+                    Key::Posix { pid, id } => self.fire_posix(kernel, now, pid, id, generation),
                 }
-                if t.interval.is_zero() {
-                    t.deadline = None;
-                } else {
-                    let next = when + t.interval;
-                    t.deadline = Some(next);
-                    self.queue.lock().unwrap().push((next, pid, generation));
-                }
-                drop(t);
-                kernel.signal_process(&p, SigInfo::kernel(libc::SIGALRM));
             }
             queue = self.queue.lock().unwrap();
             let next = queue.iter().map(|&(d, _, _)| d).min();
@@ -67,5 +184,131 @@ impl Timers {
                 None => self.changed.wait(queue).unwrap(),
             };
         }
+    }
+
+    fn fire_real(&self, kernel: &Kernel, when: Instant, pid: u32, generation: u64) {
+        let Some(p) = kernel.tasks.process(pid) else { return };
+        let mut t = p.real_timer.lock().unwrap();
+        if t.generation != generation {
+            return;
+        }
+        if t.interval.is_zero() {
+            t.deadline = None;
+        } else {
+            let next = when + t.interval;
+            t.deadline = Some(next);
+            self.queue.lock().unwrap().push((next, Key::Real { pid }, generation));
+        }
+        drop(t);
+        kernel.signal_process(&p, SigInfo::kernel(libc::SIGALRM));
+    }
+
+    /// A POSIX timer's expiry: its signal, unless the last one is still
+    /// pending (then an overrun), and the next expiry of an interval timer
+    /// (expirations the thread was too late for are overruns too).
+    fn fire_posix(&self, kernel: &Kernel, now: Instant, pid: u32, id: i32, generation: u64) {
+        let Some(p) = kernel.tasks.process(pid) else { return };
+        // A signal counted as pending that is no longer queued was dropped
+        // (its action became SIG_IGN, or a SIGCONT cancelled a stop
+        // signal): the timer may queue another.
+        let queued = p.threads.lock().unwrap().iter().any(|t| t.state.lock().unwrap().pending.has_timer_signal(id));
+        let send = {
+            let mut timers = p.posix_timers.lock().unwrap();
+            let Some(t) = timers.timers.get_mut(&id) else { return };
+            let Some(base) = t.deadline.filter(|_| t.generation == generation) else { return };
+            t.pending &= queued;
+            if base > now {
+                self.push(base, Key::Posix { pid, id }, generation);
+                return;
+            }
+            let mut missed = 0u128;
+            if t.interval.is_zero() {
+                t.deadline = None;
+            } else {
+                missed = (now - base).as_nanos() / t.interval.as_nanos();
+                let next = u32::try_from(missed + 1).ok().and_then(|n| t.interval.checked_mul(n)).map(|d| base + d);
+                t.deadline = next;
+                if let Some(next) = next {
+                    self.push(next.max(now + MIN_REARM), Key::Posix { pid, id }, generation);
+                }
+            }
+            let missed = u32::try_from(missed).unwrap_or(DELAYTIMER_MAX);
+            match t.notify {
+                Notify::None => None,
+                Notify::Signal { .. } if t.pending => {
+                    t.overrun = t.overrun.saturating_add(missed).saturating_add(1).min(DELAYTIMER_MAX);
+                    None
+                }
+                Notify::Signal { signo, value, thread } => {
+                    t.overrun = missed.min(DELAYTIMER_MAX);
+                    t.pending = true;
+                    Some((timer_siginfo(signo, id, value, generation), thread))
+                }
+            }
+        };
+        let Some((info, thread)) = send else { return };
+        let queued = match thread {
+            Some(tid) => {
+                let target = p.threads.lock().unwrap().iter().find(|t| t.tid == tid).cloned();
+                target.is_some_and(|t| kernel.signal_thread(&t, info))
+            }
+            None => kernel.signal_process(&p, info),
+        };
+        if !queued {
+            // Ignored (or its thread is gone): nothing waits to be taken.
+            if let Some(t) = p.posix_timers.lock().unwrap().timers.get_mut(&id) {
+                t.pending = false;
+            }
+        }
+    }
+}
+
+/// A POSIX timer's siginfo (Linux's _timer: si_tid, si_overrun, si_value,
+/// and in si_sys_private, which the guest sees as 0, the generation of
+/// the setting that queued it).
+fn timer_siginfo(signo: i32, id: i32, value: u64, generation: u64) -> SigInfo {
+    let mut i = SigInfo([0; 128]);
+    i.0[0..4].copy_from_slice(&signo.to_le_bytes());
+    i.0[8..12].copy_from_slice(&SI_TIMER.to_le_bytes());
+    i.0[16..20].copy_from_slice(&id.to_le_bytes());
+    i.0[24..32].copy_from_slice(&value.to_le_bytes());
+    i.0[32..36].copy_from_slice(&(generation as u32).to_le_bytes());
+    i
+}
+
+/// Takes signals with `take` (delivery, sigtimedwait or a signalfd read)
+/// until one to hand to the guest: a timer's signal gets si_overrun, the
+/// expirations since it was queued, and lets the timer queue it again; one
+/// of a timer deleted or set again since it was queued is dropped, as
+/// Linux (6.13 on) drops it.
+pub fn take_signal(process: &Process, mut take: impl FnMut() -> Option<SigInfo>) -> Option<SigInfo> {
+    loop {
+        let mut info = take()?;
+        if info.code() != SI_TIMER {
+            return Some(info);
+        }
+        let id = i32::from_le_bytes(info.0[16..20].try_into().unwrap());
+        let generation = u32::from_le_bytes(info.0[32..36].try_into().unwrap());
+        info.0[32..36].fill(0);
+        let mut timers = process.posix_timers.lock().unwrap();
+        let Some(t) = timers.timers.get_mut(&id) else {
+            // Deleted (or a sigqueue'd SI_TIMER naming no timer): gone.
+            if generation != 0 {
+                continue;
+            }
+            return Some(info);
+        };
+        if generation == 0 || !t.pending {
+            // Not queued by a timer of this process.
+            return Some(info);
+        }
+        t.pending = false;
+        t.overrun_last = std::mem::take(&mut t.overrun);
+        if t.generation as u32 != generation {
+            t.overrun_last = 0;
+            continue;
+        }
+        info.0[20..24].copy_from_slice(&(t.overrun_last as i32).to_le_bytes());
+        return Some(info);
     }
 }

@@ -228,7 +228,7 @@ impl ThreadCtx {
     /// EPIPE, kill of itself); delivered before the guest runs again.
     pub fn raise(&mut self, info: SigInfo) {
         let mut st = self.thread.state.lock().unwrap();
-        self.thread.queue_signal(&mut st, info);
+        let _ = self.thread.queue_signal(&mut st, info);
     }
 
     /// A synchronous fault: it cannot be blocked or ignored, so if it is,
@@ -244,7 +244,7 @@ impl ThreadCtx {
                 st.sigmask &= !signal::bit(sig);
                 acts.set(sig, KernelSigaction::default());
             }
-            self.thread.queue_signal(&mut st, SigInfo::fault(sig, f.code, f.addr));
+            let _ = self.thread.queue_signal(&mut st, SigInfo::fault(sig, f.code, f.addr));
         }
         self.fault_regs = Some(FaultRegs { trapno: f.trapno, err: f.err, cr2: f.addr });
     }
@@ -289,7 +289,8 @@ impl ThreadCtx {
             let next = if self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) {
                 let mut st = self.thread.state.lock().unwrap();
                 let blocked = st.sigmask;
-                let next = st.pending.take(blocked).map(|info| (info, blocked));
+                let next = super::timer::take_signal(&self.thread.process, || st.pending.take(blocked))
+                    .map(|info| (info, blocked));
                 if next.is_none() {
                     // Blocked signals stay pending and keep the hint.
                     self.thread.signal_hint.store(st.pending.set != 0, std::sync::atomic::Ordering::Release);

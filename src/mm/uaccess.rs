@@ -114,6 +114,13 @@ impl<'a> UserMem<'a> {
         GuestRange::new(addr as usize, len).ok_or(Errno::EFAULT)
     }
 
+    /// Compares the guest word at `addr` with `old` and stores `new` if
+    /// they are equal, atomically; returns the value found. EFAULT unless
+    /// the guest may write the word.
+    pub fn cmpxchg_u32(&self, addr: u64, old: u32, new: u32) -> Result<u32, Errno> {
+        self.with_full_range(addr, 4, true, |w| Ok(crate::host::physmem::cmpxchg_u32(w, old, new)))
+    }
+
     /// The whole of [addr, addr+len), pinned, or EFAULT.
     pub fn full_range(&self, addr: u64, len: usize, write: bool) -> Result<Pinned, Errno> {
         let r = self.range(addr, len, write)?;

@@ -300,12 +300,22 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     // Set-id bits are ignored (as under no_new_privs): only the saved ids
     // and the capabilities change.
     *ctx.t.thread.cred.lock().unwrap() = cred.for_exec();
+    // Linux's exec_mm_release: the robust list of the old image is walked
+    // and forgotten, and the PI locks the thread holds are let go, while
+    // the old memory is still there.
+    let robust = std::mem::take(&mut ctx.t.thread.state.lock().unwrap().robust_list);
+    if robust != 0 {
+        crate::kernel::futex::exit_robust_list(&ctx.mem(), robust, ctx.tid());
+    }
+    ctx.kernel().pi_futexes.owner_exited(&ctx.t.thread, false);
     let start = image.install(&process);
     ctx.t.mm = process.mm();
     let closed = process.files.lock().unwrap().close_on_exec();
     crate::fs::locks::closed(process.pid, closed.iter().map(|e| &e.file));
     drop(closed);
     process.signals.lock().unwrap().reset_for_exec();
+    // POSIX timers do not survive execve (ITIMER_REAL does).
+    process.posix_timers.lock().unwrap().clear();
     // comm becomes the new program's name (procfs falls back to it).
     ctx.t.thread.state.lock().unwrap().comm = [0; 16];
     *ctx.frame.regs = start.regs;

@@ -705,7 +705,8 @@ struct SignalFdOps;
 
 impl SignalFdOps {
     fn take(ctx: &Ctx, mask: u64) -> Option<crate::kernel::signal::SigInfo> {
-        ctx.t.thread.state.lock().unwrap().pending.take_from(mask)
+        let mut st = ctx.t.thread.state.lock().unwrap();
+        crate::kernel::timer::take_signal(&ctx.t.thread.process, || st.pending.take_from(mask))
     }
 
     /// Fills `out` (a multiple of 128 bytes) with pending signals, waiting

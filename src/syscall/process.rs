@@ -213,8 +213,14 @@ const FUTEX_WAKE: i32 = 1;
 const FUTEX_REQUEUE: i32 = 3;
 const FUTEX_CMP_REQUEUE: i32 = 4;
 const FUTEX_WAKE_OP: i32 = 5;
+const FUTEX_LOCK_PI: i32 = 6;
+const FUTEX_UNLOCK_PI: i32 = 7;
+const FUTEX_TRYLOCK_PI: i32 = 8;
 const FUTEX_WAIT_BITSET: i32 = 9;
 const FUTEX_WAKE_BITSET: i32 = 10;
+const FUTEX_WAIT_REQUEUE_PI: i32 = 11;
+const FUTEX_CMP_REQUEUE_PI: i32 = 12;
+const FUTEX_LOCK_PI2: i32 = 13;
 const FUTEX_PRIVATE: i32 = 128;
 const FUTEX_CLOCK_REALTIME: i32 = 256;
 const BITSET_ALL: u32 = u32::MAX;
@@ -246,13 +252,28 @@ pub fn sys_futex(
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
     // Linux's order (sys_futex, do_futex): a wait's timeout is read and
     // judged, then FUTEX_CLOCK_REALTIME (of the commands here, for
-    // FUTEX_WAIT_BITSET only), the command, and the address.
-    let timeout = if matches!(cmd, FUTEX_WAIT | FUTEX_WAIT_BITSET) { read_timeout(ctx, utime)? } else { None };
-    if realtime && cmd != FUTEX_WAIT_BITSET {
+    // FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI and FUTEX_LOCK_PI2 only),
+    // the command, and the address.
+    let timed = matches!(cmd, FUTEX_WAIT | FUTEX_WAIT_BITSET | FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | FUTEX_WAIT_REQUEUE_PI);
+    let timeout = if timed { read_timeout(ctx, utime)? } else { None };
+    if realtime && !matches!(cmd, FUTEX_WAIT_BITSET | FUTEX_LOCK_PI2 | FUTEX_WAIT_REQUEUE_PI) {
         return Err(Errno::ENOSYS);
     }
-    let known =
-        [FUTEX_WAIT, FUTEX_WAKE, FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, FUTEX_WAKE_OP, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET];
+    let known = [
+        FUTEX_WAIT,
+        FUTEX_WAKE,
+        FUTEX_REQUEUE,
+        FUTEX_CMP_REQUEUE,
+        FUTEX_WAKE_OP,
+        FUTEX_LOCK_PI,
+        FUTEX_UNLOCK_PI,
+        FUTEX_TRYLOCK_PI,
+        FUTEX_WAIT_BITSET,
+        FUTEX_WAKE_BITSET,
+        FUTEX_WAIT_REQUEUE_PI,
+        FUTEX_CMP_REQUEUE_PI,
+        FUTEX_LOCK_PI2,
+    ];
     if !known.contains(&cmd) {
         return Err(Errno::ENOSYS);
     }
@@ -308,6 +329,100 @@ pub fn sys_futex(
             let w2 = ctx.mem().full_range(uaddr2, 4, cmd == FUTEX_WAKE_OP)?;
             hostsys::futex_raw(w1, cmd, val, utime, *w2, val3).map(|n| n as u64)
         }
+        FUTEX_LOCK_PI | FUTEX_LOCK_PI2 | FUTEX_TRYLOCK_PI => {
+            // FUTEX_LOCK_PI's timeout is absolute on CLOCK_REALTIME;
+            // FUTEX_LOCK_PI2's on CLOCK_MONOTONIC unless
+            // FUTEX_CLOCK_REALTIME says otherwise.
+            let clock = if cmd == FUTEX_LOCK_PI || realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+            let deadline = match timeout {
+                Some(t) => Some(super::time::instant_of(clock, &t)?),
+                None => None,
+            };
+            pi_lock(ctx, uaddr, cmd == FUTEX_TRYLOCK_PI, deadline)
+        }
+        FUTEX_UNLOCK_PI => {
+            let tid = ctx.tid();
+            ctx.kernel().pi_futexes.unlock(&ctx.mem(), uaddr, tid).map(|()| 0)
+        }
+        FUTEX_WAIT_REQUEUE_PI => {
+            // The timeout is absolute, on CLOCK_MONOTONIC unless
+            // FUTEX_CLOCK_REALTIME.
+            let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+            let deadline = match timeout {
+                Some(t) => Some(super::time::instant_of(clock, &t)?),
+                None => None,
+            };
+            wait_requeue_pi(ctx, uaddr, val, uaddr2, deadline)
+        }
+        FUTEX_CMP_REQUEUE_PI => {
+            // `utime` is the count to requeue (an int, as Linux reads it).
+            let (nr_wake, nr_requeue) = (val as i32, utime as u32 as i32);
+            if nr_wake < 0 || nr_requeue < 0 || uaddr == uaddr2 || nr_wake != 1 {
+                return Err(Errno::EINVAL);
+            }
+            if !uaddr2.is_multiple_of(4) {
+                return Err(Errno::EINVAL);
+            }
+            ctx.mem().checked_range(uaddr2, 4, true)?;
+            let kernel = ctx.kernel();
+            kernel.pi_futexes.cmp_requeue(kernel, &ctx.mem(), uaddr, nr_requeue as u32, uaddr2, val3)
+        }
         _ => Err(Errno::ENOSYS),
+    }
+}
+
+/// FUTEX_LOCK_PI, FUTEX_LOCK_PI2 and FUTEX_TRYLOCK_PI (Linux's
+/// futex_lock_pi): a signal ends the wait with ERESTARTNOINTR, so the call
+/// starts again after the handler, whatever its SA_RESTART (the timeout is
+/// absolute).
+fn pi_lock(ctx: &mut Ctx, uaddr: u64, trylock: bool, deadline: Option<std::time::Instant>) -> SysResult {
+    use crate::kernel::futex::Locked;
+    use crate::kernel::waiter::Wake;
+    let tid = ctx.tid();
+    let kernel = ctx.kernel();
+    let w = match kernel.pi_futexes.lock(kernel, &ctx.mem(), uaddr, tid, trylock)? {
+        Locked::Now => return Ok(0),
+        Locked::Queued(w) => w,
+    };
+    let r = ctx.t.wait_for(Some(&w.event), deadline, Wake::OnSignal, || Ok(w.granted().then_some(())));
+    match kernel.pi_futexes.finish_wait(&ctx.mem(), uaddr, &w)? {
+        crate::kernel::futex::WaitEnd::Owned => Ok(0),
+        _ => match r {
+            Ok(_) => Err(Errno::ETIMEDOUT),
+            Err(Errno::ERESTARTSYS) => Err(Errno::ERESTARTNOINTR),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// FUTEX_WAIT_REQUEUE_PI (Linux's futex_wait_requeue_pi): waits on the
+/// plain futex `uaddr` until FUTEX_CMP_REQUEUE_PI takes the PI futex
+/// `uaddr2` for it or moves it there, then until it owns that lock. A
+/// signal before the requeue restarts the call; after it, the call ends
+/// with EAGAIN (user space looks at its condition again). `val3` is not
+/// read: Linux matches any bitset.
+fn wait_requeue_pi(
+    ctx: &mut Ctx,
+    uaddr: u64,
+    val: u32,
+    uaddr2: u64,
+    deadline: Option<std::time::Instant>,
+) -> SysResult {
+    use crate::kernel::futex::WaitEnd;
+    use crate::kernel::waiter::Wake;
+    if uaddr == uaddr2 || !uaddr2.is_multiple_of(4) {
+        return Err(Errno::EINVAL);
+    }
+    ctx.mem().checked_range(uaddr2, 4, true)?;
+    let tid = ctx.tid();
+    let kernel = ctx.kernel();
+    let w = kernel.pi_futexes.wait_requeue(&ctx.mem(), uaddr, val, uaddr2, tid)?;
+    let r = ctx.t.wait_for(Some(&w.event), deadline, Wake::OnSignal, || Ok(w.granted().then_some(())));
+    match (kernel.pi_futexes.finish_wait(&ctx.mem(), uaddr, &w)?, r) {
+        (WaitEnd::Owned, _) => Ok(0),
+        (_, Ok(_)) => Err(Errno::ETIMEDOUT),
+        (WaitEnd::LeftUnrequeued, Err(Errno::ERESTARTSYS)) => Err(Errno::ERESTARTNOINTR),
+        (_, Err(Errno::ERESTARTSYS)) => Err(Errno::EAGAIN),
+        (_, Err(e)) => Err(e),
     }
 }

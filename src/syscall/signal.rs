@@ -35,11 +35,22 @@ pub fn sys_rt_sigaction(
         return Err(Errno::EINVAL);
     }
     let old = {
+        // The thread list before the actions, in the locks' order.
+        let threads = ctx.process().threads.lock().unwrap();
         let mut signals = ctx.process().signals.lock().unwrap();
         let old = signals.get(sig);
         if let Some(mut new) = new {
             new.mask &= !UNBLOCKABLE;
             signals.set(sig, new);
+            // An action that ignores the signal drops its pending
+            // instances, blocked or not, in every thread (do_sigaction).
+            let default_ignored =
+                matches!(signal::default_action(sig), signal::DefaultAction::Ignore) || sig == libc::SIGCONT;
+            if new.handler == signal::SIG_IGN || (new.handler == signal::SIG_DFL && default_ignored) {
+                for t in threads.iter() {
+                    t.state.lock().unwrap().pending.discard(sig);
+                }
+            }
         }
         old
     };

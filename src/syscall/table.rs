@@ -313,12 +313,19 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(204, sched::sys_sched_getaffinity(i32, u32, UserPtr)),
     // The 4th argument is a timeout pointer or, for the requeues, a count:
     // the operation decides.
-    sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial("no PI futexes"),
+    sys!(202, process::sys_futex(UserPtr, i32, u32, UserPtr, UserPtr, Hex<u32>)).partial(
+        "PI futexes: no priority inheritance; waiters get the lock in the order they came, not by priority",
+    ),
     sys!(213, events::sys_epoll_create(i32)),
     sys!(217, io::sys_getdents64(Fd, UserPtr, u32)),
     sys!(218, process::sys_set_tid_address(UserPtr)),
     sys!(220, ipc::sys_semtimedop(i32, UserPtr, u32, UserPtr)),
     sys!(221, io::sys_fadvise64(Fd, i64, i64, i32)),
+    sys!(222, time::sys_timer_create(i32, UserPtr, UserPtr)).partial("no CPU-time or alarm clocks (EINVAL)"),
+    sys!(223, time::sys_timer_settime(i32, i32, UserPtr, UserPtr)),
+    sys!(224, time::sys_timer_gettime(i32, UserPtr)),
+    sys!(225, time::sys_timer_getoverrun(i32)),
+    sys!(226, time::sys_timer_delete(i32)),
     sys!(228, time::sys_clock_gettime(i32, UserPtr)),
     sys!(229, time::sys_clock_getres(i32, UserPtr)),
     sys!(230, time::sys_clock_nanosleep(i32, i32, UserPtr, UserPtr)),

@@ -67,6 +67,13 @@ pub fn ts_sub(a: libc::timespec, b: libc::timespec) -> libc::timespec {
     libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 }
 }
 
+/// The Instant at which `clock` reads `abs` (an absolute time on it).
+pub fn instant_of(clock: i32, abs: &libc::timespec) -> Result<Instant, Errno> {
+    let now = hostsys::clock_gettime(clock)?;
+    let left = ts_sub(*abs, now);
+    Ok(Instant::now() + Duration::new(left.tv_sec as u64, left.tv_nsec as u32))
+}
+
 pub fn ts_le(a: &libc::timespec, b: &libc::timespec) -> bool {
     (a.tv_sec, a.tv_nsec) <= (b.tv_sec, b.tv_nsec)
 }
@@ -211,4 +218,142 @@ pub fn sys_times(ctx: &mut Ctx, UserPtr(tbuf): UserPtr) -> SysResult {
         ctx.mem().write(tbuf, &tms)?;
     }
     Ok(ticks(ctx.kernel().boot_time.elapsed()) as u64)
+}
+
+const SIGEV_SIGNAL: i32 = 0;
+const SIGEV_NONE: i32 = 1;
+const SIGEV_THREAD: i32 = 2;
+const SIGEV_THREAD_ID: i32 = 4;
+
+/// timer_create: the clocks nomu's timer thread can keep (not the CPU-time
+/// clocks, which it cannot measure for another thread); the notification
+/// checked as Linux's good_sigevent. The timer starts disarmed.
+pub fn sys_timer_create(ctx: &mut Ctx, clock: i32, UserPtr(sevp): UserPtr, UserPtr(idp): UserPtr) -> SysResult {
+    use crate::kernel::timer::Notify;
+    // Linux's order (timer_create, do_timer_create): the sigevent is
+    // copied, the clock judged, the timer allocated, then the sigevent
+    // judged. struct sigevent: sigev_value, sigev_signo, sigev_notify,
+    // then the thread id of SIGEV_THREAD_ID.
+    let event = if sevp != 0 {
+        let e: [u8; 64] = ctx.mem().read(sevp)?;
+        let i32_at = |off: usize| i32::from_le_bytes(e[off..off + 4].try_into().unwrap());
+        Some((u64::from_le_bytes(e[0..8].try_into().unwrap()), i32_at(8), i32_at(12), i32_at(16)))
+    } else {
+        None
+    };
+    match clock {
+        libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => {}
+        // Clocks Linux knows but keeps no timers on.
+        libc::CLOCK_MONOTONIC_RAW | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_MONOTONIC_COARSE => {
+            return Err(Errno::EOPNOTSUPP)
+        }
+        _ => return Err(Errno::EINVAL),
+    }
+    let p = ctx.process().clone();
+    // Each timer's signal is preallocated against RLIMIT_SIGPENDING, on
+    // Linux counted per user with the signals pending; here per process.
+    if p.posix_timers.lock().unwrap().len() as u64 >= p.rlimit(libc::RLIMIT_SIGPENDING).rlim_cur {
+        return Err(Errno::EAGAIN);
+    }
+    let notify = match event {
+        None => None,
+        Some((_, _, SIGEV_NONE, _)) => Some(Notify::None),
+        Some((value, signo, how @ (SIGEV_SIGNAL | SIGEV_THREAD | SIGEV_THREAD_ID), tid)) => {
+            let thread = if how == SIGEV_THREAD_ID {
+                let same_group = p.threads.lock().unwrap().iter().any(|t| t.tid == tid as u32);
+                if !same_group {
+                    return Err(Errno::EINVAL);
+                }
+                Some(tid as u32)
+            } else {
+                None
+            };
+            if !(1..=64).contains(&signo) {
+                return Err(Errno::EINVAL);
+            }
+            Some(Notify::Signal { signo, value, thread })
+        }
+        Some(_) => return Err(Errno::EINVAL),
+    };
+    let id = p.posix_timers.lock().unwrap().create(clock, |id| {
+        // No sigevent: SIGALRM to the process, with the timer's id as value.
+        notify.unwrap_or(Notify::Signal { signo: libc::SIGALRM, value: id as u64, thread: None })
+    });
+    if let Err(e) = ctx.mem().write(idp, &id) {
+        p.posix_timers.lock().unwrap().delete(id);
+        return Err(e);
+    }
+    Ok(0)
+}
+
+fn ts_to_dur(ts: &libc::timespec) -> Duration {
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn dur_to_ts(d: Duration) -> libc::timespec {
+    libc::timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as i64 }
+}
+
+/// A timer's setting as `struct itimerspec` (interval, time left): an
+/// armed timer whose expiry is being handled reads as 1 ns left.
+fn itimerspec(deadline: Option<Instant>, interval: Duration) -> [libc::timespec; 2] {
+    let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
+    let left = if deadline.is_some() && left.is_zero() { Duration::from_nanos(1) } else { left };
+    [dur_to_ts(interval), dur_to_ts(left)]
+}
+
+pub fn sys_timer_settime(
+    ctx: &mut Ctx,
+    id: i32,
+    flags: i32,
+    UserPtr(new): UserPtr,
+    UserPtr(old): UserPtr,
+) -> SysResult {
+    if new == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let spec: [libc::timespec; 2] = ctx.mem().read(new)?;
+    let p = ctx.process().clone();
+    let clock = p.posix_timers.lock().unwrap().get(id).ok_or(Errno::EINVAL)?.clock;
+    let valid = |t: &libc::timespec| t.tv_sec >= 0 && (0..1_000_000_000).contains(&t.tv_nsec);
+    if !valid(&spec[0]) || !valid(&spec[1]) {
+        return Err(Errno::EINVAL);
+    }
+    let [interval, value] = spec;
+    let deadline = if value.tv_sec == 0 && value.tv_nsec == 0 {
+        None
+    } else if flags & libc::TIMER_ABSTIME != 0 {
+        Some(instant_of(clock, &value)?)
+    } else {
+        Some(Instant::now() + ts_to_dur(&value))
+    };
+    let (old_deadline, old_interval) = ctx.kernel().timers.set_posix(&p, id, deadline, ts_to_dur(&interval))?;
+    if old != 0 {
+        ctx.mem().write(old, &itimerspec(old_deadline, old_interval))?;
+    }
+    Ok(0)
+}
+
+pub fn sys_timer_gettime(ctx: &mut Ctx, id: i32, UserPtr(cur): UserPtr) -> SysResult {
+    let spec = {
+        let timers = ctx.process().posix_timers.lock().unwrap();
+        let t = timers.get(id).ok_or(Errno::EINVAL)?;
+        itimerspec(t.deadline, t.interval)
+    };
+    ctx.mem().write(cur, &spec)?;
+    Ok(0)
+}
+
+/// The overruns of the timer's last signal taken.
+pub fn sys_timer_getoverrun(ctx: &mut Ctx, id: i32) -> SysResult {
+    let timers = ctx.process().posix_timers.lock().unwrap();
+    Ok(timers.get(id).ok_or(Errno::EINVAL)?.overrun_last as u64)
+}
+
+pub fn sys_timer_delete(ctx: &mut Ctx, id: i32) -> SysResult {
+    if ctx.process().posix_timers.lock().unwrap().delete(id) {
+        Ok(0)
+    } else {
+        Err(Errno::EINVAL)
+    }
 }

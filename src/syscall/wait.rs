@@ -402,7 +402,7 @@ pub fn sys_rt_sigtimedwait(
     let got = ctx.t.wait_for(None, deadline, Wake::OnSignal, || {
         let mut st = ctx.t.thread.state.lock().unwrap();
         // Take a waited-for signal even though it is blocked.
-        Ok(st.pending.take(!set))
+        Ok(crate::kernel::timer::take_signal(&ctx.t.thread.process, || st.pending.take(!set)))
     });
     match got {
         Ok(Some(info)) => {

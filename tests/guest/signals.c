@@ -234,6 +234,30 @@ int main(int argc, char **argv)
 	CHECK_EQ(last_code, CLD_KILLED);
 	(void)quick;
 
+	printf("== an action that ignores drops what is pending\n");
+	{
+		sigset_t usr, pend;
+		sigemptyset(&usr);
+		sigaddset(&usr, SIGUSR2);
+		sigaddset(&usr, SIGURG);
+		sigprocmask(SIG_BLOCK, &usr, &old);
+		CHECK_OK(kill(getpid(), SIGUSR2));
+		CHECK_OK(kill(getpid(), SIGURG));
+		struct sigaction keep, ign = { .sa_handler = SIG_IGN }, dfl = { .sa_handler = SIG_DFL };
+		CHECK_OK(sigaction(SIGUSR2, &ign, &keep));
+		CHECK_OK(sigaction(SIGURG, &ign, NULL));
+		sigpending(&pend);
+		CHECK(!sigismember(&pend, SIGUSR2) && !sigismember(&pend, SIGURG));
+		/* SIG_DFL of a signal ignored by default drops it too. */
+		CHECK_OK(sigaction(SIGURG, &sa, NULL));
+		CHECK_OK(kill(getpid(), SIGURG));
+		CHECK_OK(sigaction(SIGURG, &dfl, NULL));
+		sigpending(&pend);
+		CHECK(!sigismember(&pend, SIGURG));
+		CHECK_OK(sigaction(SIGUSR2, &keep, NULL));
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	}
+
 	printf("== errors\n");
 	CHECK_ERR(kill(getpid(), 65), EINVAL);
 	CHECK_ERR(sigaltstack(&(stack_t){ .ss_sp = alt, .ss_size = 100 }, NULL), ENOMEM);
