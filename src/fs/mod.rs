@@ -6,4 +6,5 @@ pub mod fdtable;
 pub mod file;
 pub mod path;
 pub mod procfs;
+pub mod socket;
 pub mod text_busy;

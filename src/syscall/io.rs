@@ -138,7 +138,7 @@ pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos
 }
 
 /// A guest iovec array's buffers, pinned while the call uses them.
-struct IoRanges {
+pub(super) struct IoRanges {
     _pins: Vec<Pinned>,
     ranges: Vec<GuestRange>,
 }
@@ -152,7 +152,7 @@ impl std::ops::Deref for IoRanges {
 
 /// The guest's iovec array as checked ranges, stopping at the first buffer
 /// that is not fully accessible (so the host returns a partial count).
-fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
+pub(super) fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<IoRanges, Errno> {
     let cnt = cnt as usize;
     if cnt > UIO_MAXIOV {
         return Err(Errno::EINVAL);

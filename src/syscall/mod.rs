@@ -15,6 +15,7 @@ mod info;
 mod io;
 mod memory;
 pub mod names;
+mod net;
 mod process;
 mod sched;
 mod signal;

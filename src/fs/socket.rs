@@ -1,0 +1,156 @@
+//! What nomu keeps beside a guest's host socket: the names it gave AF_UNIX
+//! sockets on the host, and the descriptions in flight in SCM_RIGHTS
+//! messages.
+//!
+//! AF_UNIX names are translated both ways, so a guest sees exactly its own:
+//! - a path is resolved inside the root like any other (fs::path): bind
+//!   creates the socket in its parent directory through that directory's
+//!   host descriptor (`/proc/self/fd/N/NAME`, N kept open while the socket
+//!   is bound, so the host's name is unique), connect and sendto reach the
+//!   resolved socket file through an O_PATH descriptor of it. The guest's
+//!   own path is what getsockname, getpeername, accept and recvfrom give.
+//! - an abstract name gets this nomu's private prefix on the host, so it
+//!   never meets the host's abstract names (nor another nomu's), and loses
+//!   it on the way back.
+
+use crate::host::net as hostnet;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::file::OpenFile;
+
+/// sizeof(sa_family_t): where sun_path starts.
+pub const SUN_PATH_OFFSET: usize = 2;
+/// sizeof(struct sockaddr_un).
+pub const SOCKADDR_UN_LEN: usize = 110;
+
+/// The guest credentials a socket's peer had when the connection was made
+/// (SO_PEERCRED), when nomu knows them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PeerCred {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// nomu's state for a guest socket.
+pub struct Socket {
+    pub domain: i32,
+    /// SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET, SOCK_RAW (no flags).
+    pub ty: i32,
+    pub protocol: i32,
+    /// An AF_UNIX path bound on the host: the host name's key in the names
+    /// table and the parent directory's descriptor that keeps it unique.
+    bound: Mutex<Option<(Vec<u8>, OwnedFd)>>,
+    /// Its peer's guest credentials, when nomu knows them.
+    pub peer: Mutex<Option<PeerCred>>,
+}
+
+impl Socket {
+    pub fn new(domain: i32, ty: i32, protocol: i32) -> Socket {
+        Socket { domain, ty, protocol, bound: Mutex::new(None), peer: Mutex::new(None) }
+    }
+
+    /// The socket is now bound on the host as `host` (a sun_path), which
+    /// the guest calls `guest`; `dir` is the directory descriptor in it.
+    pub fn bound_as(&self, host: Vec<u8>, guest: Vec<u8>, dir: OwnedFd) {
+        names().lock().unwrap().insert(host.clone(), guest);
+        *self.bound.lock().unwrap() = Some((host, dir));
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        if let Some((host, dir)) = self.bound.get_mut().unwrap().take() {
+            names().lock().unwrap().remove(&host);
+            crate::host::fs::close(dir);
+        }
+    }
+}
+
+/// Host sun_path of a bound guest socket -> the guest's sun_path.
+fn names() -> &'static Mutex<HashMap<Vec<u8>, Vec<u8>>> {
+    static NAMES: OnceLock<Mutex<HashMap<Vec<u8>, Vec<u8>>>> = OnceLock::new();
+    NAMES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The prefix this nomu gives abstract names on the host (after the NUL).
+fn abstract_prefix() -> &'static [u8] {
+    static PREFIX: OnceLock<Vec<u8>> = OnceLock::new();
+    PREFIX.get_or_init(|| format!("nomu.{}/", hostnet::host_pid()).into_bytes())
+}
+
+/// A guest abstract name (the bytes after sun_path's NUL) as the host's.
+pub fn host_abstract(name: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; SUN_PATH_OFFSET];
+    out[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+    out.push(0);
+    out.extend_from_slice(abstract_prefix());
+    out.extend_from_slice(name);
+    out
+}
+
+/// A host AF_UNIX address (sockaddr_un of `len` bytes) as the guest sees
+/// it: nomu's abstract prefix dropped, a bound path's guest name back, a
+/// path of the host inside the root made a guest path.
+pub fn guest_unix_addr(host: &[u8], root: &super::path::Root) -> Vec<u8> {
+    if host.len() <= SUN_PATH_OFFSET {
+        return host.to_vec();
+    }
+    let (family, path) = host.split_at(SUN_PATH_OFFSET);
+    let mut out = family.to_vec();
+    if path[0] == 0 {
+        match path[1..].strip_prefix(abstract_prefix()) {
+            Some(name) => {
+                out.push(0);
+                out.extend_from_slice(name);
+            }
+            None => out.extend_from_slice(path),
+        }
+        return out;
+    }
+    // A path: up to its NUL, which Linux adds back when there is room.
+    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+    let p = &path[..end];
+    if let Some(guest) = names().lock().unwrap().get(p) {
+        out.extend_from_slice(guest);
+    } else if let Some(guest) = root.strip_host_prefix(p) {
+        out.extend_from_slice(&guest);
+    } else {
+        out.extend_from_slice(p);
+    }
+    out.push(0);
+    out
+}
+
+/// Descriptions sent in SCM_RIGHTS messages and not yet received: the
+/// receiver finds the very description sent (an eventfd's counter, a /proc
+/// file) by comparing the host descriptor it got with theirs (kcmp).
+fn in_flight() -> &'static Mutex<Vec<Arc<OpenFile>>> {
+    static IN_FLIGHT: OnceLock<Mutex<Vec<Arc<OpenFile>>>> = OnceLock::new();
+    IN_FLIGHT.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// `files` are about to be sent.
+pub fn sending(files: &[Arc<OpenFile>]) {
+    in_flight().lock().unwrap().extend(files.iter().cloned());
+}
+
+/// `files` were not sent after all (the send failed).
+pub fn not_sent(files: &[Arc<OpenFile>]) {
+    let mut list = in_flight().lock().unwrap();
+    for f in files {
+        if let Some(i) = list.iter().position(|g| Arc::ptr_eq(f, g)) {
+            list.swap_remove(i);
+        }
+    }
+}
+
+/// The description a received host descriptor is, if a guest sent it:
+/// taken out of the in-flight list.
+pub fn received(fd: BorrowedFd) -> Option<Arc<OpenFile>> {
+    let mut list = in_flight().lock().unwrap();
+    let i = list.iter().position(|f| hostnet::same_file(fd, f.fd().as_fd()))?;
+    Some(list.swap_remove(i))
+}
