@@ -45,11 +45,38 @@ pub struct Socket {
     bound: Mutex<Option<(Vec<u8>, OwnedFd)>>,
     /// Its peer's guest credentials, when nomu knows them.
     pub peer: Mutex<Option<PeerCred>>,
+    /// Its host inode, while connecting credentials are kept under it.
+    connecting: Mutex<Option<u64>>,
+    /// Its host name, while a listener's credentials are kept under it.
+    listening: Mutex<Option<Vec<u8>>>,
 }
 
 impl Socket {
     pub fn new(domain: i32, ty: i32, protocol: i32) -> Socket {
-        Socket { domain, ty, protocol, bound: Mutex::new(None), peer: Mutex::new(None) }
+        Socket {
+            domain,
+            ty,
+            protocol,
+            bound: Mutex::new(None),
+            peer: Mutex::new(None),
+            connecting: Mutex::new(None),
+            listening: Mutex::new(None),
+        }
+    }
+
+    /// It is about to connect with `cred` (Linux's peer credentials of a
+    /// connection are the connector's at connect): kept under its host
+    /// inode, where the accepting side finds them.
+    pub fn connecting(&self, ino: u64, cred: PeerCred) {
+        creds().lock().unwrap().connectors.insert(ino, cred);
+        *self.connecting.lock().unwrap() = Some(ino);
+    }
+
+    /// It listens, with `cred`, under host address `name`: what its
+    /// connections' other ends see as their peer's.
+    pub fn listening(&self, name: Vec<u8>, cred: PeerCred) {
+        creds().lock().unwrap().listeners.insert(name.clone(), cred);
+        *self.listening.lock().unwrap() = Some(name);
     }
 
     /// The socket is now bound on the host as `host` (a sun_path), which
@@ -62,11 +89,42 @@ impl Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        let mut c = creds().lock().unwrap();
+        if let Some(ino) = self.connecting.get_mut().unwrap().take() {
+            c.connectors.remove(&ino);
+        }
+        if let Some(name) = self.listening.get_mut().unwrap().take() {
+            c.listeners.remove(&name);
+        }
+        drop(c);
         if let Some((host, dir)) = self.bound.get_mut().unwrap().take() {
             names().lock().unwrap().remove(&host);
             crate::host::fs::close(dir);
         }
     }
+}
+
+/// The guest credentials of connecting and listening AF_UNIX sockets.
+#[derive(Default)]
+pub struct Creds {
+    connectors: HashMap<u64, PeerCred>,
+    listeners: HashMap<Vec<u8>, PeerCred>,
+}
+
+fn creds() -> &'static Mutex<Creds> {
+    static CREDS: OnceLock<Mutex<Creds>> = OnceLock::new();
+    CREDS.get_or_init(|| Mutex::new(Creds::default()))
+}
+
+/// The credentials of the guest socket with host inode `ino` had when it
+/// connected.
+pub fn connector_cred(ino: u64) -> Option<PeerCred> {
+    creds().lock().unwrap().connectors.get(&ino).copied()
+}
+
+/// The credentials of the guest listener at host address `name`.
+pub fn listener_cred(name: &[u8]) -> Option<PeerCred> {
+    creds().lock().unwrap().listeners.get(name).copied()
 }
 
 /// Host sun_path of a bound guest socket -> the guest's sun_path.

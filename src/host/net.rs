@@ -202,3 +202,51 @@ pub fn same_file(a: BorrowedFd, b: BorrowedFd) -> bool {
 pub fn host_pid() -> u32 {
     std::process::id()
 }
+
+/// The inode of the socket at the other end of a connected AF_UNIX socket
+/// whose own inode is `ino`, asked of the host's sock_diag (UNIX_DIAG_PEER).
+pub fn unix_peer_inode(ino: u32) -> Option<u32> {
+    const NETLINK_SOCK_DIAG: i32 = 4;
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLM_F_REQUEST: u16 = 1;
+    const UDIAG_SHOW_PEER: u32 = 4;
+    const UNIX_DIAG_PEER: u16 = 2;
+    let nl = socket(libc::AF_NETLINK, libc::SOCK_DGRAM, NETLINK_SOCK_DIAG).ok()?;
+    // struct nlmsghdr (16 bytes), then struct unix_diag_req (24 bytes).
+    let mut req = Vec::with_capacity(40);
+    req.extend_from_slice(&40u32.to_ne_bytes());
+    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    req.extend_from_slice(&[0u8; 8]); // seq, pid
+    req.extend_from_slice(&[libc::AF_UNIX as u8, 0, 0, 0]);
+    req.extend_from_slice(&u32::MAX.to_ne_bytes()); // every state
+    req.extend_from_slice(&ino.to_ne_bytes());
+    req.extend_from_slice(&UDIAG_SHOW_PEER.to_ne_bytes());
+    req.extend_from_slice(&[0xff; 8]); // no cookie
+    let fd = std::os::fd::AsFd::as_fd(&nl);
+    // SAFETY: `req` is readable for its length; no other pointers.
+    unsafe { syscall(libc::SYS_sendto, args([raw(fd), req.as_ptr() as u64, req.len() as u64, 0, 0, 0])) }.ok()?;
+    let mut buf = [0u8; 512];
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { syscall_retry(libc::SYS_recvfrom, args([raw(fd), buf.as_mut_ptr() as u64, 512, 0, 0, 0])) };
+    crate::host::fs::close(nl);
+    let buf = &buf[..n.ok()?];
+    // struct nlmsghdr, struct unix_diag_msg (16 bytes), then attributes.
+    let msg_len = (u32::from_ne_bytes(buf.get(0..4)?.try_into().ok()?) as usize).min(buf.len());
+    if u16::from_ne_bytes(buf.get(4..6)?.try_into().ok()?) != SOCK_DIAG_BY_FAMILY {
+        return None;
+    }
+    let mut at = 32;
+    while at + 4 <= msg_len {
+        let len = u16::from_ne_bytes(buf[at..at + 2].try_into().ok()?) as usize;
+        let ty = u16::from_ne_bytes(buf[at + 2..at + 4].try_into().ok()?);
+        if len < 4 {
+            return None;
+        }
+        if ty == UNIX_DIAG_PEER && len >= 8 {
+            return Some(u32::from_ne_bytes(buf.get(at + 4..at + 8)?.try_into().ok()?));
+        }
+        at += len.next_multiple_of(4);
+    }
+    None
+}

@@ -246,13 +246,35 @@ pub fn sys_connect(ctx: &mut Ctx, fd: Fd, UserPtr(addr): UserPtr, len: i32) -> S
     }
     let guest = read_addr(ctx, addr, len as u32)?;
     let host = host_addr(ctx, &f, guest, Use::Reach)?;
+    let unix = f.socket().filter(|s| s.domain == libc::AF_UNIX && s.ty != libc::SOCK_DGRAM);
+    if let Some(s) = unix {
+        s.connecting(host_ino(&f), my_cred(ctx));
+    }
     ctx.t.block_in_host(|| hostnet::connect_interruptible(f.fd(), &host.addr)).map_err(|e| interrupted(&f, true, e))?;
+    if let Some(s) = unix {
+        // Its peer is the listener it reached (its credentials at listen).
+        let mut buf = [0u8; SOCKADDR_MAX];
+        if let Ok(n) = hostnet::getpeername(f.fd(), &mut buf) {
+            *s.peer.lock().unwrap() = socket::listener_cred(&buf[..n.min(SOCKADDR_MAX)]);
+        }
+    }
     Ok(0)
+}
+
+fn host_ino(f: &OpenFile) -> u64 {
+    crate::host::fs::fstat(f.fd()).map_or(0, |st| st.st_ino)
 }
 
 pub fn sys_listen(ctx: &mut Ctx, fd: Fd, backlog: i32) -> SysResult {
     let f = socket_file(ctx, fd)?;
-    hostnet::listen(f.fd(), backlog).map(|_| 0)
+    hostnet::listen(f.fd(), backlog)?;
+    if let Some(s) = f.socket().filter(|s| s.domain == libc::AF_UNIX) {
+        let mut buf = [0u8; SOCKADDR_MAX];
+        if let Ok(n) = hostnet::getsockname(f.fd(), &mut buf) {
+            s.listening(buf[..n.min(SOCKADDR_MAX)].to_vec(), my_cred(ctx));
+        }
+    }
+    Ok(0)
 }
 
 pub fn sys_accept4(
@@ -276,6 +298,11 @@ pub fn sys_accept4(
         None => (domain_of(&f), libc::SOCK_STREAM, 0),
     };
     let new = new_socket_file(host, domain, ty, protocol);
+    if domain == libc::AF_UNIX {
+        // Its peer is the connector, with its credentials at connect.
+        let peer = hostnet::unix_peer_inode(host_ino(&new) as u32).and_then(|ino| socket::connector_cred(ino.into()));
+        *new.socket().expect("a socket's state").peer.lock().unwrap() = peer;
+    }
     if addr != 0 {
         let guest = guest_addr(ctx, &buf[..n.min(SOCKADDR_MAX)]);
         // Linux installs the descriptor only once the address is out.
@@ -454,11 +481,11 @@ fn guest_control(ctx: &Ctx, f: &OpenFile, host: &[u8], cloexec: bool, flags: &mu
                 put_cmsg(&mut out, level, ty, &fds);
             }
             (libc::SOL_SOCKET, libc::SCM_CREDENTIALS) if data.len() >= 12 => {
+                // The host's pid names a host process of nomu's (or none
+                // once it has gone): the peer's guest pid, when known.
                 let mut data = data.to_vec();
-                let pid = u32::from_ne_bytes(data[0..4].try_into().unwrap());
-                if pid == hostnet::host_pid() {
-                    let peer = f.socket().and_then(|s| *s.peer.lock().unwrap());
-                    let c = peer.unwrap_or_else(|| my_cred(ctx));
+                let peer = f.socket().and_then(|s| *s.peer.lock().unwrap());
+                if let Some(c) = peer {
                     data[0..4].copy_from_slice(&c.pid.to_ne_bytes());
                     data[4..8].copy_from_slice(&c.uid.to_ne_bytes());
                     data[8..12].copy_from_slice(&c.gid.to_ne_bytes());
@@ -748,9 +775,6 @@ pub fn sys_getsockopt(
             out[0..4].copy_from_slice(&p.pid.to_ne_bytes());
             out[4..8].copy_from_slice(&p.uid.to_ne_bytes());
             out[8..12].copy_from_slice(&p.gid.to_ne_bytes());
-        } else if u32::from_ne_bytes(host[0..4].try_into().unwrap()) == hostnet::host_pid() {
-            let me = my_cred(ctx);
-            out[0..4].copy_from_slice(&me.pid.to_ne_bytes());
         }
         let n = (room as usize).min(12);
         ctx.mem().write_bytes(val, &out[..n])?;

@@ -46,6 +46,11 @@ static int client(const char *how, const char *name)
 	socklen_t plen = sizeof(peer);
 	if (getpeername(s, (struct sockaddr *)&peer, &plen) != 0 || plen != len || memcmp(&peer, &a, len) != 0)
 		return 11;
+	/* Its peer is the listener: the parent. */
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 || cr.pid != getppid() || cr.uid != geteuid())
+		return 14;
 	if (write(s, "hello", 5) != 5)
 		return 12;
 	char buf[16];
@@ -266,9 +271,27 @@ static void server(char *self, const char *how, const char *name)
 	int c = accept4(l, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
 	CHECK(c >= 0);
 	CHECK_EQ(plen, offsetof(struct sockaddr_un, sun_path));
+	/* Its peer is the connector: the child, also in the credentials that
+	 * come with what it sends. */
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	CHECK_OK(getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &crlen));
+	CHECK_EQ(cr.pid, pid);
+	CHECK_EQ(cr.uid, geteuid());
+	int one = 1;
+	CHECK_OK(setsockopt(c, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)));
 	char buf[16];
-	CHECK_EQ(recv(c, buf, 5, MSG_WAITALL), 5);
+	char cbuf[CMSG_SPACE(sizeof(struct ucred))];
+	struct iovec iov = { buf, 5 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	CHECK_EQ(recvmsg(c, &m, MSG_WAITALL), 5);
 	CHECK(memcmp(buf, "hello", 5) == 0);
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	CHECK(cm && cm->cmsg_type == SCM_CREDENTIALS);
+	if (cm && cm->cmsg_type == SCM_CREDENTIALS) {
+		memcpy(&cr, CMSG_DATA(cm), sizeof(cr));
+		CHECK_EQ(cr.pid, pid);
+	}
 	CHECK_EQ(write(c, "echo!", 5), 5);
 	CHECK_EQ(recv(c, buf, 5, MSG_WAITALL), 5);
 	CHECK(memcmp(buf, "echo!", 5) == 0);
