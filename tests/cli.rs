@@ -610,6 +610,37 @@ fn guest_tcp_client_reaches_a_host_server(e: Entry) {
     assert_eq!(text(&out.stdout), "host got: hello from the guest\n");
 }
 
+/// A guest's AF_UNIX paths are resolved inside its root: bind makes the
+/// socket there, and connect never reaches a host socket outside it, even
+/// through a symlink or `..`.
+fn unix_socket_paths_stay_inside_the_root(e: Entry) {
+    let dir = scratch("unix", e);
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("run")).unwrap();
+    let outside = dir.join("host.sock");
+    let _host = std::os::unix::net::UnixListener::bind(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("run/link.sock")).unwrap();
+    std::fs::copy(bin("nomu-tests/unix_peer"), root.join("unix_peer")).unwrap();
+    let up = format!("/../../../../../../../..{}", s(&outside));
+    let out = e.run(&["--root", s(&root), "--", "/unix_peer", "connect", s(&outside), "/run/link.sock", &up]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let expected = format!("{0}: ENOENT\n/run/link.sock: ENOENT\n{up}: ENOENT\n", s(&outside));
+    assert_eq!(text(&out.stdout), expected);
+    let out =
+        e.run(&["--root", s(&root), "--", "/unix_peer", "bind", "/run/made.sock", "/../made2.sock", "/nodir/x.sock"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "/run/made.sock: OK\n/../made2.sock: OK\n/nodir/x.sock: ENOENT\n");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(root.join("run/made.sock")).unwrap().file_type().is_socket());
+    assert!(std::fs::symlink_metadata(root.join("made2.sock")).unwrap().file_type().is_socket());
+    assert!(!dir.join("made2.sock").exists());
+    // A socket inside the root is reached by its guest path.
+    let _inside = std::os::unix::net::UnixListener::bind(root.join("run/in.sock")).unwrap();
+    let out = e.run(&["--root", s(&root), "--", "/unix_peer", "connect", "/run/in.sock"]);
+    assert_eq!(text(&out.stdout), "/run/in.sock: OK\n");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The host's python3 (not a version manager's shim script), if any.
 fn python3() -> Option<&'static str> {
     ["/usr/bin/python3", "/usr/local/bin/python3"].into_iter().find(|p| Path::new(p).exists())
@@ -679,6 +710,7 @@ entry_matrix!(
     guest_tcp_server_answers_a_host_client,
     guest_tcp_client_reaches_a_host_server,
     python_asyncio_and_http_server_run,
+    unix_socket_paths_stay_inside_the_root,
     trace_prints_one_strace_like_line_per_syscall,
     unknown_syscalls_fail_with_enosys_and_a_trace_line,
     paths_cannot_leave_the_root,

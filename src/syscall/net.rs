@@ -216,12 +216,32 @@ pub fn sys_bind(ctx: &mut Ctx, fd: Fd, UserPtr(addr): UserPtr, len: i32) -> SysR
         return Err(Errno::EINVAL);
     }
     let guest = read_addr(ctx, addr, len as u32)?;
+    if domain_of(&f) == libc::AF_UNIX && guest.len() == SUN_PATH_OFFSET && guest == (libc::AF_UNIX as u16).to_ne_bytes()
+    {
+        return autobind(&f);
+    }
     let host = host_addr(ctx, &f, guest, Use::Bind)?;
     hostnet::bind(f.fd(), &host.addr).map_err(|e| if e == Errno::EEXIST { Errno::EADDRINUSE } else { e })?;
     if let (Some(dir), Some(path), Some(s)) = (host.keep, host.guest_path, f.socket()) {
         s.bound_as(host.addr[SUN_PATH_OFFSET..host.addr.len() - 1].to_vec(), path, dir);
     }
     Ok(0)
+}
+
+/// Binds an AF_UNIX socket to a free abstract name of five hex digits, as
+/// Linux's autobind does, under nomu's prefix (the host's own autobind
+/// would pick a name outside it, which other guests could not reach).
+fn autobind(f: &OpenFile) -> SysResult {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    for _ in 0..=0xfffff {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xfffff;
+        let host = socket::host_abstract(format!("{n:05x}").as_bytes());
+        match hostnet::bind(f.fd(), &host) {
+            Err(Errno::EADDRINUSE) => continue,
+            r => return r.map(|_| 0),
+        }
+    }
+    Err(Errno::ENOSPC)
 }
 
 /// A socket call that was waiting ended by a signal: Linux restarts it

@@ -407,6 +407,21 @@ int main(int argc, char **argv)
 	char name[64];
 	snprintf(name, sizeof(name), "nomu-test-abstract-%d", getpid());
 	server(self, "abstract", name);
+	/* Autobind: a name of five hex digits, which another socket reaches. */
+	int ab = socket(AF_UNIX, SOCK_DGRAM, 0), other = socket(AF_UNIX, SOCK_DGRAM, 0);
+	struct sockaddr_un got;
+	socklen_t glen = sizeof(got);
+	got.sun_family = AF_UNIX;
+	CHECK_OK(bind(ab, (struct sockaddr *)&got, offsetof(struct sockaddr_un, sun_path)));
+	CHECK_OK(getsockname(ab, (struct sockaddr *)&got, &glen));
+	CHECK_EQ(glen, offsetof(struct sockaddr_un, sun_path) + 6);
+	CHECK_EQ(got.sun_path[0], 0);
+	CHECK_EQ(strspn(got.sun_path + 1, "0123456789abcdef"), 5);
+	CHECK_EQ(sendto(other, "auto", 4, 0, (struct sockaddr *)&got, glen), 4);
+	char abuf[8];
+	CHECK_EQ(recv(ab, abuf, sizeof(abuf), 0), 4);
+	close(ab);
+	close(other);
 	interrupts();
 	return checks_done();
 }
