@@ -516,24 +516,10 @@ fn guest_control(ctx: &Ctx, f: &OpenFile, host: &[u8], cloexec: bool, flags: &mu
         }
         at += cmsg_align(len);
     }
-    // The last message is not padded on the way out (CMSG_LEN).
-    if let Some(last_pad) = last_padding(&out) {
-        out.truncate(out.len() - last_pad);
-    }
+    // As long as the host's: Linux counts each message's padding
+    // (CMSG_SPACE) as far as the buffer holds it.
+    out.resize(host.len(), 0);
     Ok(out)
-}
-
-/// How many padding bytes end the last control message in `buf`.
-fn last_padding(buf: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    let mut last = None;
-    while at + CMSG_HDR <= buf.len() {
-        let len = u64::from_ne_bytes(buf[at..at + 8].try_into().unwrap()) as usize;
-        last = Some((at, len));
-        at += cmsg_align(len);
-    }
-    let (start, len) = last?;
-    Some(buf.len() - (start + len))
 }
 
 /// A send that found the connection shut raises SIGPIPE, unless
@@ -604,8 +590,6 @@ fn recv_one(ctx: &Ctx, f: &OpenFile, at: u64, m: &MsgHdr, flags: i32) -> SysResu
         let n = (m.namelen as usize).min(guest.len());
         mem.write_bytes(m.name, &guest[..n])?;
         mem.write(at + 8, &(guest.len() as u32))?;
-    } else {
-        mem.write(at + 8, &0u32)?;
     }
     let controllen = if m.control != 0 && r.controllen > 0 {
         let guest = guest_control(ctx, f, &control[..r.controllen], flags & MSG_CMSG_CLOEXEC != 0, &mut out_flags)?;

@@ -152,16 +152,21 @@ static int send_fds(int s, int *fds, int n)
 	return sendmsg(s, &m, 0);
 }
 
+static size_t last_controllen, last_namelen;
+
 /* Receives up to 4 descriptors into fds: how many, or -1. */
 static int recv_fds(int s, int *fds, size_t room, int *msg_flags)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * 4)];
 	char b;
 	struct iovec iov = { &b, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = room };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = room,
+			    .msg_namelen = 77 };
 	if (recvmsg(s, &m, MSG_CMSG_CLOEXEC) != 1)
 		return -1;
 	*msg_flags = m.msg_flags;
+	last_controllen = m.msg_controllen;
+	last_namelen = m.msg_namelen;
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	if (!c)
 		return 0;
@@ -185,6 +190,8 @@ static void rights(void)
 	close(efd);
 	CHECK_EQ(recv_fds(sv[1], fds, sizeof(fds) + 32, &flags), 2);
 	CHECK_EQ(flags, MSG_CMSG_CLOEXEC);
+	CHECK_EQ(last_controllen, CMSG_SPACE(2 * sizeof(int)));
+	CHECK_EQ(last_namelen, 77);
 	CHECK_EQ(fcntl(fds[0], F_GETFD), FD_CLOEXEC);
 	CHECK_EQ(write(fds[0], "pipe", 4), 4);
 	char buf[8];
@@ -200,6 +207,7 @@ static void rights(void)
 	efd = eventfd(0, EFD_NONBLOCK);
 	CHECK_EQ(send_fds(sv[0], &efd, 1), 1);
 	CHECK_EQ(recv_fds(sv[1], fds, sizeof(fds) + 32, &flags), 1);
+	CHECK_EQ(last_controllen, CMSG_SPACE(sizeof(int)));
 	v = 3;
 	CHECK_EQ(write(fds[0], &v, 8), 8);
 	CHECK_EQ(read(efd, &v, 8), 8);
