@@ -80,7 +80,8 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
     if def.is_some_and(|d| d.changes_inodes) {
         ctx.kernel().inode_changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
-    if result == Err(Errno::EPIPE) && def.is_some_and(|d| d.raises_sigpipe) {
+    let quiet_epipe = ctx.t.quiet_epipe.take();
+    if result == Err(Errno::EPIPE) && def.is_some_and(|d| d.raises_sigpipe) && !quiet_epipe {
         ctx.t.raise(crate::kernel::signal::SigInfo::kernel(libc::SIGPIPE));
     }
     if let Some(pre) = pre {

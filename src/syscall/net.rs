@@ -37,6 +37,14 @@ fn domain_of(f: &OpenFile) -> i32 {
     }
 }
 
+/// SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET...
+pub fn socket_type(f: &OpenFile) -> i32 {
+    match f.socket() {
+        Some(s) => s.ty,
+        None => hostnet::getsockopt_int(f.fd(), libc::SOL_SOCKET, libc::SO_TYPE).unwrap_or(libc::SOCK_STREAM),
+    }
+}
+
 fn new_socket_file(host: OwnedFd, domain: i32, ty: i32, protocol: i32) -> Arc<OpenFile> {
     let object = FileObject::Socket(Socket::new(domain, ty, protocol));
     Arc::new(OpenFile::new_special(host, "socket:", FileType::Socket, Some(object)))
@@ -522,10 +530,11 @@ fn guest_control(ctx: &Ctx, f: &OpenFile, host: &[u8], cloexec: bool, flags: &mu
     Ok(out)
 }
 
-/// A send that found the connection shut raises SIGPIPE, unless
-/// MSG_NOSIGNAL (Linux's sk_stream_error, unix_stream_sendmsg).
-fn sigpipe(ctx: &mut Ctx, flags: i32, r: SysResult) -> SysResult {
-    if r == Err(Errno::EPIPE) && flags & libc::MSG_NOSIGNAL == 0 {
+/// A send that found a stream's connection shut raises SIGPIPE, unless
+/// MSG_NOSIGNAL (Linux's sk_stream_error, unix_stream_sendmsg; datagram
+/// and seqpacket sockets raise none).
+fn sigpipe(ctx: &mut Ctx, f: &OpenFile, flags: i32, r: SysResult) -> SysResult {
+    if r == Err(Errno::EPIPE) && flags & libc::MSG_NOSIGNAL == 0 && socket_type(f) == libc::SOCK_STREAM {
         ctx.t.raise(crate::kernel::signal::SigInfo::kernel(libc::SIGPIPE));
     }
     r
@@ -634,7 +643,7 @@ pub fn sys_sendto(
         .block_in_host(|| hostnet::sendmsg_interruptible(f.fd(), a, &ranges, &[], flags))
         .map_err(|e| interrupted(&f, true, e))
         .map(|n| n as u64);
-    sigpipe(ctx, flags, r)
+    sigpipe(ctx, &f, flags, r)
 }
 
 pub fn sys_recvfrom(
@@ -671,7 +680,7 @@ pub fn sys_sendmsg(ctx: &mut Ctx, fd: Fd, UserPtr(msg): UserPtr, Hex(flags): Hex
     let f = socket_file(ctx, fd)?;
     let m = MsgHdr::read(ctx, msg)?;
     let r = send_one(ctx, &f, &m, flags as i32);
-    sigpipe(ctx, flags as i32, r)
+    sigpipe(ctx, &f, flags as i32, r)
 }
 
 pub fn sys_recvmsg(ctx: &mut Ctx, fd: Fd, UserPtr(msg): UserPtr, Hex(flags): Hex<u32>) -> SysResult {
@@ -690,7 +699,7 @@ pub fn sys_sendmmsg(ctx: &mut Ctx, fd: Fd, UserPtr(vec): UserPtr, vlen: u32, Hex
     while done < vlen {
         let at = vec + u64::from(done) * MMSGHDR_LEN;
         let r = MsgHdr::read(ctx, at).and_then(|m| send_one(ctx, &f, &m, flags as i32));
-        let r = sigpipe(ctx, flags as i32, r);
+        let r = sigpipe(ctx, &f, flags as i32, r);
         match r {
             Ok(n) => ctx.mem().write(at + MSGHDR_LEN, &(n as u32))?,
             Err(e) if done == 0 => return Err(e),

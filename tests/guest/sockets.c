@@ -112,6 +112,11 @@ static void pairs(void)
 		/* A shut peer: EPIPE, and SIGPIPE unless MSG_NOSIGNAL. */
 		close(sv[1]);
 		CHECK_ERR(send(sv[0], "y", 1, MSG_NOSIGNAL), types[i] == SOCK_DGRAM ? ECONNREFUSED : EPIPE);
+		/* A seqpacket socket's EPIPE raises no SIGPIPE (default: death). */
+		if (types[i] == SOCK_SEQPACKET) {
+			CHECK_ERR(write(sv[0], "y", 1), EPIPE);
+			CHECK_ERR(send(sv[0], "y", 1, 0), EPIPE);
+		}
 		if (types[i] == SOCK_STREAM) {
 			sigset_t set, old;
 			sigemptyset(&set);
