@@ -185,30 +185,55 @@ pub fn guest_unix_addr(host: &[u8], root: &super::path::Root) -> Vec<u8> {
 /// Descriptions sent in SCM_RIGHTS messages and not yet received: the
 /// receiver finds the very description sent (an eventfd's counter, a /proc
 /// file) by comparing the host descriptor it got with theirs (kcmp).
-fn in_flight() -> &'static Mutex<Vec<Arc<OpenFile>>> {
-    static IN_FLIGHT: OnceLock<Mutex<Vec<Arc<OpenFile>>>> = OnceLock::new();
+///
+/// One nomu keeps state for (an eventfd, epoll, signalfd, socket, /proc
+/// file) is held until it is received: its host descriptor alone would not
+/// be it. Any other is the host's open file description and nothing more,
+/// which the host keeps in flight itself: it is only watched (Weak), so a
+/// message never received does not keep a pipe's end open for good; if
+/// every guest descriptor of it closed before it arrived, the receiver
+/// gets the host's description in a new OpenFile, which is the same file.
+struct InFlight {
+    file: std::sync::Weak<OpenFile>,
+    /// The description itself, for one nomu keeps state for.
+    _held: Option<Arc<OpenFile>>,
+}
+
+fn in_flight() -> &'static Mutex<Vec<InFlight>> {
+    static IN_FLIGHT: OnceLock<Mutex<Vec<InFlight>>> = OnceLock::new();
     IN_FLIGHT.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Whether nomu keeps state for `f` that its host descriptor lacks.
+fn has_nomu_state(f: &OpenFile) -> bool {
+    f.object.is_some() || f.proc.is_some()
 }
 
 /// `files` are about to be sent.
 pub fn sending(files: &[Arc<OpenFile>]) {
-    in_flight().lock().unwrap().extend(files.iter().cloned());
+    let mut list = in_flight().lock().unwrap();
+    list.retain(|e| e.file.strong_count() > 0);
+    for f in files {
+        let held = has_nomu_state(f).then(|| f.clone());
+        list.push(InFlight { file: Arc::downgrade(f), _held: held });
+    }
 }
 
 /// `files` were not sent after all (the send failed).
 pub fn not_sent(files: &[Arc<OpenFile>]) {
     let mut list = in_flight().lock().unwrap();
     for f in files {
-        if let Some(i) = list.iter().position(|g| Arc::ptr_eq(f, g)) {
+        if let Some(i) = list.iter().position(|e| std::ptr::eq(e.file.as_ptr(), Arc::as_ptr(f))) {
             list.swap_remove(i);
         }
     }
 }
 
-/// The description a received host descriptor is, if a guest sent it:
-/// taken out of the in-flight list.
+/// The description a received host descriptor is, if a guest sent it and
+/// it is still open: taken out of the in-flight list.
 pub fn received(fd: BorrowedFd) -> Option<Arc<OpenFile>> {
     let mut list = in_flight().lock().unwrap();
-    let i = list.iter().position(|f| hostnet::same_file(fd, f.fd().as_fd()))?;
-    Some(list.swap_remove(i))
+    list.retain(|e| e.file.strong_count() > 0);
+    let i = list.iter().position(|e| e.file.upgrade().is_some_and(|f| hostnet::same_file(fd, f.fd().as_fd())))?;
+    list.swap_remove(i).file.upgrade()
 }

@@ -220,6 +220,18 @@ static void rights(void)
 	CHECK_EQ(fcntl(fds[0], F_GETFL) & O_NONBLOCK, O_NONBLOCK);
 	close(fds[0]);
 
+	/* A pipe's end in a message never received: closing the socket
+	 * frees it, and its reader sees the end. */
+	int sv2[2], p2[2];
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv2));
+	CHECK_OK(pipe(p2));
+	CHECK_EQ(send_fds(sv2[0], &p2[1], 1), 1);
+	close(p2[1]);
+	close(sv2[0]);
+	close(sv2[1]);
+	CHECK_EQ(read(p2[0], buf, sizeof(buf)), 0);
+	close(p2[0]);
+
 	/* No room for the descriptors: MSG_CTRUNC, none installed. */
 	CHECK_EQ(send_fds(sv[0], &efd, 1), 1);
 	CHECK_EQ(recv_fds(sv[1], fds, sizeof(struct cmsghdr) - 1, &flags), 0);
