@@ -240,6 +240,40 @@ static void rights(void)
 	close(efd);
 	close(p[0]);
 
+	/* SCM_CREDENTIALS given by the sender: its own pid and ids, which the
+	 * receiver sees as the guest's. */
+	int one = 1;
+	int cs[2];
+	CHECK_OK(socketpair(AF_UNIX, SOCK_DGRAM, 0, cs));
+	CHECK_OK(setsockopt(cs[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)));
+	{
+		struct ucred mine = { getpid(), geteuid(), getegid() }, got = { 0 };
+		char cb[CMSG_SPACE(sizeof(struct ucred))];
+		memset(cb, 0, sizeof(cb));
+		struct iovec ci = { "c", 1 };
+		struct msghdr m = { .msg_iov = &ci, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_CREDENTIALS;
+		c->cmsg_len = CMSG_LEN(sizeof(mine));
+		memcpy(CMSG_DATA(c), &mine, sizeof(mine));
+		CHECK_EQ(sendmsg(cs[0], &m, 0), 1);
+		char b;
+		struct iovec ri = { &b, 1 };
+		struct msghdr r = { .msg_iov = &ri, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof(cb) };
+		CHECK_EQ(recvmsg(cs[1], &r, 0), 1);
+		c = CMSG_FIRSTHDR(&r);
+		CHECK(c && c->cmsg_type == SCM_CREDENTIALS);
+		if (c)
+			memcpy(&got, CMSG_DATA(c), sizeof(got));
+		CHECK_EQ(got.pid, getpid());
+		CHECK_EQ(got.uid, geteuid());
+		CHECK_EQ(got.gid, getegid());
+		CHECK_EQ(r.msg_controllen, CMSG_SPACE(sizeof(struct ucred)));
+	}
+	close(cs[0]);
+	close(cs[1]);
+
 	/* sendmmsg and recvmmsg over datagrams. */
 	close(sv[0]);
 	close(sv[1]);
