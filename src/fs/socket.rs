@@ -49,6 +49,11 @@ pub struct Socket {
     connecting: Mutex<Option<u64>>,
     /// Its host name, while a listener's credentials are kept under it.
     listening: Mutex<Option<Vec<u8>>>,
+    /// SO_PASSCRED is on: Linux names it (autobind) before a datagram
+    /// send or a stream connect, so the peer can tell who sent.
+    pub passcred: std::sync::atomic::AtomicBool,
+    /// It has a name (bound, or autobound by nomu).
+    pub named: std::sync::atomic::AtomicBool,
 }
 
 impl Socket {
@@ -61,6 +66,8 @@ impl Socket {
             peer: Mutex::new(None),
             connecting: Mutex::new(None),
             listening: Mutex::new(None),
+            passcred: std::sync::atomic::AtomicBool::new(false),
+            named: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -14,6 +14,7 @@ use crate::fs::file::{FileKind, FileObject, FileType, OpenFile};
 use crate::fs::socket::{self, PeerCred, Socket, SOCKADDR_UN_LEN, SUN_PATH_OFFSET};
 use crate::host::net as hostnet;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 const SOCK_TYPE_MASK: i32 = 0xf;
@@ -226,10 +227,17 @@ pub fn sys_bind(ctx: &mut Ctx, fd: Fd, UserPtr(addr): UserPtr, len: i32) -> SysR
     let guest = read_addr(ctx, addr, len as u32)?;
     if domain_of(&f) == libc::AF_UNIX && guest.len() == SUN_PATH_OFFSET && guest == (libc::AF_UNIX as u16).to_ne_bytes()
     {
-        return autobind(&f);
+        autobind(&f)?;
+        if let Some(s) = f.socket() {
+            s.named.store(true, Relaxed);
+        }
+        return Ok(0);
     }
     let host = host_addr(ctx, &f, guest, Use::Bind)?;
     hostnet::bind(f.fd(), &host.addr).map_err(|e| if e == Errno::EEXIST { Errno::EADDRINUSE } else { e })?;
+    if let Some(s) = f.socket() {
+        s.named.store(true, Relaxed);
+    }
     if let (Some(dir), Some(path), Some(s)) = (host.keep, host.guest_path, f.socket()) {
         s.bound_as(host.addr[SUN_PATH_OFFSET..host.addr.len() - 1].to_vec(), path, dir);
     }
@@ -277,6 +285,7 @@ pub fn sys_connect(ctx: &mut Ctx, fd: Fd, UserPtr(addr): UserPtr, len: i32) -> S
     let unix = f.socket().filter(|s| s.domain == libc::AF_UNIX && s.ty != libc::SOCK_DGRAM);
     if let Some(s) = unix {
         s.connecting(host_ino(&f), my_cred(ctx));
+        autobind_for_passcred(&f);
     }
     ctx.t.block_in_host(|| hostnet::connect_interruptible(f.fd(), &host.addr)).map_err(|e| interrupted(&f, true, e))?;
     if let Some(s) = unix {
@@ -545,6 +554,9 @@ fn send_one(ctx: &Ctx, f: &OpenFile, m: &MsgHdr, flags: i32) -> SysResult {
     if m.iovlen > 1024 {
         return Err(Errno::EMSGSIZE);
     }
+    if socket_type(f) != libc::SOCK_STREAM {
+        autobind_for_passcred(f);
+    }
     let name = if m.name != 0 && m.namelen > 0 {
         Some(host_addr(ctx, f, read_addr(ctx, m.name, m.namelen)?, Use::Reach)?)
     } else {
@@ -622,6 +634,9 @@ pub fn sys_sendto(
     alen: i32,
 ) -> SysResult {
     let f = socket_file(ctx, fd)?;
+    if socket_type(&f) != libc::SOCK_STREAM {
+        autobind_for_passcred(&f);
+    }
     let len = len.min(super::io::MAX_RW_COUNT);
     let pin = ctx.mem().range(buf, len, false);
     let name = if addr != 0 {
@@ -762,7 +777,26 @@ pub fn sys_setsockopt(ctx: &mut Ctx, fd: Fd, level: i32, name: i32, UserPtr(val)
         return Err(Errno::EINVAL);
     }
     let value = ctx.mem().read_bytes(val, (len as usize).min(1 << 16))?;
-    hostnet::setsockopt(f.fd(), level, name, &value).map(|_| 0)
+    hostnet::setsockopt(f.fd(), level, name, &value)?;
+    if let (libc::SOL_SOCKET, libc::SO_PASSCRED, Some(s)) = (level, name, f.socket()) {
+        let on = value.get(..4).is_some_and(|v| v != [0; 4]);
+        s.passcred.store(on, Relaxed);
+    }
+    Ok(0)
+}
+
+/// Linux's autobind before a send or connect of an unnamed AF_UNIX socket
+/// with SO_PASSCRED: done by nomu, so the name is under its prefix (the
+/// host's would be one other guests cannot reach).
+fn autobind_for_passcred(f: &OpenFile) {
+    let Some(s) = f.socket().filter(|s| s.domain == libc::AF_UNIX) else { return };
+    if s.passcred.load(Relaxed) && !s.named.load(Relaxed) {
+        let mut buf = [0u8; SOCKADDR_MAX];
+        let unnamed = hostnet::getsockname(f.fd(), &mut buf).is_ok_and(|n| n <= SUN_PATH_OFFSET);
+        if !unnamed || autobind(f).is_ok() {
+            s.named.store(true, Relaxed);
+        }
+    }
 }
 
 pub fn sys_getsockopt(

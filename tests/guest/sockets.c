@@ -479,6 +479,17 @@ int main(int argc, char **argv)
 	CHECK_EQ(sendto(other, "auto", 4, 0, (struct sockaddr *)&got, glen), 4);
 	char abuf[8];
 	CHECK_EQ(recv(ab, abuf, sizeof(abuf), 0), 4);
+	/* SO_PASSCRED names an unnamed sender before it sends: the receiver
+	 * can answer it. */
+	int one = 1;
+	CHECK_OK(setsockopt(other, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)));
+	CHECK_EQ(sendto(other, "auto", 4, 0, (struct sockaddr *)&got, glen), 4);
+	struct sockaddr_un from;
+	socklen_t flen = sizeof(from);
+	CHECK_EQ(recvfrom(ab, abuf, sizeof(abuf), 0, (struct sockaddr *)&from, &flen), 4);
+	CHECK_EQ(flen, offsetof(struct sockaddr_un, sun_path) + 6);
+	CHECK_EQ(sendto(ab, "back", 4, 0, (struct sockaddr *)&from, flen), 4);
+	CHECK_EQ(recv(other, abuf, sizeof(abuf), 0), 4);
 	close(ab);
 	close(other);
 	interrupts();
