@@ -700,7 +700,147 @@ fn inotify_watches_paths_inside_a_root(e: Entry) {
     let _ = std::fs::remove_dir_all(root);
 }
 
+/// A guest TCP server on 127.0.0.1 is a host socket: a host client reaches it.
+fn guest_tcp_server_answers_a_host_client(e: Entry) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = e
+        .command()
+        .args(["--", s(&bin("nomu-tests/tcp_peer")), "server"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run nomu");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let port: u16 = line.trim().strip_prefix("port ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"hello from the host\n").unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer, "guest got: hello from the host\n");
+    assert!(child.wait().unwrap().success());
+}
+
+/// A guest TCP client reaches a host server on 127.0.0.1.
+fn guest_tcp_client_reaches_a_host_server(e: Entry) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&conn).read_line(&mut line).unwrap();
+        (&conn).write_all(format!("host got: {line}").as_bytes()).unwrap();
+        line
+    });
+    let out = e.run(&["--", s(&bin("nomu-tests/tcp_peer")), "client", &port.to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(server.join().unwrap(), "hello from the guest\n");
+    assert_eq!(text(&out.stdout), "host got: hello from the guest\n");
+}
+
+/// A guest's AF_UNIX paths are resolved inside its root: bind makes the
+/// socket there, and connect never reaches a host socket outside it, even
+/// through a symlink or `..`.
+fn unix_socket_paths_stay_inside_the_root(e: Entry) {
+    let dir = scratch("unix", e);
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("run")).unwrap();
+    let outside = dir.join("host.sock");
+    let _host = std::os::unix::net::UnixListener::bind(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("run/link.sock")).unwrap();
+    std::fs::copy(bin("nomu-tests/unix_peer"), root.join("unix_peer")).unwrap();
+    let up = format!("/../../../../../../../..{}", s(&outside));
+    let out = e.run(&["--root", s(&root), "--", "/unix_peer", "connect", s(&outside), "/run/link.sock", &up]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let expected = format!("{0}: ENOENT\n/run/link.sock: ENOENT\n{up}: ENOENT\n", s(&outside));
+    assert_eq!(text(&out.stdout), expected);
+    let out =
+        e.run(&["--root", s(&root), "--", "/unix_peer", "bind", "/run/made.sock", "/../made2.sock", "/nodir/x.sock"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "/run/made.sock: OK\n/../made2.sock: OK\n/nodir/x.sock: ENOENT\n");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(root.join("run/made.sock")).unwrap().file_type().is_socket());
+    assert!(std::fs::symlink_metadata(root.join("made2.sock")).unwrap().file_type().is_socket());
+    assert!(!dir.join("made2.sock").exists());
+    // A socket inside the root is reached by its guest path.
+    let _inside = std::os::unix::net::UnixListener::bind(root.join("run/in.sock")).unwrap();
+    let out = e.run(&["--root", s(&root), "--", "/unix_peer", "connect", "/run/in.sock"]);
+    assert_eq!(text(&out.stdout), "/run/in.sock: OK\n");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The host's python3 (not a version manager's shim script), if any.
+fn python3() -> Option<&'static str> {
+    ["/usr/bin/python3", "/usr/local/bin/python3"].into_iter().find(|p| Path::new(p).exists())
+}
+
+/// Python's asyncio (socketpair, epoll, TCP on 127.0.0.1, an executor
+/// thread) and http.server answering a host client, under nomu.
+fn python_asyncio_and_http_server_run(e: Entry) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let Some(python) = python3() else {
+        eprintln!("skipped: no python3 on this host");
+        return;
+    };
+    let script = "\
+import asyncio, socket
+async def main():
+    async def handle(r, w):
+        w.write((await r.readline()).upper()); await w.drain(); w.close()
+    srv = await asyncio.start_server(handle, '127.0.0.1', 0)
+    port = srv.sockets[0].getsockname()[1]
+    r, w = await asyncio.open_connection('127.0.0.1', port)
+    w.write(b'tcp\\n'); await w.drain(); print((await r.readline()).decode(), end='')
+    a, b = socket.socketpair()
+    ra, wa = await asyncio.open_connection(sock=a)
+    rb, wb = await asyncio.open_connection(sock=b)
+    wa.write(b'pair\\n'); await wa.drain(); print((await rb.readline()).decode(), end='')
+    print(await asyncio.get_running_loop().run_in_executor(None, lambda: 6 * 7))
+    srv.close(); await srv.wait_closed()
+asyncio.run(main())
+";
+    let out = e.run(&["--", python, "-c", script]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "TCP\npair\n42\n");
+
+    let dir = scratch("http", e);
+    std::fs::write(dir.join("page.txt"), "served by a guest\n").unwrap();
+    let mut child = e
+        .command()
+        .args(["--", python, "-u", "-c"])
+        .arg(
+            "import http.server, functools, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.HTTPServer(('127.0.0.1', 0), h)\n\
+             print('port', s.server_address[1], flush=True)\n\
+             s.handle_request()\n",
+        )
+        .arg(s(&dir))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run nomu");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().strip_prefix("port ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"GET /page.txt HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 200 OK"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\nserved by a guest\n"), "{answer}");
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 entry_matrix!(
+    guest_tcp_server_answers_a_host_client,
+    guest_tcp_client_reaches_a_host_server,
+    python_asyncio_and_http_server_run,
+    unix_socket_paths_stay_inside_the_root,
     trace_prints_one_strace_like_line_per_syscall,
     unknown_syscalls_fail_with_enosys_and_a_trace_line,
     paths_cannot_leave_the_root,

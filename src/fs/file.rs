@@ -68,6 +68,9 @@ pub enum FileType {
     /// A signalfd: reads the reader's pending signals (the host descriptor
     /// is a host signalfd that reads none).
     SignalFd,
+    /// A socket: the host's, with nomu's translation of AF_UNIX names and
+    /// of descriptors in control messages (fs::socket).
+    Socket,
 }
 
 /// The state of a file nomu serves itself, beside its host descriptor.
@@ -75,6 +78,7 @@ pub enum FileObject {
     EventFd(super::eventfd::EventFd),
     Epoll(Arc<super::epoll::Epoll>),
     SignalFd(super::eventfd::SignalFd),
+    Socket(super::socket::Socket),
 }
 
 /// Which file, in which version: equal identities mean the same bytes
@@ -174,6 +178,15 @@ impl OpenFile {
         }
     }
 
+    /// nomu's state of a socket it made (None for one received from the
+    /// host or inherited).
+    pub fn socket(&self) -> Option<&super::socket::Socket> {
+        match &self.object {
+            Some(FileObject::Socket(s)) => Some(s),
+            _ => None,
+        }
+    }
+
     /// An epoll item now watches this description.
     pub fn epoll_added(&self, epoll: Weak<super::epoll::Epoll>, id: u64) {
         let mut links = self.epoll_links.lock().unwrap();
@@ -210,7 +223,8 @@ impl OpenFile {
             (FileKind::CharDevice, dev) if dev == libc::makedev(1, 3) => FileType::NullDevice,
             (FileKind::CharDevice, dev) if dev == libc::makedev(1, 5) => FileType::ZeroDevice,
             (FileKind::CharDevice, _) if hostfs::isatty(self.fd()) => FileType::Terminal,
-            (FileKind::CharDevice | FileKind::Fifo | FileKind::Socket, _) => FileType::Stream,
+            (FileKind::Socket, _) => FileType::Socket,
+            (FileKind::CharDevice | FileKind::Fifo, _) => FileType::Stream,
             _ => FileType::HostFile,
         })
     }

@@ -7,4 +7,5 @@ pub mod file;
 pub mod locks;
 pub mod path;
 pub mod procfs;
+pub mod socket;
 pub mod text_busy;

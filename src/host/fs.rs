@@ -319,6 +319,21 @@ pub fn ioctl(fd: BorrowedFd, request: u64, arg: Option<&mut [u8]>, value: u64) -
     unsafe { syscall(libc::SYS_ioctl, args([raw(fd), request, argp])) }
 }
 
+/// SIOCGIFCONF into `buf` (empty: only the length needed): the length.
+pub fn ifconf(fd: BorrowedFd, buf: &mut [u8]) -> R<usize> {
+    #[repr(C)]
+    struct IfConf {
+        len: i32,
+        buf: u64,
+    }
+    let ptr = if buf.is_empty() { 0 } else { buf.as_mut_ptr() as u64 };
+    let mut conf = IfConf { len: buf.len() as i32, buf: ptr };
+    const SIOCGIFCONF: u64 = 0x8912;
+    // SAFETY: `conf` is a struct ifconf whose buffer is `buf` (or null).
+    unsafe { syscall(libc::SYS_ioctl, args([raw(fd), SIOCGIFCONF, &mut conf as *mut IfConf as u64])) }?;
+    Ok(conf.len as usize)
+}
+
 pub fn pipe2(flags: i32) -> R<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: fds has room for two descriptors.

@@ -32,6 +32,9 @@ pub struct ThreadCtx {
     /// Set by execve in such a child: it leaves its parent's host thread
     /// and goes on from this state on one of its own.
     pub hand_off: Option<StartState>,
+    /// Set by a handler whose EPIPE raises no SIGPIPE, though its table
+    /// entry says it may (a write to a datagram or seqpacket socket).
+    pub quiet_epipe: std::cell::Cell<bool>,
 }
 
 /// How a guest thread's run on a host thread ended.
@@ -112,6 +115,7 @@ fn run_guest(
         saved_mask: None,
         vfork_parent,
         hand_off: None,
+        quiet_epipe: std::cell::Cell::new(false),
     };
     kernel.entry.run(start, &mut ctx);
     match ctx.hand_off.take() {

@@ -151,6 +151,7 @@ pub fn of(f: &OpenFile) -> &'static dyn FileOps {
         FileType::TimerFd => &TimerFdOps,
         FileType::Inotify => &InotifyOps,
         FileType::SignalFd => &SignalFdOps,
+        FileType::Socket => &SocketOps,
     }
 }
 
@@ -243,6 +244,84 @@ impl FileOps for Stream {
 
     fn may_block(&self) -> bool {
         true
+    }
+}
+
+/// A socket: the host's, read and written as a stream is (one host call a
+/// kick ends); a wait a signal ends is EINTR, not restarted, when the
+/// socket has a timeout for it (SO_RCVTIMEO, SO_SNDTIMEO), as on Linux.
+/// The socket calls themselves are in syscall::net.
+struct SocketOps;
+
+impl FileOps for SocketOps {
+    fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        Stream.read(ctx, f, buf, len).map_err(|e| super::net::interrupted(f, false, e))
+    }
+
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        Stream.readv(ctx, f, ranges).map_err(|e| super::net::interrupted(f, false, e))
+    }
+
+    /// A write that finds the peer gone raises SIGPIPE on a stream socket
+    /// only (unix_dgram_sendmsg, which seqpacket shares, raises none).
+    fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        let r = Stream.writev(ctx, f, ranges).map_err(|e| super::net::interrupted(f, true, e));
+        if r == Err(Errno::EPIPE) && super::net::socket_type(f) != libc::SOCK_STREAM {
+            ctx.t.quiet_epipe.set(true);
+        }
+        r
+    }
+
+    fn may_block(&self) -> bool {
+        true
+    }
+
+    /// FIONREAD is every descriptor's (syscall::io); the queue sizes and
+    /// the urgent mark are the host's.
+    fn ioctl(&self, ctx: &Ctx, f: &OpenFile, req: u64, arg: u64) -> SysResult {
+        const SIOCOUTQ: u64 = 0x5411;
+        const SIOCATMARK: u64 = 0x8905;
+        const SIOCOUTQNSD: u64 = 0x894b;
+        const SIOCGIFNAME: u64 = 0x8910;
+        const SIOCGIFCONF: u64 = 0x8912;
+        const SIOCSIFLINK: u64 = 0x8911;
+        const SIOCGIFTXQLEN: u64 = 0x8942;
+        /// struct ifreq.
+        const IFREQ_LEN: usize = 40;
+        match req {
+            SIOCOUTQ | SIOCATMARK | SIOCOUTQNSD => {
+                let mut n = [0u8; 4];
+                hostfs::ioctl(f.fd(), req, Some(&mut n), 0)?;
+                ctx.mem().write_bytes(arg, &n)?;
+                Ok(0)
+            }
+            // An interface's name, index, flags, addresses, MTU, hardware
+            // address, queue length: read from the host, in a struct ifreq.
+            SIOCGIFNAME | 0x8913 | 0x8915 | 0x8917 | 0x8919 | 0x891b | 0x8921 | 0x8927 | 0x8933 | SIOCGIFTXQLEN => {
+                let mut ifr = [0u8; IFREQ_LEN];
+                ctx.mem().read_into(arg, &mut ifr)?;
+                hostfs::ioctl(f.fd(), req, Some(&mut ifr), 0)?;
+                ctx.mem().write_bytes(arg, &ifr)?;
+                Ok(0)
+            }
+            // The list of interfaces with an IPv4 address (struct ifconf:
+            // a length and a buffer, or a null buffer to ask the length).
+            SIOCGIFCONF => {
+                let len: i32 = ctx.mem().read(arg)?;
+                let buf: u64 = ctx.mem().read(arg + 8)?;
+                let mut out = vec![0u8; if buf == 0 { 0 } else { len.clamp(0, 1 << 16) as usize }];
+                let got = hostfs::ifconf(f.fd(), &mut out)?;
+                if buf != 0 {
+                    ctx.mem().write_bytes(buf, &out[..got.min(out.len())])?;
+                }
+                ctx.mem().write(arg, &(got as i32))?;
+                Ok(0)
+            }
+            // Changing interfaces is the host's administrator's business,
+            // not a guest's: as for a process without CAP_NET_ADMIN.
+            SIOCSIFLINK..=0x89ff => Err(Errno::EPERM),
+            _ => Err(Errno::ENOTTY),
+        }
     }
 }
 

@@ -62,7 +62,7 @@ impl Target {
 
 impl Ctx<'_, '_> {
     /// Absolute guest path of a directory descriptor (or the cwd).
-    fn base_dir(&self, dirfd: DirFd) -> Result<Vec<u8>, Errno> {
+    pub(super) fn base_dir(&self, dirfd: DirFd) -> Result<Vec<u8>, Errno> {
         if dirfd == DirFd::CWD {
             return Ok(self.process().cwd.lock().unwrap().clone());
         }
@@ -96,7 +96,7 @@ impl Ctx<'_, '_> {
     }
 
     /// Opens an absolute guest path, answering nomu's built-in paths itself.
-    fn open_abs(&self, abs: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
+    pub(super) fn open_abs(&self, abs: &[u8], flags: i32, mode: u32) -> Result<OwnedFd, Errno> {
         self.open_abs_node(abs, flags, mode).map(|(fd, _)| fd)
     }
 
@@ -227,7 +227,7 @@ impl Ctx<'_, '_> {
         Ok(Target::Proc(node))
     }
 
-    fn umask(&self) -> u32 {
+    pub(super) fn umask(&self) -> u32 {
         self.process().umask.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
@@ -569,7 +569,7 @@ fn entry(ctx: &Ctx, dirfd: DirFd, pathname: Path) -> Result<(OwnedFd, CString), 
     entry_of(ctx, &ctx.abs_path(dirfd, pathname, false)?)
 }
 
-fn entry_of(ctx: &Ctx, abs: &[u8]) -> Result<(OwnedFd, CString), Errno> {
+pub(super) fn entry_of(ctx: &Ctx, abs: &[u8]) -> Result<(OwnedFd, CString), Errno> {
     match path::special(abs) {
         Some(Special::Hidden) => Err(Errno::ENOENT),
         // /proc's entries cannot be made, removed or renamed: EPERM for

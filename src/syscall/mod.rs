@@ -17,6 +17,7 @@ mod ipc;
 mod locks;
 mod memory;
 pub mod names;
+mod net;
 mod process;
 mod sched;
 mod signal;
@@ -82,7 +83,8 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
     if def.is_some_and(|d| d.changes_inodes) {
         ctx.kernel().inode_changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
-    if result == Err(Errno::EPIPE) && def.is_some_and(|d| d.raises_sigpipe) {
+    let quiet_epipe = ctx.t.quiet_epipe.take();
+    if result == Err(Errno::EPIPE) && def.is_some_and(|d| d.raises_sigpipe) && !quiet_epipe {
         ctx.t.raise(crate::kernel::signal::SigInfo::kernel(libc::SIGPIPE));
     }
     if let Some(pre) = pre {

@@ -8,8 +8,8 @@
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{
-    cred, events, exec, fs, info, io, ipc, locks, memory, process, sched, signal, splice, time, wait, xattr, Args, Ctx,
-    SysResult,
+    cred, events, exec, fs, info, io, ipc, locks, memory, net, process, sched, signal, splice, time, wait, xattr,
+    Args, Ctx, SysResult,
 };
 use std::sync::OnceLock;
 
@@ -171,7 +171,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(15, signal::sys_rt_sigreturn()).hex(),
     // The argument is a pointer for most requests, a number for some: the
     // request decides (file_ops).
-    sys!(16, io::sys_ioctl(Fd, Hex<u32>, UserPtr)).partial("terminal queries and FIO* only"),
+    sys!(16, io::sys_ioctl(Fd, Hex<u32>, UserPtr)).partial("terminal queries, FIO* and socket queries only"),
     sys!(17, io::sys_pread64(Fd, OutBuf, usize, i64)),
     sys!(18, io::sys_pwrite64(Fd, InBuf<2>, usize, i64)).sigpipe(),
     // vlen is an unsigned long, but import_iovec takes an unsigned int.
@@ -201,6 +201,27 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(38, time::sys_setitimer(i32, UserPtr, UserPtr)).partial("ITIMER_REAL only"),
     sys!(39, process::sys_getpid()),
     sys!(40, io::sys_sendfile(Fd, Fd, UserPtr, usize)),
+    // Sockets (net.rs): SIGPIPE is raised by the sending calls themselves,
+    // which know MSG_NOSIGNAL.
+    sys!(41, net::sys_socket(i32, Hex<i32>, i32)).partial(
+        "AF_UNIX, AF_INET, AF_INET6, AF_PACKET and NETLINK_ROUTE only: other families are EAFNOSUPPORT, other netlink protocols EPROTONOSUPPORT",
+    ),
+    sys!(42, net::sys_connect(Fd, UserPtr, i32)),
+    sys!(43, net::sys_accept(Fd, UserPtr, UserPtr)),
+    sys!(44, net::sys_sendto(Fd, InBuf<2>, usize, Hex<i32>, UserPtr, i32)),
+    sys!(45, net::sys_recvfrom(Fd, OutBuf, usize, Hex<i32>, UserPtr, UserPtr)),
+    sys!(46, net::sys_sendmsg(Fd, UserPtr, Hex<u32>)),
+    sys!(47, net::sys_recvmsg(Fd, UserPtr, Hex<u32>))
+        .partial("SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid"),
+    sys!(48, net::sys_shutdown(Fd, i32)),
+    sys!(49, net::sys_bind(Fd, UserPtr, i32))
+        .partial("an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL"),
+    sys!(50, net::sys_listen(Fd, i32)),
+    sys!(51, net::sys_getsockname(Fd, UserPtr, UserPtr)),
+    sys!(52, net::sys_getpeername(Fd, UserPtr, UserPtr)),
+    sys!(53, net::sys_socketpair(i32, Hex<i32>, i32, UserPtr)),
+    sys!(54, net::sys_setsockopt(Fd, i32, i32, UserPtr, i32)),
+    sys!(55, net::sys_getsockopt(Fd, i32, i32, UserPtr, UserPtr)),
     sys!(56, exec::sys_clone(Hex, UserPtr, UserPtr, UserPtr, Hex))
         .partial(
             "threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
@@ -370,6 +391,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(286, events::sys_timerfd_settime(Fd, Hex<i32>, UserPtr, UserPtr)),
     sys!(287, events::sys_timerfd_gettime(Fd, UserPtr)),
     sys!(289, events::sys_signalfd4(i32, UserPtr, usize, Hex<i32>)).partial(SIGNALFD_NOTE),
+    sys!(288, net::sys_accept4(Fd, UserPtr, UserPtr, Hex<i32>)),
     sys!(290, events::sys_eventfd2(u32, Hex<i32>)),
     sys!(291, events::sys_epoll_create1(Hex<i32>)),
     sys!(292, io::sys_dup3(Fd, Fd, OpenFlags)),
@@ -378,8 +400,11 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(295, io::sys_preadv(Fd, UserPtr, u32, i64, u64)),
     sys!(296, io::sys_pwritev(Fd, UserPtr, u32, i64, u64)).sigpipe(),
     sys!(297, signal::sys_rt_tgsigqueueinfo(i32, i32, Signal, UserPtr)),
+    sys!(299, net::sys_recvmmsg(Fd, UserPtr, u32, Hex<u32>, UserPtr))
+        .partial("SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid"),
     sys!(302, info::sys_prlimit64(i32, u32, UserPtr, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
     sys!(306, io::sys_syncfs(Fd)),
+    sys!(307, net::sys_sendmmsg(Fd, UserPtr, u32, Hex<u32>)),
     sys!(309, sched::sys_getcpu(UserPtr, UserPtr, UserPtr)),
     sys!(316, fs::sys_renameat2(DirFd, Path, DirFd, Path, Hex<u32>)).changes_inodes(),
     sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),

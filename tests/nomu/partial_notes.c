@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@
 #include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -629,13 +632,82 @@ static void check_shmat(void)
 	shmctl(id, IPC_RMID, NULL);
 }
 
+static void check_socket(void)
+{
+	int fd = socket(AF_NETLINK, SOCK_DGRAM, 15 /* NETLINK_KOBJECT_UEVENT */);
+	if (on_linux)
+		EXPECT(fd >= 0, "NETLINK_KOBJECT_UEVENT sockets exist");
+	else
+		EXPECT(FAILS_WITH(fd, EPROTONOSUPPORT), "NETLINK_KOBJECT_UEVENT: EPROTONOSUPPORT");
+	close(fd);
+	fd = socket(AF_NETLINK, SOCK_DGRAM, 0 /* NETLINK_ROUTE */);
+	EXPECT(fd >= 0, "NETLINK_ROUTE works on both");
+	close(fd);
+}
+
+/* A datagram with credentials from an unconnected sender: its pid. */
+static void check_credentials(int use_recvmmsg)
+{
+	char name[64];
+	int n = snprintf(name + 1, sizeof(name) - 1, "nomu-partial-creds-%d", getpid());
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	name[0] = 0;
+	memcpy(a.sun_path, name, n + 1);
+	socklen_t len = offsetof(struct sockaddr_un, sun_path) + n + 1;
+	int r = socket(AF_UNIX, SOCK_DGRAM, 0), s = socket(AF_UNIX, SOCK_DGRAM, 0), one = 1;
+	EXPECT(bind(r, (struct sockaddr *)&a, len) == 0, "bind works on both");
+	setsockopt(r, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	EXPECT(sendto(s, "x", 1, 0, (struct sockaddr *)&a, len) == 1, "sendto works on both");
+	char buf[4], cbuf[CMSG_SPACE(sizeof(struct ucred))];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+					   .msg_controllen = sizeof(cbuf) } };
+	int got = use_recvmmsg ? recvmmsg(r, &mm, 1, 0, NULL) == 1 : recvmsg(r, &mm.msg_hdr, 0) == 1;
+	EXPECT(got, "the datagram arrives on both");
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mm.msg_hdr);
+	struct ucred cr = { 0 };
+	if (c && c->cmsg_type == SCM_CREDENTIALS)
+		memcpy(&cr, CMSG_DATA(c), sizeof(cr));
+	if (on_linux)
+		EXPECT(cr.pid == getpid(), "the sender's pid");
+	else
+		EXPECT(cr.pid != getpid(), "a host pid, not the sender's");
+	close(r);
+	close(s);
+}
+
+static void check_recvmsg(void)
+{
+	check_credentials(0);
+}
+
+static void check_recvmmsg(void)
+{
+	check_credentials(1);
+}
+
+/* An abstract name of 100 bytes: no room for nomu's prefix. */
+static void check_bind(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "nomu-partial-%d-", getpid());
+	memset(a.sun_path + 1 + n, 'x', 100 - n);
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	int r = bind(s, (struct sockaddr *)&a, offsetof(struct sockaddr_un, sun_path) + 101);
+	if (on_linux)
+		EXPECT(r == 0, "a 100-byte abstract name");
+	else
+		EXPECT(FAILS_WITH(r, EINVAL), "a 100-byte abstract name: EINVAL");
+	close(s);
+}
+
 static const struct note {
 	const char *syscall;
 	const char *note;
 	void (*check)(void);
 } notes[] = {
 	{ "mmap", "MAP_SHARED file mappings are copies, written back at munmap, msync and exit", check_mmap },
-	{ "ioctl", "terminal queries and FIO* only", check_ioctl },
+	{ "ioctl", "terminal queries, FIO* and socket queries only", check_ioctl },
 	{ "shmat",
 	  "a segment has one address, the same in every process (no MMU): shmat at another address, or a second "
 	  "attach in one process, is EINVAL; the pages' protection is the segment's (writable while any attachment "
@@ -658,6 +730,12 @@ static const struct note {
 	  "what clone provides, with clone's limits; the exit signal is always SIGCHLD; CLONE_PIDFD, "
 	  "CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid: EINVAL",
 	  check_clone3 },
+	{ "socket",
+	  "AF_UNIX, AF_INET, AF_INET6, AF_PACKET and NETLINK_ROUTE only: other families are EAFNOSUPPORT, other netlink "
+	  "protocols EPROTONOSUPPORT",
+	  check_socket },
+	{ "recvmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid", check_recvmsg },
+	{ "bind", "an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL", check_bind },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
@@ -673,6 +751,8 @@ static const struct note {
 	  "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the "
 	  "process's first thread only",
 	  check_signalfd4 },
+	{ "recvmmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid",
+	  check_recvmmsg },
 	{ "close_range", "CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)",
 	  check_close_range },
 };
