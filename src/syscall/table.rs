@@ -8,8 +8,8 @@
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{
-    cred, events, exec, fs, info, io, ipc, locks, memory, net, process, sched, signal, splice, time, wait, xattr,
-    Args, Ctx, SysResult,
+    cred, events, exec, fs, info, io, ipc, locks, memory, net, process, sched, signal, splice, time, wait, xattr, Args,
+    Ctx, SysResult,
 };
 use std::sync::OnceLock;
 
