@@ -739,8 +739,8 @@ impl EntryPath for SplitEntry {
 /// [`REBALANCE`] the nomu thread is let loose for one wake-up and the pair
 /// is then pinned to whatever CPU the scheduler chose for it.
 struct Affinity {
-    /// The CPUs nomu may use (None: just one, nothing to do).
-    allowed: Option<libc::cpu_set_t>,
+    /// Whether pinning pays (not when the two sides spin on two CPUs).
+    may_pin: bool,
     pinned_to: Option<usize>,
     since: std::time::Instant,
 }
@@ -749,32 +749,29 @@ const REBALANCE: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Affinity {
     fn new() -> Affinity {
-        // SAFETY: an all-zero cpu_set_t is an empty set; sched_getaffinity
-        // fills it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: valid size and output pointer, for the calling thread.
-        let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
-        // SAFETY: counting the bits of our own set.
-        let many = ok && unsafe { libc::CPU_COUNT(&set) } > 1;
-        // Spinning needs the two sides on two CPUs.
-        let many = many && !may_spin();
-        Affinity { allowed: many.then_some(set), pinned_to: None, since: std::time::Instant::now() }
+        Affinity { may_pin: !may_spin(), pinned_to: None, since: std::time::Instant::now() }
     }
 
     fn before_release(&mut self, child: i32) {
-        let Some(allowed) = &self.allowed else { return };
-        if self.pinned_to.is_some() && self.since.elapsed() < REBALANCE {
+        if !self.may_pin || (self.pinned_to.is_some() && self.since.elapsed() < REBALANCE) {
             return;
         }
-        if self.pinned_to.is_some() {
+        self.since = std::time::Instant::now();
+        // The CPUs the guest thread may use (nomu's, or the mask it set):
+        // asked each time, since the guest may set one while pinned, and
+        // a rebalance must never widen it (getcpu stays inside it).
+        let allowed = crate::host::sys::guest_affinity();
+        if self.pinned_to.take().is_some() {
             // Loose for the next wake-up.
-            set_affinity(0, allowed);
-            self.pinned_to = None;
-            self.since = std::time::Instant::now();
+            set_affinity_mask(0, &allowed);
             return;
         }
         // SAFETY: sched_getcpu only reads.
         let Ok(cpu) = usize::try_from(unsafe { libc::sched_getcpu() }) else { return };
+        let cpus: u32 = allowed.iter().map(|b| b.count_ones()).sum();
+        if cpus < 2 || allowed.get(cpu / 8).is_none_or(|b| b & (1 << (cpu % 8)) == 0) {
+            return; // one CPU (already the thread's), or not ours to pick
+        }
         // SAFETY: an all-zero cpu_set_t is empty; we add one CPU we may use.
         let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: cpu < CPU_SETSIZE (the host just ran us on it).
@@ -782,15 +779,20 @@ impl Affinity {
         set_affinity(0, &one);
         set_affinity(child, &one);
         self.pinned_to = Some(cpu);
-        self.since = std::time::Instant::now();
     }
 
     /// Gives the nomu thread all its CPUs back.
     fn unpin(&mut self) {
-        if let (Some(allowed), Some(_)) = (&self.allowed, self.pinned_to.take()) {
-            set_affinity(0, allowed);
+        if self.pinned_to.take().is_some() {
+            set_affinity_mask(0, &crate::host::sys::guest_affinity());
         }
     }
+}
+
+fn set_affinity_mask(tid: i32, mask: &[u8]) {
+    // SAFETY: the host reads mask.len() bytes of `mask`, for this thread
+    // (0) or our own child.
+    unsafe { libc::sched_setaffinity(tid, mask.len(), mask.as_ptr().cast()) };
 }
 
 fn set_affinity(tid: i32, set: &libc::cpu_set_t) {

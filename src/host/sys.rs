@@ -436,7 +436,22 @@ pub fn host_nice() -> i32 {
 pub fn sched_setaffinity(tid: i32, mask: &[u8]) -> R<()> {
     let call = args([tid as u64, mask.len() as u64, mask.as_ptr() as u64]);
     // SAFETY: the host reads mask.len() bytes of `mask`.
-    unsafe { syscall(libc::SYS_sched_setaffinity, call) }.map(drop)
+    unsafe { syscall(libc::SYS_sched_setaffinity, call) }?;
+    let tid = if tid == 0 { gettid() } else { tid };
+    GUEST_MASKS.lock().unwrap().insert(tid, mask.to_vec());
+    Ok(())
+}
+
+/// The mask last given to each host thread through [`sched_setaffinity`]:
+/// the guest thread's it runs. The split path pins its threads to one CPU
+/// for speed, inside this mask, and loosens them back to it.
+static GUEST_MASKS: std::sync::Mutex<std::collections::BTreeMap<i32, Vec<u8>>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// The CPUs the guest thread this host thread runs may use: the mask set
+/// for it, else nomu's.
+pub fn guest_affinity() -> Vec<u8> {
+    GUEST_MASKS.lock().unwrap().get(&gettid()).cloned().unwrap_or_else(|| nomu_affinity().to_vec())
 }
 
 /// sched_getaffinity(2) of host thread `tid` (0: this one): the bytes of

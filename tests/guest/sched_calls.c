@@ -6,6 +6,7 @@
  * Prints section names and each child's check count only. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
+#include <time.h>
 
 #include <pthread.h>
 #include <sched.h>
@@ -242,6 +243,17 @@ static void affinity(void)
 	snprintf(want, sizeof(want), "%d", last);
 	CHECK_EQ(run_self("cpu", want), 0);
 	CHECK(only_cpu(last));
+	/* And it stays there through many syscalls (regression: the split
+	 * path, which pins its two sides to one CPU, loosened them every
+	 * 50 ms to all of nomu's CPUs, and getcpu left the guest's mask). */
+	int stayed = 1;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		stayed &= only_cpu(last);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) < 300000000L);
+	CHECK(stayed);
 	CHECK_OK(sched_setaffinity(0, sizeof(all), &all));
 	CHECK_EQ(raw_getaffinity(0, sizeof(set), &set), n);
 	CHECK(CPU_EQUAL(&all, &set));
