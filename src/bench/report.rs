@@ -179,6 +179,9 @@ impl Report {
             goals.push(Goal { text, verdict, detail });
         };
         ratio_goal("nomu-zpoline", "getpid", 0.5);
+        // From the rootless-rewriting issue (19): the rewrite path as fast
+        // as zpoline without root or page 0.
+        ratio_goal("nomu-rewrite", "getpid", 0.5);
         for op in ["read_null", "write_null", "fstat_null"] {
             ratio_goal("nomu-zpoline", op, 1.3);
         }
@@ -219,6 +222,15 @@ impl Report {
                 detail: String::new(),
             },
         });
+
+        // Issue 19: every op of the rewrite path within 1.15x of zpoline's
+        // (a "speed-up" of zpoline over it of at most 1.15x).
+        goals.push(self.faster_goal(
+            "nomu-rewrite",
+            "nomu-zpoline",
+            1.0 / 1.15,
+            "nomu-rewrite within 1.15x of nomu-zpoline on every op",
+        ));
 
         // UML, and every gVisor platform that ran (or gVisor as a whole
         // when none did).
