@@ -59,7 +59,8 @@
 //!
 //! Where trampolines live: in 256 KiB right below the direct map, 64 MiB
 //! right above it, and, for code farther than 2 GiB from both, in 64 KiB
-//! chunks of free physical memory near the code, claimed from the kernel's
+//! chunks of free physical memory as high as rel32 reach allows (the
+//! allocator hands out low pages first), claimed from the kernel's
 //! allocator for good (read+execute in the direct map, written through the
 //! alias). A fault or a kick inside a trampoline is reported at the
 //! original instruction's address.
@@ -537,16 +538,24 @@ fn place(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
     if let Some(found) = place_in_regions(st, plan, from, fixed) {
         return Some(found);
     }
-    // None in reach: claim free physical pages near the code, at a
-    // displacement with the int3 bytes wanted (nearest first).
+    // None in reach: claim free physical pages, as high as reach allows
+    // (the allocator hands out low pages first, and large contiguous
+    // blocks, a 4 GiB mapping's, stay whole), at a displacement with the
+    // int3 bytes wanted.
+    let pm = PhysMem::get();
     let period: i64 = if fixed & 4 != 0 { 1 << 24 } else { CHUNK as i64 };
-    for t in 1..64i64 {
-        let d = if t % 2 == 0 { t / 2 } else { -(t / 2 + 1) };
-        let rel = next_punned(d * period, fixed);
-        if rel.abs() > REACH || from + rel < 0 {
+    let top = (pm.end() as i64 - CHUNK as i64).min(from + REACH - SLOT as i64);
+    for t in 0..64i64 {
+        let target = top - t * period;
+        if target < pm.base() as i64 || target < from - REACH {
+            break;
+        }
+        let rel = next_punned(target - from, fixed);
+        let at = from + rel;
+        if rel > REACH || at + SLOT as i64 > pm.end() as i64 {
             continue;
         }
-        if claim_region((from + rel) as u64) {
+        if claim_region(at as u64) {
             return place_in_regions(st, plan, from, fixed);
         }
     }
