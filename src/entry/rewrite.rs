@@ -137,6 +137,9 @@ enum Mark {
 
 /// One patched range.
 struct Patch {
+    /// Whether the patch is in guest memory now (else its trampoline waits
+    /// for the same bytes at the same place again: a re-exec).
+    active: bool,
     /// First byte of the patched range, its original bytes, the bytes
     /// written over them.
     start: u64,
@@ -177,7 +180,14 @@ struct State {
     plans: BTreeMap<(u64, Vec<u8>), Option<Plan>>,
     /// Trampoline byte ranges in use: start -> end.
     used: BTreeMap<u64, u64>,
+    /// Patches by site and the bytes around it: a program exec'd again
+    /// gets its patches back without decoding or allocating.
+    by_site: BTreeMap<(u64, Around), u64>,
 }
+
+/// The bytes around a site (LOOK_BACK before to LOOK_AHEAD after, within
+/// its page), zero-padded, and how many there are.
+type Around = ([u8; LOOK_BACK + 2 + LOOK_AHEAD], usize);
 
 static STATE: Mutex<State> = Mutex::new(State {
     marks: BTreeMap::new(),
@@ -185,6 +195,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     reuse: BTreeMap::new(),
     plans: BTreeMap::new(),
     used: BTreeMap::new(),
+    by_site: BTreeMap::new(),
 });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
@@ -629,8 +640,29 @@ pub fn patch(site: u64, how: Patching) -> bool {
     let page = site & !(PAGE_SIZE as u64 - 1);
     let lo = site.saturating_sub(LOOK_BACK as u64).max(page);
     let hi = (site + 2 + LOOK_AHEAD as u64).min(page + PAGE_SIZE as u64);
-    let Some(around) = read_guest(lo, (hi - lo) as usize) else { return false };
-    let key = (site, around);
+    let mut around: Around = ([0; LOOK_BACK + 2 + LOOK_AHEAD], (hi - lo) as usize);
+    if safecopy::copy_from_guest(&mut around.0[..around.1], lo as usize) != around.1 {
+        return false;
+    }
+    // Patched before with these very bytes around (a re-exec): the same
+    // trampoline again.
+    if let Some(&slot) = st.by_site.get(&(site, around)) {
+        let free = st.patches.get(&slot).filter(|p| !p.active).map(|p| (p.start, p.end()));
+        if let Some((start, end)) = free.filter(|&(start, end)| st.marks.range(start..end).next().is_none()) {
+            let p = st.patches.get_mut(&slot).unwrap();
+            p.active = true;
+            let marks: Vec<(u64, Mark)> = std::iter::once((start, Mark::Head { slot }))
+                .chain(p.orig.iter().enumerate().skip(1).map(|(k, &a)| (a, Mark::Interior { slot, k })))
+                .collect();
+            let bytes = p.patched.clone();
+            st.marks.extend(marks);
+            debug_assert_eq!(end - start, bytes.len() as u64);
+            write_patch(pm, start, &bytes, how);
+            return true;
+        }
+    }
+    let key_again = (site, around);
+    let key = (site, around.0[..around.1].to_vec());
     let cached = st.plans.get(&key).cloned();
     let found = match cached {
         Some(Some(plan)) => try_plan(&mut st, &plan).map(|placed| (plan, placed)),
@@ -665,10 +697,18 @@ pub fn patch(site: u64, how: Patching) -> bool {
     for (k, &a) in orig.iter().enumerate().skip(1) {
         st.marks.insert(a, Mark::Interior { slot, k });
     }
-    st.patches.insert(slot, Patch { start, original, patched: patched.clone(), orig, tramp, sk: plan.sk });
+    st.patches
+        .insert(slot, Patch { active: true, start, original, patched: patched.clone(), orig, tramp, sk: plan.sk });
+    st.by_site.insert(key_again, slot);
+    write_patch(pm, start, &patched, how);
+    true
+}
+
+/// Writes a patch's bytes at `start`.
+fn write_patch(pm: &PhysMem, start: u64, patched: &[u8], how: Patching) {
     if how == Patching::Fresh {
-        pm.poke(start as usize, &patched);
-        return true;
+        pm.poke(start as usize, patched);
+        return;
     }
     // text_poke_bp: int3, the tail, the head, serializing between.
     pm.poke(start as usize, &[INT3]);
@@ -677,7 +717,6 @@ pub fn patch(site: u64, how: Patching) -> bool {
     sync_core();
     pm.poke(start as usize, &patched[..1]);
     sync_core();
-    true
 }
 
 /// The trampoline for `plan`: one made before for the same bytes at the
@@ -691,7 +730,7 @@ fn try_plan(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
     }
     let original = read_guest(start, (end - start) as usize)?;
     if let Some(&slot) = st.reuse.get(&(start, original.clone())) {
-        if let Some(p) = st.patches.get(&slot).filter(|p| p.patched.is_empty()) {
+        if let Some(p) = st.patches.get(&slot).filter(|p| !p.active) {
             return Some((slot, p.tramp.clone()));
         }
     }
@@ -700,16 +739,24 @@ fn try_plan(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
     // Not in use until patch() fills it in.
     st.patches.insert(
         slot,
-        Patch { start, original: Vec::new(), patched: Vec::new(), orig: Vec::new(), tramp: tramp.clone(), sk: plan.sk },
+        Patch {
+            active: false,
+            start,
+            original: Vec::new(),
+            patched: Vec::new(),
+            orig: Vec::new(),
+            tramp: tramp.clone(),
+            sk: plan.sk,
+        },
     );
     Some((slot, tramp))
 }
 
 /// Whether patch `slot`'s bytes are still in guest memory.
 fn intact(st: &State, slot: u64) -> bool {
-    st.patches.get(&slot).is_some_and(|p| {
-        !p.patched.is_empty() && read_guest(p.start, p.patched.len()).as_deref() == Some(&p.patched[..])
-    })
+    st.patches
+        .get(&slot)
+        .is_some_and(|p| p.active && read_guest(p.start, p.patched.len()).as_deref() == Some(&p.patched[..]))
 }
 
 /// Drops the records of patch `slot` (its trampoline stays, for reuse).
@@ -720,9 +767,7 @@ fn forget_patch(st: &mut State, slot: u64) {
                 st.marks.remove(&a);
             }
         }
-        p.orig.clear();
-        p.patched.clear();
-        p.original.clear();
+        p.active = false;
     }
 }
 
@@ -761,7 +806,7 @@ pub fn code_made_writable(addr: usize, len: usize) {
     let pm = PhysMem::get();
     for slot in slots {
         let Some(p) = st.patches.get(&slot) else { continue };
-        if p.patched.is_empty() || p.start + p.patched.len() as u64 <= addr as u64 {
+        if !p.active || p.start + p.patched.len() as u64 <= addr as u64 {
             continue;
         }
         if intact(&st, slot) {
@@ -853,7 +898,7 @@ pub fn map_back(regs: &mut GuestRegs) {
     }
     let st = state();
     let Some(p) = trampoline_of(&st, regs.rip).and_then(|t| st.patches.get(&t)) else { return };
-    if p.orig.is_empty() {
+    if !p.active {
         return;
     }
     if let Some(k) = p.tramp.iter().position(|&t| t == regs.rip) {
@@ -871,7 +916,7 @@ pub fn map_back(regs: &mut GuestRegs) {
 pub fn start_at(rip: u64) -> u64 {
     let st = state();
     if let Some(Mark::Interior { slot, k }) = st.marks.get(&rip).copied() {
-        if let Some(p) = st.patches.get(&slot).filter(|p| k != p.sk && !p.orig.is_empty()) {
+        if let Some(p) = st.patches.get(&slot).filter(|p| k != p.sk && p.active) {
             return p.tramp[k];
         }
     }
