@@ -775,15 +775,14 @@ fn forget_patch(st: &mut State, slot: u64) {
 pub fn memory_freed(addr: usize, len: usize) {
     let (lo, hi) = (addr as u64, (addr + len) as u64);
     let mut st = state();
-    if st.marks.range(lo..hi).next().is_none() {
-        return;
-    }
+    // A patched range lies in one page, and pages are freed whole: every
+    // mark of a patch whose head is here is here too.
     let gone: Vec<(u64, Mark)> = st.marks.range(lo..hi).map(|(&a, &m)| (a, m)).collect();
     for (a, m) in gone {
-        match m {
-            Mark::Head { slot } | Mark::Interior { slot, .. } => forget_patch(&mut st, slot),
-            Mark::Refused => {
-                st.marks.remove(&a);
+        st.marks.remove(&a);
+        if let Mark::Head { slot } = m {
+            if let Some(p) = st.patches.get_mut(&slot) {
+                p.active = false;
             }
         }
     }
