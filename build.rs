@@ -14,7 +14,7 @@ fn main() {
     let names = cases.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
     assert!(names.count() > 0, "tests/guest/CASES lists no test case");
     let mut out = String::new();
-    for entry in ["seccomp", "zpoline", "sysemu", "split"] {
+    for entry in ["seccomp", "zpoline", "rewrite", "sysemu", "split"] {
         let _ = writeln!(out, "mod {entry} {{\n    use super::*;\n");
         for line in cases.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
             let name = line.split_whitespace().next().unwrap();

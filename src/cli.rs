@@ -201,7 +201,7 @@ fn run(m: &ArgMatches) -> i32 {
         .collect();
     // The in-process paths run nomu's kernel on guest threads (see
     // reexec_with_glibc_off_avx).
-    let in_process = |k: EntryKind| matches!(k, EntryKind::Zpoline | EntryKind::Seccomp);
+    let in_process = |k: EntryKind| matches!(k, EntryKind::Zpoline | EntryKind::Rewrite | EntryKind::Seccomp);
     let uses_in_process_path = match entry {
         Some(k) => in_process(k),
         None => EntryKind::ALL.into_iter().find(|k| k.availability().is_ok()).is_some_and(in_process),

@@ -179,6 +179,9 @@ impl Report {
             goals.push(Goal { text, verdict, detail });
         };
         ratio_goal("nomu-zpoline", "getpid", 0.5);
+        // From the rootless-rewriting issue (19): the rewrite path as fast
+        // as zpoline without root or page 0.
+        ratio_goal("nomu-rewrite", "getpid", 0.5);
         for op in ["read_null", "write_null", "fstat_null"] {
             ratio_goal("nomu-zpoline", op, 1.3);
         }
@@ -220,6 +223,9 @@ impl Report {
             },
         });
 
+        // Issue 19: every op of the rewrite path within 1.15x of zpoline's.
+        goals.push(self.within_goal("nomu-rewrite", "nomu-zpoline", 1.15));
+
         // UML, and every gVisor platform that ran (or gVisor as a whole
         // when none did).
         let gvisors: Vec<&str> =
@@ -246,6 +252,35 @@ impl Report {
     }
 
     /// `a` is at least `factor` times faster than `b` on every op both ran.
+    /// `a` takes at most `factor` times `b`'s time on every op both ran.
+    fn within_goal(&self, a: &str, b: &str, factor: f64) -> Goal {
+        let text = format!("{a} within {factor}x of {b} on every op");
+        if let Some(why) = self.missing(a).or_else(|| self.missing(b)) {
+            return Goal { text, verdict: Verdict::Unknown(why), detail: String::new() };
+        }
+        let mut worst: Option<(f64, &str)> = None;
+        let mut misses = Vec::new();
+        for op in &self.ops {
+            let (Some(x), Some(y)) = (self.ns(a, op.name), self.ns(b, op.name)) else { continue };
+            let r = x / y;
+            if worst.is_none_or(|(w, _)| r > w) {
+                worst = Some((r, op.name));
+            }
+            if r > factor {
+                misses.push(format!("{} {r:.2}x", op.name));
+            }
+        }
+        match worst {
+            None => Goal { text, verdict: Verdict::Unknown("no op measured by both".into()), detail: String::new() },
+            Some((w, op)) if misses.is_empty() => {
+                Goal { text, verdict: Verdict::Met, detail: format!("most: {w:.2}x on {op}") }
+            }
+            Some(_) => {
+                Goal { text, verdict: Verdict::Missed, detail: format!("over {factor}x on: {}", misses.join(", ")) }
+            }
+        }
+    }
+
     fn faster_goal(&self, a: &str, b: &str, factor: f64, text: &str) -> Goal {
         let text = text.to_string();
         if let Some(why) = self.missing(a).or_else(|| self.missing(b)) {

@@ -474,8 +474,14 @@ pub(super) trait SyscallRewriter: Sync {
     fn fault_in_stub(&self, regs: &mut GuestRegs, tcb: &Tcb) -> Option<Fault>;
     /// A fault of guest code: the trap it stands for when the rewriting
     /// caused it (`regs` made that trap's), or None when it is the guest's
-    /// own fault as it stands.
-    fn fault_in_guest(&self, regs: &mut GuestRegs, signo: i32, addr: u64) -> Option<Trap>;
+    /// own fault as it stands (`regs` may then be moved from the
+    /// rewriter's code to the guest's own: see `guest_stopped`). `trapno`
+    /// is the CPU's (3 for an int3).
+    fn fault_in_guest(&self, regs: &mut GuestRegs, signo: i32, addr: u64, trapno: u64) -> Option<Trap>;
+    /// A kick stopped guest code at `regs.rip`: where it runs code of the
+    /// rewriter's on the guest's behalf (a trampoline), `regs` become the
+    /// equivalent state in the guest's own code.
+    fn guest_stopped(&self, _regs: &mut GuestRegs) {}
     /// Whether the rewriter keeps its per-thread block in the gs base (then
     /// the guest's never reaches the host).
     fn owns_gs_base(&self) -> bool;
@@ -696,6 +702,8 @@ unsafe extern "C" fn nomu_handle_trap(
                 }
                 return BACK_TO_NOMU;
             }
+        } else if let Some(r) = rewriter {
+            r.guest_stopped(&mut uc.mcontext.regs);
         }
         Trap::Interrupt
     } else {
@@ -707,6 +715,7 @@ unsafe extern "C" fn nomu_handle_trap(
         let addr = unsafe { (*info).si_addr() } as u64;
         // SAFETY: si_code is always valid.
         let code = unsafe { (*info).si_code };
+        let trapno = uc.mcontext.trapno;
         let regs = &mut uc.mcontext.regs;
         // SAFETY: the address of an asm label, never read.
         let guests_fault_in_nomu = if tcb.kernel.is_none() {
@@ -723,7 +732,7 @@ unsafe extern "C" fn nomu_handle_trap(
         } else if in_nomu || tcb.kernel.is_none() {
             internal_fault(signo, rip, addr);
             return BACK_TO_NOMU;
-        } else if let Some(trap) = rewriter.and_then(|r| r.fault_in_guest(regs, signo, addr)) {
+        } else if let Some(trap) = rewriter.and_then(|r| r.fault_in_guest(regs, signo, addr, trapno)) {
             trap
         } else {
             Trap::Fault(Fault { signo, code, addr, trapno: uc.mcontext.trapno, err: uc.mcontext.err })

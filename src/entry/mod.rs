@@ -4,6 +4,8 @@
 //! guest syscall or fault into a call of [`GuestKernel::on_trap`] with the
 //! guest's registers. The kernel never learns which path is in use; each path
 //! is one implementation of [`EntryPath`]:
+//! - `rewrite`: zpoline's second mode without page 0: each site patched
+//!   into a jump to a trampoline of its own beside guest memory;
 //! - `seccomp`: SIGSYS in the same host process, on the guest's host thread;
 //! - `zpoline`: `syscall` instructions rewritten into calls to a trampoline
 //!   at address 0, on the guest's host thread (seccomp catches first uses);
@@ -18,6 +20,7 @@
 mod children;
 pub mod host_signals;
 pub mod kstack;
+pub mod rewrite;
 pub mod seccomp;
 pub mod split;
 pub mod sysemu;
@@ -242,9 +245,22 @@ pub trait EntryPath: Send + Sync {
     /// as if it had trapped before (zpoline rewrites it; the others have
     /// nothing to do). A guess that is no `syscall` is left alone.
     fn prepare_syscall_site(&self, _addr: u64) {}
+    /// The syscall instruction at `addr` just trapped for the first time,
+    /// in a mapping that is not writable, and the path said it wants it
+    /// ([`TrapFrame::new_site`]): patch it now, while other threads may run
+    /// it (the rewrite path; zpoline rewrote it in the trap already).
+    fn patch_syscall_site(&self, _addr: u64) {}
     /// Physical pages [addr, addr+len) were freed or wiped: whatever the
     /// path noted about code in them (zpoline's rewritten sites) is void.
     fn memory_freed(&self, _addr: usize, _len: usize) {}
+    /// Guest pages [addr, addr+len) were made writable (mprotect): code
+    /// the path patched there gets its own bytes back, as the guest may
+    /// rewrite it (the rewrite path).
+    fn code_made_writable(&self, _addr: usize, _len: usize) {}
+    /// How the path may claim pages of physical memory for code of its own
+    /// near guest code (the rewrite path's trampolines): `claim(addr, len)`
+    /// takes those pages for good, read+execute, if they are free.
+    fn set_page_source(&self, _claim: Box<dyn Fn(usize, usize) -> bool + Send + Sync>) {}
     /// Whether `run` may be called from inside another guest thread's trap
     /// on the same host thread (it then returns to that trap when done):
     /// the in-process paths, where a vfork child runs on its parent's host
@@ -258,17 +274,20 @@ pub trait EntryPath: Send + Sync {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum EntryKind {
     Zpoline,
+    Rewrite,
     Seccomp,
     Split,
     Sysemu,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 4] = [EntryKind::Zpoline, EntryKind::Seccomp, EntryKind::Split, EntryKind::Sysemu];
+    pub const ALL: [EntryKind; 5] =
+        [EntryKind::Zpoline, EntryKind::Rewrite, EntryKind::Seccomp, EntryKind::Split, EntryKind::Sysemu];
 
     pub fn name(self) -> &'static str {
         match self {
             EntryKind::Zpoline => "zpoline",
+            EntryKind::Rewrite => "rewrite",
             EntryKind::Seccomp => "seccomp",
             EntryKind::Split => "split",
             EntryKind::Sysemu => "sysemu",
@@ -283,6 +302,7 @@ impl EntryKind {
     pub fn summary(self) -> &'static str {
         match self {
             EntryKind::Zpoline => "syscall rewritten to call *%rax into a trampoline at address 0",
+            EntryKind::Rewrite => "each syscall site patched into a jump to its own trampoline (no root needed)",
             EntryKind::Seccomp => "seccomp SIGSYS handled on the guest's own host thread",
             EntryKind::Split => "guest in a CLONE_VM host process; its SIGSYS handler hands off to nomu by futex",
             EntryKind::Sysemu => "guest in a CLONE_VM host process traced with PTRACE_SYSEMU",
@@ -294,6 +314,7 @@ impl EntryKind {
         match self {
             EntryKind::Seccomp => seccomp::available(),
             EntryKind::Zpoline => zpoline::available(),
+            EntryKind::Rewrite => zpoline::rewrite_available(),
             EntryKind::Split => split::available(),
             EntryKind::Sysemu => sysemu::available(),
         }
@@ -326,6 +347,7 @@ pub fn install(
     Ok(match kind {
         EntryKind::Seccomp => Box::new(seccomp),
         EntryKind::Zpoline => Box::new(zpoline::ZpolineEntry::install(physmem)?),
+        EntryKind::Rewrite => Box::new(zpoline::ZpolineEntry::install_rewrite(physmem)?),
         EntryKind::Sysemu => Box::new(sysemu::SysemuEntry::install()?),
         EntryKind::Split => Box::new(split::SplitEntry::install()?),
     })

@@ -116,6 +116,7 @@ global_asm!(
     "    pop qword ptr gs:[{z_rip}]",
     "    mov qword ptr gs:[{z_rsp}], rsp",
     "    mov qword ptr gs:[{z_reason}], 0",
+    "nomu_zpoline_switch:",
     "    mov rsp, qword ptr gs:[{z_stack_top}]",
     // A GuestRegs on the kernel stack, last field first.
     "    pushfq",
@@ -262,6 +263,15 @@ global_asm!(
     // Leave guest mode for good: back where nomu_enter_guest was called.
     "3:  mov rcx, qword ptr gs:[{z_self}]",
     "    jmp nomu_leave_guest",
+    // The rewrite mode's entry, from a site's trampoline: guest registers
+    // but rcx, which holds the address after the site (as `syscall` leaves
+    // it); the guest's stack untouched.
+    ".globl nomu_rewrite_entry",
+    "nomu_rewrite_entry:",
+    "    mov qword ptr gs:[{z_rip}], rcx",
+    "    mov qword ptr gs:[{z_rsp}], rsp",
+    "    mov qword ptr gs:[{z_reason}], 2",
+    "    jmp nomu_zpoline_switch",
     ".globl nomu_zpoline_end",
     "nomu_zpoline_end:",
     z_rip = const offset_of!(Tcb, z_rip),
@@ -286,6 +296,15 @@ extern "C" {
     static nomu_zpoline_tail_jmp: u8;
     static nomu_zpoline_tail_end: u8;
     static nomu_zpoline_end: u8;
+    static nomu_rewrite_entry: u8;
+}
+
+/// The rewrite mode (entry path `rewrite`, see rewrite.rs): per-site
+/// trampolines instead of page 0.
+static REWRITE_MODE: AtomicBool = AtomicBool::new(false);
+
+fn rewrite_mode() -> bool {
+    REWRITE_MODE.load(Ordering::Relaxed)
 }
 
 fn addr_of(sym: &u8) -> u64 {
@@ -298,7 +317,14 @@ pub fn available() -> Result<(), String> {
     AVAILABLE.get_or_init(probe).clone()
 }
 
-fn probe() -> Result<(), String> {
+/// Whether this host can run the rewrite mode (no page 0 needed).
+pub fn rewrite_available() -> Result<(), String> {
+    static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
+    AVAILABLE.get_or_init(|| probe_stub().and_then(|_| super::rewrite::available())).clone()
+}
+
+/// What the stub needs of the host, in both modes.
+fn probe_stub() -> Result<(), String> {
     super::seccomp::available().map_err(|e| format!("it catches first uses through seccomp: {e}"))?;
     if !crate::host::cpu::has_fsgsbase() {
         return Err("needs the FSGSBASE instructions (CPU or kernel lacks them)".into());
@@ -309,6 +335,11 @@ fn probe() -> Result<(), String> {
     if crate::host::cpu::xsave_size() + 64 > SSE_SAVE_OFFSET {
         return Err(format!("the CPU's xsave area ({} bytes) is too big", crate::host::cpu::xsave_size()));
     }
+    Ok(())
+}
+
+fn probe() -> Result<(), String> {
+    probe_stub()?;
     let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr").unwrap_or_default();
     if min.trim() != "0" {
         return Err(format!(
@@ -439,7 +470,9 @@ fn install_trampoline() -> Result<(), String> {
     Ok(())
 }
 
-pub struct ZpolineEntry;
+pub struct ZpolineEntry {
+    rewrite: bool,
+}
 
 impl ZpolineEntry {
     /// Maps the trampoline and the site bitmap, and plugs the path into the
@@ -471,7 +504,18 @@ impl ZpolineEntry {
         install_trampoline()?;
         ACTIVE.store(true, Ordering::Release);
         host_signals::set_rewriter(&Rewriter);
-        Ok(ZpolineEntry)
+        Ok(ZpolineEntry { rewrite: false })
+    }
+
+    /// The rewrite mode: trampolines beside physical memory, no page 0.
+    pub fn install_rewrite(physmem: &PhysMem) -> Result<ZpolineEntry, String> {
+        rewrite_available()?;
+        XSTATE_SIZE.store(crate::host::cpu::xsave_size(), Ordering::Relaxed);
+        // SAFETY: the address of an asm label, never read.
+        super::rewrite::install(physmem, addr_of(unsafe { &nomu_rewrite_entry }))?;
+        REWRITE_MODE.store(true, Ordering::Release);
+        host_signals::set_rewriter(&Rewriter);
+        Ok(ZpolineEntry { rewrite: true })
     }
 }
 
@@ -637,6 +681,14 @@ struct Rewriter;
 
 impl SyscallRewriter for Rewriter {
     fn rewrite(&self, site: u64) -> bool {
+        if rewrite_mode() {
+            // The kernel patches it (it knows whether the mapping is
+            // writable); refused sites are not worth its look.
+            let mut code = [0u8; 2];
+            return safecopy::copy_from_guest(&mut code, site as usize) == 2
+                && code == SYSCALL
+                && super::rewrite::may_patch(site);
+        }
         rewrite(site)
     }
 
@@ -672,7 +724,18 @@ impl SyscallRewriter for Rewriter {
         }
     }
 
-    fn fault_in_guest(&self, regs: &mut GuestRegs, signo: i32, addr: u64) -> Option<Trap> {
+    fn fault_in_guest(&self, regs: &mut GuestRegs, signo: i32, addr: u64, trapno: u64) -> Option<Trap> {
+        if rewrite_mode() {
+            if signo == libc::SIGTRAP && trapno == 3 {
+                match super::rewrite::int3(regs) {
+                    Some(super::rewrite::Int3::Syscall) => return Some(Trap::Syscall),
+                    Some(super::rewrite::Int3::Resume) => return Some(Trap::Interrupt),
+                    None => {}
+                }
+            }
+            super::rewrite::map_back(regs);
+            return None;
+        }
         if fault_was_syscall(regs, signo, addr) {
             Some(Trap::Syscall)
         } else if in_trampoline(regs.rip) {
@@ -688,6 +751,12 @@ impl SyscallRewriter for Rewriter {
 
     fn owns_gs_base(&self) -> bool {
         true
+    }
+
+    fn guest_stopped(&self, regs: &mut GuestRegs) {
+        if rewrite_mode() {
+            super::rewrite::map_back(regs);
+        }
     }
 }
 
@@ -758,8 +827,31 @@ unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u
         crate::host::sys::write_all(2, b"nomu: internal error: zpoline trap without a guest thread\n");
         std::process::abort();
     };
+    // Rewrite mode, a site whose trampoline runs the instructions after the
+    // syscall: (the guest's address after it, the trampoline's).
+    let mut way_back = None;
     let trap = if tcb.z_reason == 1 {
         Trap::Interrupt
+    } else if tcb.z_reason == 2 {
+        // From a rewrite-mode trampoline, rip = rcx = its after-part, whose
+        // word before it is the address after the site in the guest's code:
+        // what the kernel and the guest see (rcx as `syscall` leaves it).
+        match super::rewrite::entered_from(regs.rip) {
+            Some((after, through_trampoline)) => {
+                if through_trampoline {
+                    way_back = Some((after, regs.rip));
+                }
+                regs.rip = after;
+                regs.rcx = after;
+                regs.r11 = regs.rflags;
+                Trap::Syscall
+            }
+            None => {
+                // Not from a trampoline's own lea: a wild jump into one.
+                regs.rip = 0;
+                Trap::Fault(NULL_FETCH_FAULT)
+            }
+        }
     } else if is_site(regs.rip.wrapping_sub(2)) {
         // What the syscall instruction would have left there.
         regs.rcx = regs.rip;
@@ -788,6 +880,13 @@ unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u
             // The stub returns with popfq: a trap flag would single-step
             // nomu's own last instructions. Not supported on this path.
             regs.rflags &= !RFLAGS_TF;
+            if let Some((after, tramp)) = way_back {
+                if regs.rip == after {
+                    // The syscall returns where it was made: through the
+                    // trampoline's copies of what followed it.
+                    regs.rip = tramp;
+                }
+            }
             0
         }
         Resume::Exit => 1,
@@ -796,7 +895,11 @@ unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u
 
 impl EntryPath for ZpolineEntry {
     fn name(&self) -> &'static str {
-        "zpoline"
+        if self.rewrite {
+            "rewrite"
+        } else {
+            "zpoline"
+        }
     }
 
     fn interrupt(&self, host_tid: i32) {
@@ -812,11 +915,37 @@ impl EntryPath for ZpolineEntry {
     }
 
     fn prepare_syscall_site(&self, addr: u64) {
-        rewrite(addr);
+        if self.rewrite {
+            super::rewrite::patch(addr, super::rewrite::Patching::Fresh);
+        } else {
+            rewrite(addr);
+        }
+    }
+
+    fn patch_syscall_site(&self, addr: u64) {
+        if self.rewrite {
+            super::rewrite::patch(addr, super::rewrite::Patching::Live);
+        }
     }
 
     fn memory_freed(&self, addr: usize, len: usize) {
-        forget_sites(addr, len);
+        if self.rewrite {
+            super::rewrite::memory_freed(addr, len);
+        } else {
+            forget_sites(addr, len);
+        }
+    }
+
+    fn set_page_source(&self, claim: Box<dyn Fn(usize, usize) -> bool + Send + Sync>) {
+        if self.rewrite {
+            super::rewrite::set_page_source(claim);
+        }
+    }
+
+    fn code_made_writable(&self, addr: usize, len: usize) {
+        if self.rewrite {
+            super::rewrite::code_made_writable(addr, len);
+        }
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
@@ -834,6 +963,10 @@ impl EntryPath for ZpolineEntry {
         // comes back when this one is done).
         if let Err(e) = crate::host::sys::set_gs_base(tcb as u64) {
             panic!("zpoline: setting the gs base: {e}");
+        }
+        let mut start = start;
+        if self.rewrite {
+            start.regs.rip = super::rewrite::start_at(start.regs.rip);
         }
         host_signals::run_in_process(&kstack, StartState { gs_base: 0, ..start }, kernel);
         if let Some(outer) = kstack.outer_tcb() {

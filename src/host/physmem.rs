@@ -148,6 +148,14 @@ impl PhysMem {
         }
     }
 
+    /// Where the writable alias shows the byte at direct-map address
+    /// `addr` (inside physical memory), for code that keeps writing pages
+    /// whose direct map is not writable (rewrite-path trampolines).
+    pub fn alias_addr(&self, addr: usize) -> usize {
+        assert!(self.contains(addr, 1));
+        self.alias_of(addr)
+    }
+
     /// Where the writable alias shows the byte at direct-map address `addr`.
     fn alias_of(&self, addr: usize) -> usize {
         self.alias + (addr - self.base)
@@ -161,6 +169,18 @@ impl PhysMem {
         // inside our alias mapping, which is always writable; nothing in nomu
         // holds a Rust reference into guest memory.
         unsafe { std::ptr::write_bytes(self.alias_of(addr) as *mut u8, 0, len) };
+    }
+
+    /// Stores `bytes` at `addr` one byte at a time through the writable
+    /// alias (code patching: the caller orders the stores and serializes
+    /// the other threads between them, see entry/rewrite.rs).
+    pub fn poke(&self, addr: usize, bytes: &[u8]) {
+        assert!(self.contains(addr, bytes.len()));
+        for (i, &b) in bytes.iter().enumerate() {
+            // SAFETY: inside physical memory (checked above), so inside the
+            // always-writable alias; a volatile byte store, as code may run there.
+            unsafe { std::ptr::write_volatile((self.alias_of(addr) + i) as *mut u8, b) };
+        }
     }
 
     /// Atomically replaces the two bytes at `addr` with `new` if they still

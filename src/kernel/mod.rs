@@ -127,6 +127,10 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;
     let kernel = KERNEL.get().unwrap();
     kernel.phys.set_free_hook(Box::new(move |addr, len| kernel.entry.memory_freed(addr, len)));
+    kernel.entry.set_page_source(Box::new(move |addr, len| {
+        kernel.phys.alloc_at(addr, len, crate::mm::phys::Fresh::Used).is_ok()
+            && kernel.phys.set_prot(addr, len, libc::PROT_READ | libc::PROT_EXEC).is_ok()
+    }));
     std::thread::Builder::new()
         .name("nomu-signals".into())
         .spawn(move || kernel.forward_host_signals())

@@ -151,6 +151,10 @@ impl ThreadCtx {
             if let Some(origin) = &vma.origin {
                 self.kernel.syscall_sites.record(origin, site - start as u64);
             }
+            // Code in a writable mapping may change under the path's patch.
+            if vma.prot & libc::PROT_WRITE == 0 {
+                self.kernel.entry.patch_syscall_site(site);
+            }
         }
     }
 

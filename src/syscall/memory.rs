@@ -147,6 +147,9 @@ pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot
         return Err(Errno::EINVAL);
     }
     ctx.space().lock().unwrap().protect(addr, len, prot as i32 & PROT_ALL)?;
+    if prot as i32 & libc::PROT_WRITE != 0 {
+        ctx.kernel().entry.code_made_writable(addr, len);
+    }
     Ok(0)
 }
 

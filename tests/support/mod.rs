@@ -11,7 +11,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-pub const ENTRY_PATHS: [&str; 4] = ["seccomp", "zpoline", "sysemu", "split"];
+pub const ENTRY_PATHS: [&str; 5] = ["seccomp", "zpoline", "rewrite", "sysemu", "split"];
 
 /// One entry path, as a test sees it.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +91,7 @@ macro_rules! entry_matrix {
     ($($test:ident),* $(,)?) => {
         entry_matrix!(@path seccomp, $($test),*);
         entry_matrix!(@path zpoline, $($test),*);
+        entry_matrix!(@path rewrite, $($test),*);
         entry_matrix!(@path sysemu, $($test),*);
         entry_matrix!(@path split, $($test),*);
     };

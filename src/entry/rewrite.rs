@@ -1,0 +1,938 @@
+//! The rewrite entry path (zpoline's second mode, needing neither root nor
+//! page 0): a guest `syscall` site is patched, on its first trap, into a
+//! 5-byte `jmp rel32` to a trampoline of its own within rel32 reach, which
+//! re-executes the instructions the jump displaced and enters zpoline's
+//! stub (same register save, fs base, xstate and kick handling; see
+//! zpoline.rs).
+//!
+//! What is displaced, best first: the instructions right before the
+//! syscall (closest start first), or the syscall and the instructions after
+//! it (decoded forward from the site, ending at the first that transfers
+//! control). Every instruction boundary of the patched range other than
+//! the first becomes `int3`: past the jump's five bytes the range is filled
+//! with int3; a boundary that falls inside the jump's displacement is made
+//! an int3 byte by choosing the trampoline's address so that byte of the
+//! displacement is 0xcc (E9Patch's instruction punning; a boundary at the
+//! displacement's top byte cannot be, and that plan is dropped). A jump to
+//! any boundary (a loop back to the syscall) then traps, and the trap is
+//! emulated: as the syscall, or by going on at that instruction's copy in
+//! the trampoline.
+//!
+//! Finding the instructions before the syscall: x86 cannot be decoded
+//! backwards, so one instruction is decoded (iced-x86) at every offset of
+//! the 40 bytes before the site (same page) and chains are followed from
+//! each; a start p is taken only if its chain lands exactly on the syscall
+//! and every chain with 12 bytes of run-up before p that lands on the
+//! syscall passes through p (x86 parses resynchronise within a few
+//! instructions; shorter chains only vote). This is the one heuristic of the
+//! path. Decisions are cached by site and surrounding bytes, so a program
+//! exec'd again costs no decoding.
+//!
+//! Relocation: iced-x86's BlockEncoder re-encodes the displaced
+//! instructions for the trampoline (rip-relative operands and branch targets
+//! fixed up). Calls, interrupts, syscalls, a branch before the syscall, an
+//! operand aimed into the patched bytes, or anything out of rel32 reach:
+//! that plan is dropped, and with no plan left the site stays on the seccomp
+//! trap path (always correct).
+//!
+//! The trampoline: the copies of the instructions before the syscall,
+//! `lea rcx, [rip+14]; jmp [stub]`, a word holding the address after the
+//! syscall in the guest's code, then the copies of the instructions after
+//! it and `jmp` back after the range. The stub's rewrite entry takes rcx
+//! (the trampoline's after-part) and never touches the guest's stack: the
+//! whole red zone survives. The kernel sees rip = rcx = the guest's own
+//! address after the syscall, as a `syscall` leaves them; when it resumes
+//! there unchanged, the stub goes on in the after-part (a restart, a signal
+//! or execve resume elsewhere as usual: the range's head is the jump, its
+//! boundaries int3).
+//!
+//! Patching while other threads run the code, as Linux's text_poke_bp: the
+//! trampoline and the site's records are complete first; then `int3` on
+//! the first byte, the tail (displacement, int3 fill), and the head byte
+//! `e9`, each store followed by membarrier(PRIVATE_EXPEDITED_SYNC_CORE),
+//! which makes every other CPU running this process execute a serializing
+//! instruction before it returns to user code (Linux's sync-core IPI; the
+//! SDM's cross-modifying code rule). A thread that meets the int3 at the
+//! head meanwhile is sent to the trampoline (the jump's emulation). Code
+//! exec just loaded (sites known from an earlier run of the file) is
+//! patched at once: nothing runs it yet.
+//!
+//! Where trampolines live: in 256 KiB right below the direct map, 64 MiB
+//! right above it, and, for code farther than 2 GiB from both, in 64 KiB
+//! chunks of free physical memory as high as rel32 reach allows (the
+//! allocator hands out low pages first), claimed from the kernel's
+//! allocator for good (read+execute in the direct map, written through the
+//! alias). A fault or a kick inside a trampoline is reported at the
+//! original instruction's address.
+//!
+//! Sites in writable mappings are never patched; mprotect adding PROT_WRITE
+//! puts the original bytes back first (a JIT rewriting its code finds its
+//! own bytes); freed memory forgets its patches.
+
+use super::GuestRegs;
+use crate::host::last_errno;
+use crate::host::physmem::{PhysMem, PAGE_SIZE};
+use crate::host::safecopy;
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock,
+};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// Bytes reserved per trampoline (its code is at most this long).
+const SLOT: u64 = 128;
+/// A region's header: the stub's address.
+const HEADER: usize = 64;
+/// How far before the syscall displaced instructions may start.
+const LOOK_BACK: usize = 40;
+/// How far after it they may end.
+const LOOK_AHEAD: usize = 24;
+/// At most this many instructions are displaced besides the syscall.
+const MAX_DISPLACED: usize = 4;
+/// Bytes of decoding before a boundary after which a parse counts as
+/// synchronised with the real instruction stream.
+const RUN_UP: usize = 12;
+const JMP_LEN: u64 = 5;
+const INT3: u8 = 0xcc;
+const SYSCALL: [u8; 2] = [0x0f, 0x05];
+/// rel32 reach, with a margin for the instruction lengths.
+const REACH: i64 = (1 << 31) - 4096;
+/// In a trampoline's word before its after-part: the part holds
+/// instructions displaced from after the syscall.
+const HAS_AFTER: u64 = 1 << 63;
+
+struct Region {
+    /// The read+execute view (where trampolines run).
+    rx: usize,
+    /// A writable view of the same pages (where nomu writes them).
+    rw: usize,
+    len: usize,
+}
+
+/// Regions in use, appended to (under STATE's lock) and never removed.
+const MAX_REGIONS: usize = 256;
+static REGIONS: [OnceLock<Region>; MAX_REGIONS] = [const { OnceLock::new() }; MAX_REGIONS];
+static REGION_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The stub every trampoline enters (its address is in each region's header).
+static STUB: AtomicU64 = AtomicU64::new(0);
+/// How pages of physical memory are claimed for regions near guest code.
+type Claim = Box<dyn Fn(usize, usize) -> bool + Send + Sync>;
+static PAGE_SOURCE: OnceLock<Claim> = OnceLock::new();
+/// A region claimed in physical memory: 64 KiB holds one window of every
+/// displacement whose second byte must be int3 (see `place`).
+const CHUNK: usize = 64 << 10;
+
+/// What nomu knows about a guest address.
+#[derive(Clone, Copy, Debug)]
+enum Mark {
+    /// The first byte of a patched range (the jump), of trampoline `slot`.
+    Head { slot: u64 },
+    /// An instruction boundary inside a patched range (now int3): the
+    /// `k`th instruction of the range.
+    Interior { slot: u64, k: usize },
+    /// A syscall site that cannot be patched (stays on the trap path).
+    Refused,
+}
+
+/// One patched range.
+struct Patch {
+    /// Whether the patch is in guest memory now (else its trampoline waits
+    /// for the same bytes at the same place again: a re-exec).
+    active: bool,
+    /// First byte of the patched range, its original bytes, the bytes
+    /// written over them.
+    start: u64,
+    original: Vec<u8>,
+    patched: Vec<u8>,
+    /// Original address of each instruction of the range (the syscall
+    /// among them, at `sk`).
+    orig: Vec<u64>,
+    /// Where each one's copy starts in the trampoline (for the syscall:
+    /// the lea entering the stub); then where the trampoline's jump back is.
+    tramp: Vec<u64>,
+    sk: usize,
+}
+
+impl Patch {
+    fn end(&self) -> u64 {
+        self.start + self.original.len() as u64
+    }
+}
+
+/// What a site's neighbourhood was found to allow, by its bytes.
+#[derive(Clone)]
+struct Plan {
+    instrs: Vec<Instruction>,
+    sk: usize,
+}
+
+#[derive(Default)]
+struct State {
+    marks: BTreeMap<u64, Mark>,
+    /// Patches by trampoline address (kept, emptied, once undone: a
+    /// thread may still run the trampoline).
+    patches: BTreeMap<u64, Patch>,
+    /// Trampolines by their range's address and original bytes, for
+    /// reuse (a program exec'd again at the same address).
+    reuse: BTreeMap<(u64, Vec<u8>), u64>,
+    /// Plans by site and the bytes around it (decoding costs).
+    plans: BTreeMap<(u64, Vec<u8>), Option<Plan>>,
+    /// Trampoline byte ranges in use: start -> end.
+    used: BTreeMap<u64, u64>,
+    /// Patches by site and the bytes around it: a program exec'd again
+    /// gets its patches back without decoding or allocating.
+    by_site: BTreeMap<(u64, Around), u64>,
+}
+
+/// The bytes around a site (LOOK_BACK before to LOOK_AHEAD after, within
+/// its page), zero-padded, and how many there are.
+type Around = ([u8; LOOK_BACK + 2 + LOOK_AHEAD], usize);
+
+static STATE: Mutex<State> = Mutex::new(State {
+    marks: BTreeMap::new(),
+    patches: BTreeMap::new(),
+    reuse: BTreeMap::new(),
+    plans: BTreeMap::new(),
+    used: BTreeMap::new(),
+    by_site: BTreeMap::new(),
+});
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: i32 = 1 << 5;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: i32 = 1 << 6;
+
+fn membarrier(cmd: i32) -> i64 {
+    // SAFETY: membarrier takes no pointers.
+    unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) }
+}
+
+/// Every other thread of this process executes a serializing instruction
+/// before it runs user code again.
+fn sync_core() {
+    if membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) < 0 {
+        // Registered at install: cannot fail short of a kernel bug.
+        crate::host::sys::write_all(2, b"nomu: membarrier(SYNC_CORE) failed\n");
+        std::process::abort();
+    }
+}
+
+/// Whether this host can patch code safely while threads run it.
+pub fn available() -> Result<(), String> {
+    static AVAILABLE: OnceLock<Result<(), String>> = OnceLock::new();
+    AVAILABLE
+        .get_or_init(|| {
+            if membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE) < 0 {
+                return Err(format!("needs membarrier(PRIVATE_EXPEDITED_SYNC_CORE): {}", last_errno()));
+            }
+            Ok(())
+        })
+        .clone()
+}
+
+/// Maps one region of `len` bytes at `at` (read+execute) and a writable
+/// view of it; the stub's address goes in its header.
+fn map_region(at: usize, len: usize, stub: u64) -> Option<Region> {
+    // SAFETY: a new memfd of our own, two fresh shared mappings of it, the
+    // first at a fixed address that MAP_FIXED_NOREPLACE never takes from
+    // anything else.
+    unsafe {
+        let fd = libc::memfd_create(c"nomu-trampolines".as_ptr(), libc::MFD_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let ok = libc::ftruncate(fd, len as libc::off_t) == 0;
+        let rx = if ok {
+            libc::mmap(
+                at as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE | libc::MAP_NORESERVE,
+                fd,
+                0,
+            )
+        } else {
+            libc::MAP_FAILED
+        };
+        if rx == libc::MAP_FAILED || rx as usize != at {
+            if rx != libc::MAP_FAILED {
+                libc::munmap(rx, len);
+            }
+            libc::close(fd);
+            return None;
+        }
+        let rw = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_NORESERVE,
+            fd,
+            0,
+        );
+        libc::close(fd);
+        if rw == libc::MAP_FAILED {
+            libc::munmap(rx, len);
+            return None;
+        }
+        std::ptr::write_unaligned(rw as *mut u64, stub);
+        Some(Region { rx: rx as usize, rw: rw as usize, len })
+    }
+}
+
+/// Reserves the trampoline regions beside physical memory.
+pub fn install(physmem: &PhysMem, stub: u64) -> Result<(), String> {
+    available()?;
+    let mut regions = Vec::new();
+    // Below: 256 KiB right under the direct map (the rest below stays
+    // unmapped, so a near-NULL access still faults).
+    let min = std::fs::read_to_string("/proc/sys/vm/mmap_min_addr")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(65536)
+        .max(PAGE_SIZE);
+    let min = min.next_multiple_of(PAGE_SIZE) + PAGE_SIZE;
+    let below_len = (256usize << 10).min(physmem.base().saturating_sub(min)) & !(PAGE_SIZE - 1);
+    if below_len >= 16 * PAGE_SIZE {
+        if let Some(r) = map_region(physmem.base() - below_len, below_len, stub) {
+            regions.push(r);
+        }
+    }
+    // Above: 64 MiB right after it (pages cost nothing until written).
+    if let Some(r) = map_region(physmem.end(), 64 << 20, stub) {
+        regions.push(r);
+    }
+    STUB.store(stub, Ordering::Relaxed);
+    for r in regions {
+        add_region(r);
+    }
+    Ok(())
+}
+
+/// Where the kernel lets this path claim physical pages.
+pub fn set_page_source(claim: Claim) {
+    let _ = PAGE_SOURCE.set(claim);
+}
+
+fn add_region(r: Region) -> bool {
+    let n = REGION_COUNT.load(Ordering::Acquire);
+    if n == MAX_REGIONS {
+        return false;
+    }
+    let _ = REGIONS[n].set(r);
+    REGION_COUNT.store(n + 1, Ordering::Release);
+    true
+}
+
+fn regions() -> impl Iterator<Item = &'static Region> {
+    REGIONS[..REGION_COUNT.load(Ordering::Acquire)].iter().filter_map(|r| r.get())
+}
+
+/// Claims CHUNK-aligned pages of physical memory holding [at, at+SLOT)
+/// for a new region (read+execute in the direct map, written through the
+/// alias). Whether it worked.
+fn claim_region(at: u64) -> bool {
+    let Some(claim) = PAGE_SOURCE.get() else { return false };
+    let pm = PhysMem::get();
+    let start = at as usize & !(CHUNK - 1);
+    let len = (at as usize + SLOT as usize).next_multiple_of(CHUNK) - start;
+    if !pm.contains(start, len) || !claim(start, len) {
+        return false;
+    }
+    let rw = pm.alias_addr(start);
+    // SAFETY: the first 8 bytes of pages just claimed, through the alias.
+    unsafe { std::ptr::write_unaligned(rw as *mut u64, STUB.load(Ordering::Relaxed)) };
+    add_region(Region { rx: start, rw, len })
+}
+
+fn in_regions(addr: u64) -> bool {
+    let a = addr as usize;
+    regions().any(|r| (r.rx + HEADER..r.rx + r.len).contains(&a))
+}
+
+fn read_guest(addr: u64, len: usize) -> Option<Vec<u8>> {
+    let mut v = vec![0u8; len];
+    (safecopy::copy_from_guest(&mut v, addr as usize) == len).then_some(v)
+}
+
+/// Whether `i` can run from a trampoline with the same effect, as an
+/// instruction before the syscall (`after`: after it) of the range
+/// [start, end).
+fn relocatable(i: &Instruction, start: u64, end: u64, after: bool) -> bool {
+    let flow_ok = match i.flow_control() {
+        FlowControl::Next => true,
+        // After the syscall a branch or return may end the range; calls
+        // would push a trampoline address.
+        FlowControl::ConditionalBranch
+        | FlowControl::UnconditionalBranch
+        | FlowControl::IndirectBranch
+        | FlowControl::Return => after,
+        _ => false,
+    };
+    // A rip-relative operand aimed into the patched bytes would see the patch.
+    flow_ok && !(i.is_ip_rel_memory_operand() && (start..end).contains(&i.ip_rel_memory_address()))
+}
+
+/// Decodes one instruction at every offset of `bytes` (which begin at `base`).
+fn decode_each(bytes: &[u8], base: u64) -> Vec<Option<Instruction>> {
+    (0..bytes.len())
+        .map(|a| {
+            let mut d = Decoder::with_ip(64, &bytes[a..], base + a as u64, DecoderOptions::NONE);
+            let i = d.decode();
+            (!i.is_invalid()).then_some(i)
+        })
+        .collect()
+}
+
+/// The chain of instructions from offset `a` that ends exactly at `end`.
+fn chain(each: &[Option<Instruction>], mut a: usize, end: usize) -> Option<Vec<Instruction>> {
+    let mut out = Vec::new();
+    while a < end {
+        let i = each[a]?;
+        out.push(i);
+        a += i.len();
+    }
+    (a == end).then_some(out)
+}
+
+/// The ways to patch the syscall at `site`, best first: instructions
+/// before it (closest first), then the syscall with instructions after it.
+fn plans(site: u64) -> Vec<Plan> {
+    let page = site & !(PAGE_SIZE as u64 - 1);
+    let base = site.saturating_sub(LOOK_BACK as u64).max(page);
+    let n = (site - base) as usize;
+    let mut out = Vec::new();
+    if let Some(bytes) = read_guest(base, n) {
+        let each = decode_each(&bytes, base);
+        let runs: Vec<Option<Vec<Instruction>>> = (0..n).map(|a| chain(&each, a, n)).collect();
+        for p in (0..(n + 1).saturating_sub(3)).rev() {
+            let Some(run) = &runs[p] else { continue };
+            if run.len() > MAX_DISPLACED {
+                continue;
+            }
+            let boundary = base + p as u64;
+            // Parses with RUN_UP bytes of run-up have resynchronised with
+            // the real instruction stream: all must agree on p. Shorter
+            // ones (garbage parses land on the syscall too) only vote.
+            let (mut long_for, mut long_against, mut short_for, mut short_against) = (0, 0, 0, 0);
+            for (a, earlier) in runs[..p].iter().enumerate() {
+                let Some(earlier) = earlier else { continue };
+                let through = earlier.iter().any(|i| i.ip() == boundary);
+                match (a + RUN_UP <= p, through) {
+                    (true, true) => long_for += 1,
+                    (true, false) => long_against += 1,
+                    (false, true) => short_for += 1,
+                    (false, false) => short_against += 1,
+                }
+            }
+            let agreed = if long_for + long_against > 0 {
+                long_against == 0
+            } else {
+                short_for > 0 && short_for > short_against
+            };
+            if agreed && run.iter().all(|i| relocatable(i, boundary, site + 2, false)) {
+                let mut instrs = run.clone();
+                let sk = instrs.len();
+                instrs.push(syscall_at(site));
+                out.push(Plan { instrs, sk });
+            }
+        }
+    }
+    // After: the syscall, then instructions up to 5 bytes (decoding from a
+    // known boundary is exact), ending at the first that transfers control.
+    let ahead = (LOOK_AHEAD as u64).min(page + PAGE_SIZE as u64 - (site + 2)) as usize;
+    if let Some(bytes) = read_guest(site + 2, ahead) {
+        let mut d = Decoder::with_ip(64, &bytes, site + 2, DecoderOptions::NONE);
+        let mut instrs = vec![syscall_at(site)];
+        let mut end = site + 2;
+        while end < site + JMP_LEN && d.can_decode() {
+            let i = d.decode();
+            if i.is_invalid() || instrs.len() > MAX_DISPLACED {
+                break;
+            }
+            end = i.next_ip();
+            let stops = i.flow_control() != FlowControl::Next;
+            instrs.push(i);
+            if stops {
+                break;
+            }
+        }
+        if end >= site + JMP_LEN && instrs[1..].iter().all(|i| relocatable(i, site, end, true)) {
+            out.push(Plan { instrs, sk: 0 });
+        }
+    }
+    out
+}
+
+/// A stand-in for the syscall instruction in a plan (never encoded).
+fn syscall_at(site: u64) -> Instruction {
+    let mut d = Decoder::with_ip(64, &SYSCALL, site, DecoderOptions::NONE);
+    d.decode()
+}
+
+/// The trampoline for `plan` at `at`: its bytes and where each
+/// instruction's copy (the syscall's: the lea) and the jump back start.
+fn build(plan: &Plan, at: u64, region: &Region) -> Option<(Vec<u8>, Vec<u64>)> {
+    let (before, after) = (&plan.instrs[..plan.sk], &plan.instrs[plan.sk + 1..]);
+    let site = plan.instrs[plan.sk].ip();
+    let end = plan.instrs.last().unwrap().next_ip();
+    let opts = BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS;
+    let mut code = Vec::new();
+    let mut tramp = Vec::new();
+    if !before.is_empty() {
+        let res = BlockEncoder::encode(64, InstructionBlock::new(before, at), opts).ok()?;
+        tramp.extend(res.new_instruction_offsets.iter().map(|&o| at + o as u64));
+        code = res.code_buffer;
+    }
+    // lea rcx, [rip + 14]: the after-part's address (6 + 8 bytes on).
+    let lea_at = at + code.len() as u64;
+    tramp.push(lea_at);
+    code.extend_from_slice(&[0x48, 0x8d, 0x0d, 14, 0, 0, 0]);
+    // jmp [rip + (header - next)]
+    let jmp_at = at + code.len() as u64;
+    let rel = i32::try_from(region.rx as i64 - (jmp_at + 6) as i64).ok()?;
+    code.extend_from_slice(&[0xff, 0x25]);
+    code.extend_from_slice(&rel.to_le_bytes());
+    // The address after the syscall, as the guest's own code has it.
+    let word = (site + 2) | if after.is_empty() { 0 } else { HAS_AFTER };
+    code.extend_from_slice(&word.to_le_bytes());
+    // The after-part: the instructions after the syscall, the jump back.
+    let after_at = at + code.len() as u64;
+    let mut block: Vec<Instruction> = after.to_vec();
+    block.push(Instruction::with_branch(Code::Jmp_rel32_64, end).ok()?);
+    let res = BlockEncoder::encode(64, InstructionBlock::new(&block, after_at), opts).ok()?;
+    tramp.extend(res.new_instruction_offsets.iter().map(|&o| after_at + o as u64));
+    code.extend_from_slice(&res.code_buffer);
+    if tramp.len() != plan.instrs.len() + 1 || code.len() as u64 > SLOT {
+        return None;
+    }
+    Some((code, tramp))
+}
+
+/// The smallest x' >= x whose bytes `fixed` (a bit per byte 0..3) are int3.
+fn next_punned(mut x: i64, fixed: u8) -> i64 {
+    'again: loop {
+        for i in (0..3).rev() {
+            if fixed & (1 << i) == 0 {
+                continue;
+            }
+            let b = (x >> (8 * i)) & 0xff;
+            if b != INT3 as i64 {
+                let below = (1i64 << (8 * (i + 1))) - 1;
+                x = (x & !below) + if b > INT3 as i64 { below + 1 } else { 0 } + ((INT3 as i64) << (8 * i));
+                continue 'again;
+            }
+        }
+        return x;
+    }
+}
+
+/// Places a trampoline for `plan`'s range at `start`: an address within
+/// reach whose jump displacement has int3 bytes wherever an instruction
+/// boundary of the range falls inside the jump (instruction punning), so
+/// a jump to any boundary traps. Writes it; its address and copies.
+fn place(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
+    let start = plan.instrs[0].ip();
+    let mut fixed = 0u8;
+    for i in &plan.instrs[1..] {
+        let off = i.ip() - start;
+        if off < JMP_LEN {
+            if off == JMP_LEN - 1 {
+                return None; // the displacement's top byte: out of any reach
+            }
+            fixed |= 1 << (off - 1);
+        }
+    }
+    let from = (start + JMP_LEN) as i64;
+    if let Some(found) = place_in_regions(st, plan, from, fixed) {
+        return Some(found);
+    }
+    // None in reach: claim free physical pages, as high as reach allows
+    // (the allocator hands out low pages first, and large contiguous
+    // blocks, a 4 GiB mapping's, stay whole), at a displacement with the
+    // int3 bytes wanted.
+    let pm = PhysMem::get();
+    let period: i64 = if fixed & 4 != 0 { 1 << 24 } else { CHUNK as i64 };
+    let top = (pm.end() as i64 - CHUNK as i64).min(from + REACH - SLOT as i64);
+    for t in 0..64i64 {
+        let target = top - t * period;
+        if target < pm.base() as i64 || target < from - REACH {
+            break;
+        }
+        let rel = next_punned(target - from, fixed);
+        let at = from + rel;
+        if rel > REACH || at + SLOT as i64 > pm.end() as i64 {
+            continue;
+        }
+        if claim_region(at as u64) {
+            return place_in_regions(st, plan, from, fixed);
+        }
+    }
+    None
+}
+
+fn place_in_regions(st: &mut State, plan: &Plan, from: i64, fixed: u8) -> Option<(u64, Vec<u64>)> {
+    for region in regions() {
+        let (lo, hi) = ((region.rx + HEADER) as i64, (region.rx + region.len) as i64 - SLOT as i64);
+        let mut rel = next_punned((lo - from).max(-REACH), fixed);
+        while rel <= REACH && from + rel <= hi {
+            let at = (from + rel) as u64;
+            // Overlapping a trampoline in use: go on past it.
+            if let Some((_, &end)) = st.used.range(..at + SLOT).next_back().filter(|(_, &e)| e > at) {
+                rel = next_punned(end as i64 - from, fixed);
+                continue;
+            }
+            // Out of reach of a rip-relative operand or branch target: the
+            // next region may do.
+            let Some((code, tramp)) = build(plan, at, region) else { break };
+            // SAFETY: the slot lies in our writable view of the region, and
+            // no thread runs it yet (nothing jumps to it before the patch).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    code.as_ptr(),
+                    (region.rw + (at as usize - region.rx)) as *mut u8,
+                    code.len(),
+                )
+            };
+            st.used.insert(at, at + SLOT);
+            return Some((at, tramp));
+        }
+    }
+    None
+}
+
+/// Whether other threads may be running the code being patched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Patching {
+    /// Code just loaded by exec, which nothing runs yet: the bytes are
+    /// written at once, like the rest of the image.
+    Fresh,
+    /// A site that trapped: text_poke_bp's order, serialized.
+    Live,
+}
+
+/// Patches the syscall at `site` if it can be (idempotent; a site that
+/// cannot is remembered as refused). Called from the kernel on a site's
+/// first trap in a mapping that is not writable, or at exec for a site
+/// known from an earlier run.
+pub fn patch(site: u64, how: Patching) -> bool {
+    let pm = PhysMem::get();
+    if !pm.contains(site as usize, 2) || (site as usize) / PAGE_SIZE != (site as usize + 1) / PAGE_SIZE {
+        return false;
+    }
+    let mut st = state();
+    match st.marks.get(&site).copied() {
+        Some(Mark::Refused) => return false,
+        Some(Mark::Head { slot } | Mark::Interior { slot, .. }) => {
+            if intact(&st, slot) {
+                return true;
+            }
+            forget_patch(&mut st, slot);
+        }
+        None => {}
+    }
+    if read_guest(site, 2).as_deref() != Some(&SYSCALL[..]) {
+        return false;
+    }
+    // The site's neighbourhood, as the key of what was decided before.
+    let page = site & !(PAGE_SIZE as u64 - 1);
+    let lo = site.saturating_sub(LOOK_BACK as u64).max(page);
+    let hi = (site + 2 + LOOK_AHEAD as u64).min(page + PAGE_SIZE as u64);
+    let mut around: Around = ([0; LOOK_BACK + 2 + LOOK_AHEAD], (hi - lo) as usize);
+    if safecopy::copy_from_guest(&mut around.0[..around.1], lo as usize) != around.1 {
+        return false;
+    }
+    // Patched before with these very bytes around (a re-exec): the same
+    // trampoline again.
+    if let Some(&slot) = st.by_site.get(&(site, around)) {
+        let free = st.patches.get(&slot).filter(|p| !p.active).map(|p| (p.start, p.end()));
+        if let Some((start, end)) = free.filter(|&(start, end)| st.marks.range(start..end).next().is_none()) {
+            let p = st.patches.get_mut(&slot).unwrap();
+            p.active = true;
+            let marks: Vec<(u64, Mark)> = std::iter::once((start, Mark::Head { slot }))
+                .chain(p.orig.iter().enumerate().skip(1).map(|(k, &a)| (a, Mark::Interior { slot, k })))
+                .collect();
+            let bytes = p.patched.clone();
+            st.marks.extend(marks);
+            debug_assert_eq!(end - start, bytes.len() as u64);
+            write_patch(pm, start, &bytes, how);
+            return true;
+        }
+    }
+    let key_again = (site, around);
+    let key = (site, around.0[..around.1].to_vec());
+    let cached = st.plans.get(&key).cloned();
+    let found = match cached {
+        Some(Some(plan)) => try_plan(&mut st, &plan).map(|placed| (plan, placed)),
+        Some(None) => None,
+        None => {
+            let mut found = None;
+            for plan in plans(site) {
+                if let Some(placed) = try_plan(&mut st, &plan) {
+                    found = Some((plan, placed));
+                    break;
+                }
+            }
+            st.plans.insert(key, found.as_ref().map(|(plan, _)| plan.clone()));
+            found
+        }
+    };
+    let Some((plan, (slot, tramp))) = found else {
+        st.marks.insert(site, Mark::Refused);
+        return false;
+    };
+    let start = plan.instrs[0].ip();
+    let end = plan.instrs.last().unwrap().next_ip();
+    let Some(original) = read_guest(start, (end - start) as usize) else { return false };
+    let len = original.len();
+    let rel = slot as i64 - (start + JMP_LEN) as i64;
+    let mut patched = vec![INT3; len];
+    patched[0] = 0xe9;
+    patched[1..JMP_LEN as usize].copy_from_slice(&(rel as i32).to_le_bytes());
+    let orig: Vec<u64> = plan.instrs.iter().map(|i| i.ip()).collect();
+    // Records first: a thread meeting an int3 must find what it stands for.
+    st.marks.insert(start, Mark::Head { slot });
+    for (k, &a) in orig.iter().enumerate().skip(1) {
+        st.marks.insert(a, Mark::Interior { slot, k });
+    }
+    st.patches
+        .insert(slot, Patch { active: true, start, original, patched: patched.clone(), orig, tramp, sk: plan.sk });
+    st.by_site.insert(key_again, slot);
+    write_patch(pm, start, &patched, how);
+    true
+}
+
+/// Writes a patch's bytes at `start`.
+fn write_patch(pm: &PhysMem, start: u64, patched: &[u8], how: Patching) {
+    if how == Patching::Fresh {
+        pm.poke(start as usize, patched);
+        return;
+    }
+    // text_poke_bp: int3, the tail, the head, serializing between.
+    pm.poke(start as usize, &[INT3]);
+    sync_core();
+    pm.poke(start as usize + 1, &patched[1..]);
+    sync_core();
+    pm.poke(start as usize, &patched[..1]);
+    sync_core();
+}
+
+/// The trampoline for `plan`: one made before for the same bytes at the
+/// same place (and not in use), or a new one.
+fn try_plan(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
+    let start = plan.instrs[0].ip();
+    let end = plan.instrs.last().unwrap().next_ip();
+    // Every byte of the range must be free of other patches.
+    if st.marks.range(start..end).next().is_some() {
+        return None;
+    }
+    let original = read_guest(start, (end - start) as usize)?;
+    if let Some(&slot) = st.reuse.get(&(start, original.clone())) {
+        if let Some(p) = st.patches.get(&slot).filter(|p| !p.active) {
+            return Some((slot, p.tramp.clone()));
+        }
+    }
+    let (slot, tramp) = place(st, plan)?;
+    st.reuse.insert((start, original), slot);
+    // Not in use until patch() fills it in.
+    st.patches.insert(
+        slot,
+        Patch {
+            active: false,
+            start,
+            original: Vec::new(),
+            patched: Vec::new(),
+            orig: Vec::new(),
+            tramp: tramp.clone(),
+            sk: plan.sk,
+        },
+    );
+    Some((slot, tramp))
+}
+
+/// Whether patch `slot`'s bytes are still in guest memory.
+fn intact(st: &State, slot: u64) -> bool {
+    st.patches
+        .get(&slot)
+        .is_some_and(|p| p.active && read_guest(p.start, p.patched.len()).as_deref() == Some(&p.patched[..]))
+}
+
+/// Drops the records of patch `slot` (its trampoline stays, for reuse).
+fn forget_patch(st: &mut State, slot: u64) {
+    if let Some(p) = st.patches.get_mut(&slot) {
+        for &a in &p.orig {
+            if matches!(st.marks.get(&a), Some(Mark::Head { slot: s } | Mark::Interior { slot: s, .. }) if *s == slot) {
+                st.marks.remove(&a);
+            }
+        }
+        p.active = false;
+    }
+}
+
+/// Guest pages [addr, addr+len) were freed: forget what was patched there.
+pub fn memory_freed(addr: usize, len: usize) {
+    let (lo, hi) = (addr as u64, (addr + len) as u64);
+    let mut st = state();
+    // A patched range lies in one page, and pages are freed whole: every
+    // mark of a patch whose head is here is here too.
+    let gone: Vec<(u64, Mark)> = st.marks.range(lo..hi).map(|(&a, &m)| (a, m)).collect();
+    for (a, m) in gone {
+        st.marks.remove(&a);
+        if let Mark::Head { slot } = m {
+            if let Some(p) = st.patches.get_mut(&slot) {
+                p.active = false;
+            }
+        }
+    }
+}
+
+/// Guest pages [addr, addr+len) became writable: the original bytes of
+/// the patches in them come back (the guest may rewrite its code), in the
+/// reverse order of patching.
+pub fn code_made_writable(addr: usize, len: usize) {
+    let (lo, hi) = ((addr as u64).saturating_sub(LOOK_BACK as u64), (addr + len) as u64);
+    let mut st = state();
+    let slots: Vec<u64> = st
+        .marks
+        .range(lo..hi)
+        .filter_map(|(_, m)| match m {
+            Mark::Head { slot } | Mark::Interior { slot, .. } => Some(*slot),
+            Mark::Refused => None,
+        })
+        .collect();
+    let pm = PhysMem::get();
+    for slot in slots {
+        let Some(p) = st.patches.get(&slot) else { continue };
+        if !p.active || p.start + p.patched.len() as u64 <= addr as u64 {
+            continue;
+        }
+        if intact(&st, slot) {
+            let p = &st.patches[&slot];
+            pm.poke(p.start as usize, &[INT3]);
+            sync_core();
+            pm.poke(p.start as usize + 1, &p.original[1..]);
+            sync_core();
+            pm.poke(p.start as usize, &p.original[..1]);
+            sync_core();
+        }
+        forget_patch(&mut st, slot);
+    }
+    // Refused sites there may be different code later.
+    let refused: Vec<u64> =
+        st.marks.range(lo..hi).filter(|(_, m)| matches!(m, Mark::Refused)).map(|(&a, _)| a).collect();
+    for a in refused {
+        st.marks.remove(&a);
+    }
+}
+
+/// Whether the syscall at `site` is worth a look by the kernel (not
+/// refused): the SIGSYS handler's question.
+pub fn may_patch(site: u64) -> bool {
+    !matches!(state().marks.get(&site), Some(Mark::Refused))
+}
+
+/// What a trap at an int3 this path wrote stands for.
+pub enum Int3 {
+    /// The syscall: regs now as after it.
+    Syscall,
+    /// Go on at regs.rip (a displaced instruction's copy, or the original
+    /// bytes again after the patch was undone).
+    Resume,
+}
+
+/// An int3 trap of guest code (`regs.rip` right after it): handled when the
+/// int3 is one of this path's.
+pub fn int3(regs: &mut GuestRegs) -> Option<Int3> {
+    let at = regs.rip.wrapping_sub(1);
+    let st = state();
+    let mark = st.marks.get(&at).copied();
+    let byte = read_guest(at, 1).map(|b| b[0]);
+    match mark {
+        Some(Mark::Head { slot }) if byte == Some(INT3) => {
+            // Mid-patch: the jump's emulation.
+            regs.rip = slot;
+            Some(Int3::Resume)
+        }
+        Some(Mark::Interior { slot, k }) if byte == Some(INT3) => {
+            let p = st.patches.get(&slot)?;
+            if k == p.sk {
+                regs.rip = p.orig[k] + 2;
+                regs.rcx = regs.rip;
+                regs.r11 = regs.rflags;
+                Some(Int3::Syscall)
+            } else {
+                regs.rip = p.tramp[k];
+                Some(Int3::Resume)
+            }
+        }
+        Some(Mark::Head { .. } | Mark::Interior { .. }) => {
+            // Undone meanwhile: run what is there now.
+            regs.rip = at;
+            Some(Int3::Resume)
+        }
+        // No record: an int3 of a patch undone (records and all) while
+        // this thread stood at it shows the original byte again; a guest's
+        // own int3 is still there.
+        None if byte.is_some_and(|b| b != INT3) => {
+            regs.rip = at;
+            Some(Int3::Resume)
+        }
+        _ => None,
+    }
+}
+
+/// The trampoline holding `rip`, if any.
+fn trampoline_of(st: &State, rip: u64) -> Option<u64> {
+    st.used.range(..=rip).next_back().filter(|(_, &end)| end > rip).map(|(&start, _)| start)
+}
+
+/// A guest thread stopped (a fault, a kick) at `regs.rip` inside a
+/// trampoline: its rip becomes the original instruction's address, which
+/// resumes the same way (the jump, or an int3 emulated as above).
+pub fn map_back(regs: &mut GuestRegs) {
+    if !in_regions(regs.rip) {
+        return;
+    }
+    let st = state();
+    let Some(p) = trampoline_of(&st, regs.rip).and_then(|t| st.patches.get(&t)) else { return };
+    if !p.active {
+        return;
+    }
+    if let Some(k) = p.tramp.iter().position(|&t| t == regs.rip) {
+        regs.rip = if k < p.orig.len() { p.orig[k] } else { p.end() };
+    } else if regs.rip > p.tramp[p.sk] && regs.rip < p.tramp[p.sk + 1] {
+        // At the jump to the stub: the syscall is still to come (rcx, which
+        // the lea set, is the syscall's to clobber).
+        regs.rip = p.orig[p.sk];
+    }
+}
+
+/// Where a thread starting at `rip` (a new thread or vfork child, which
+/// starts after its parent's syscall) best starts: the copy in a trampoline
+/// when rip is a boundary inside a patched range, saving the int3 trap.
+pub fn start_at(rip: u64) -> u64 {
+    let st = state();
+    if let Some(Mark::Interior { slot, k }) = st.marks.get(&rip).copied() {
+        if let Some(p) = st.patches.get(&slot).filter(|p| k != p.sk && p.active) {
+            return p.tramp[k];
+        }
+    }
+    rip
+}
+
+/// The stub was entered from a trampoline with `rcx` (its after-part):
+/// the address after the syscall in the guest's code, and whether the
+/// after-part holds displaced instructions (then the way back goes through
+/// it). None if rcx is no trampoline's.
+pub fn entered_from(rcx: u64) -> Option<(u64, bool)> {
+    let word_at = rcx.checked_sub(8)?;
+    if !in_regions(word_at) || !in_regions(rcx) {
+        return None;
+    }
+    // SAFETY: inside a trampoline region (mapped readable for the rest of
+    // the process); an unaligned read of the word the trampoline carries.
+    let word = unsafe { std::ptr::read_unaligned(word_at as *const u64) };
+    Some((word & !HAS_AFTER, word & HAS_AFTER != 0))
+}
