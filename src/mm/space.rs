@@ -390,15 +390,30 @@ impl AddressSpace {
     /// msync: writes back shared file mappings in the range.
     pub fn write_back(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
         let end = addr.saturating_add(len);
-        if self.accessible_prefix(addr, len, false) < len && self.find(addr).is_none() {
-            return Err(Errno::ENOMEM);
-        }
         for (&s, v) in self.vmas.range(..end) {
             if v.end > addr {
                 Self::write_back_vma(s, v);
             }
         }
+        // Linux's msync goes on past a hole and reports it at the end.
+        if self.has_hole(addr, len) {
+            return Err(Errno::ENOMEM);
+        }
         Ok(())
+    }
+
+    /// Whether some page of [addr, addr+len) is in no mapping (msync and
+    /// madvise then fail with ENOMEM, after doing the mapped parts).
+    pub fn has_hole(&self, addr: usize, len: usize) -> bool {
+        let end = addr.saturating_add(len);
+        let mut p = addr;
+        while p < end {
+            match self.find(p) {
+                Some((_, v)) => p = v.end,
+                None => return true,
+            }
+        }
+        false
     }
 
     fn owned_by_heap(&self, addr: usize) -> bool {
@@ -555,6 +570,13 @@ impl AddressSpace {
         while p < end {
             match self.find(p) {
                 Some((s, v)) => {
+                    // A shared mapping of a file opened without write
+                    // access may never be writable (Linux clears its
+                    // VM_MAYWRITE at mmap).
+                    let file_read_only = v.backing.as_ref().is_some_and(|b| !b.file.writable());
+                    if prot & PROT_WRITE != 0 && v.shared && file_read_only {
+                        return Err(Errno::EACCES);
+                    }
                     if !v.charged && v.shm.is_none() {
                         uncharged += v.end.min(end) - s.max(addr);
                     }

@@ -221,7 +221,14 @@ pub fn sys_madvise(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, advice: i3
         | libc::MADV_DODUMP
         | 20 // MADV_COLD
         | 21 // MADV_PAGEOUT
-        => Ok(0),
+        => {
+            // Nothing to do, but a range with a hole is ENOMEM, as for
+            // the advice that does something (madvise_walk_vmas).
+            if len > 0 && ctx.space().lock().unwrap().has_hole(addr, len) {
+                return Err(Errno::ENOMEM);
+            }
+            Ok(0)
+        }
         _ => Err(Errno::EINVAL),
     }
 }

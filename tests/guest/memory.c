@@ -191,6 +191,21 @@ static void test_file(void)
 	int wo = open("map.bin", O_WRONLY);
 	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, MAP_PRIVATE, wo, 0), EACCES);
 	close(wo);
+	/* A shared mapping of a read-only descriptor can never be made
+	 * writable (regression: mprotect let it); a private one can. */
+	int ro = open("map.bin", O_RDONLY);
+	unsigned char *shared = rmmap(NULL, PG, PROT_READ, MAP_SHARED, ro, 0);
+	CHECK(shared != MAP_FAILED);
+	CHECK_ERR(syscall(SYS_mprotect, shared, PG, PROT_READ | PROT_WRITE), EACCES);
+	CHECK_EQ(writable(shared), 0);
+	CHECK_OK(syscall(SYS_mprotect, shared, PG, PROT_READ | PROT_EXEC));
+	CHECK_OK(syscall(SYS_munmap, shared, PG));
+	unsigned char *private = rmmap(NULL, PG, PROT_READ, MAP_PRIVATE, ro, 0);
+	CHECK(private != MAP_FAILED);
+	CHECK_OK(syscall(SYS_mprotect, private, PG, PROT_READ | PROT_WRITE));
+	private[0] = 1;
+	CHECK_OK(syscall(SYS_munmap, private, PG));
+	close(ro);
 	CHECK_ERR(syscall(SYS_mmap, NULL, PG, PROT_READ, MAP_PRIVATE, fd, 100), EINVAL);
 	close(fd);
 	CHECK_OK(unlink("map.bin"));
@@ -314,6 +329,12 @@ static void test_madvise_mprotect(void)
 	/* mprotect / madvise over unmapped memory: ENOMEM */
 	CHECK_ERR(syscall(SYS_mprotect, p, 8 * PG, PROT_READ), ENOMEM);
 	CHECK_ERR(syscall(SYS_madvise, p + 4 * PG, PG, MADV_DONTNEED), ENOMEM);
+	/* ... also for the advice that changes nothing, and msync, when only
+	 * part of the range is unmapped (regression: nomu said 0) */
+	CHECK_ERR(syscall(SYS_madvise, p + 3 * PG, 2 * PG, MADV_NORMAL), ENOMEM);
+	CHECK_ERR(syscall(SYS_madvise, p + 3 * PG, 2 * PG, MADV_WILLNEED), ENOMEM);
+	CHECK_ERR(syscall(SYS_msync, p + 3 * PG, 2 * PG, MS_SYNC), ENOMEM);
+	CHECK_OK(syscall(SYS_msync, p, 4 * PG, MS_SYNC));
 	CHECK_OK(syscall(SYS_munmap, p, 4 * PG));
 }
 
