@@ -6,6 +6,10 @@
 
 use std::fmt::Write;
 
+/// Every entry path, as tests/support/mod.rs's ENTRY_PATHS lists them (a
+/// test module per path; `on_entry` fails a path skipped as root).
+const ENTRY_PATHS: [&str; 5] = ["seccomp", "zpoline", "rewrite", "sysemu", "split"];
+
 fn main() {
     println!("cargo:rerun-if-changed=tests/guest/CASES");
     // No CASES (or none in it) is a broken checkout, never a green run of
@@ -14,7 +18,7 @@ fn main() {
     let names = cases.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
     assert!(names.count() > 0, "tests/guest/CASES lists no test case");
     let mut out = String::new();
-    for entry in ["seccomp", "zpoline", "rewrite", "sysemu", "split"] {
+    for entry in ENTRY_PATHS {
         let _ = writeln!(out, "mod {entry} {{\n    use super::*;\n");
         for line in cases.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
             let name = line.split_whitespace().next().unwrap();
@@ -47,7 +51,7 @@ fn debian_cases() {
         list.lines().filter_map(|l| l.strip_prefix("= ")).filter_map(|l| l.split_whitespace().next()).collect();
     assert!(!names.is_empty(), "tests/debian/COMMANDS lists no scenario");
     let mut out = String::new();
-    for entry in ["seccomp", "zpoline", "sysemu", "split"] {
+    for entry in ENTRY_PATHS {
         let _ = writeln!(out, "mod {entry} {{\n    use super::*;\n");
         for name in &names {
             let _ = writeln!(

@@ -317,7 +317,7 @@ fn run_scenario(name: &str, e: Entry) {
         let _ = writeln!(std::io::stderr(), "skipped debian scenario {label}: it runs only as root");
         return;
     }
-    // Per entry path: the four paths' tests of a scenario run in parallel.
+    // Per entry path: the paths' tests of a scenario run in parallel.
     let native_dir = scratch(name, &format!("native-{}", e.0), sc);
     let nomu_dir = scratch(name, e.0, sc);
     let mut failures = Vec::new();

@@ -56,7 +56,7 @@ pub fn unavailable(entry: &str) -> Option<String> {
 }
 
 /// Whether every entry path must run: under CI (`CI` set) and as root, where
-/// all four can (`make test` sets vm.mmap_min_addr for zpoline), a skipped
+/// all five can (`make test` sets vm.mmap_min_addr for zpoline), a skipped
 /// path is a failure. `NOMU_TEST_ALLOW_SKIP=1` lets a developer's run skip.
 fn skip_is_failure() -> bool {
     if std::env::var_os("NOMU_TEST_ALLOW_SKIP").is_some_and(|v| v == "1") {
