@@ -224,7 +224,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(55, net::sys_getsockopt(Fd, i32, i32, UserPtr, UserPtr)),
     sys!(56, exec::sys_clone(Hex, UserPtr, UserPtr, UserPtr, Hex))
         .partial(
-            "threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
+            "threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL; the exit signal is always SIGCHLD",
         ),
     sys!(57, exec::sys_fork()).partial("EINVAL, as on no-MMU Linux"),
     sys!(58, exec::sys_vfork()),

@@ -199,6 +199,19 @@ static void check_clone(void)
 	}
 	r = clone(child_exits, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
 	EXPECT(reaped(r), "a CLONE_VM|CLONE_VFORK child works on both");
+	/* An exit signal other than SIGCHLD (here 0) makes a "clone" child,
+	 * which waitpid without __WALL or __WCLONE does not see; under nomu
+	 * it is a SIGCHLD one. */
+	r = clone(child_exits, stack + sizeof(stack), CLONE_VM | CLONE_VFORK, NULL);
+	EXPECT(r > 0, "a child with exit signal 0 works on both");
+	if (r > 0) {
+		int st;
+		errno = 0;
+		long w = waitpid((pid_t)r, &st, WNOHANG);
+		EXPECT(on_linux ? FAILS_WITH(w, ECHILD) : w == r, "exit signal 0: a clone child only on Linux");
+		if (on_linux)
+			waitpid((pid_t)r, &st, __WALL);
+	}
 }
 
 /* struct clone_args (linux/sched.h), and a clone3 whose child exits at
@@ -718,7 +731,7 @@ static const struct note {
 	{ "setitimer", "ITIMER_REAL only", check_setitimer },
 	{ "clone",
 	  "threads (CLONE_THREAD) and CLONE_VM children; without CLONE_VM: EINVAL as on no-MMU; a process with "
-	  "CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL",
+	  "CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL; the exit signal is always SIGCHLD",
 	  check_clone },
 	{ "fork", "EINVAL, as on no-MMU Linux", check_fork },
 	{ "mincore", "a page counts as resident when nomu's physical memory holds data for it: untouched pages another mapping used before count",
