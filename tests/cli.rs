@@ -700,6 +700,21 @@ fn inotify_watches_paths_inside_a_root(e: Entry) {
     let _ = std::fs::remove_dir_all(root);
 }
 
+/// A guest reads the host's network configuration through rtnetlink and
+/// never changes it, even when nomu runs as root (regression: a root
+/// nomu's guest `ip route add` added the route on the host).
+fn netlink_reads_the_hosts_network_and_never_changes_it(e: Entry) {
+    let out = e.run(&["--", s(&bin("nomu-tests/netlink_changes"))]);
+    // 10.99.99.0/24 in /proc/net/route's hex (little-endian) form.
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    if routes.contains("0063630A") {
+        // Put the host back before failing.
+        let _ = Command::new("ip").args(["route", "del", "10.99.99.0/24", "dev", "lo"]).status();
+        panic!("the guest added a route on the host:\n{}", text(&out.stdout));
+    }
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+}
+
 /// A guest TCP server on 127.0.0.1 is a host socket: a host client reaches it.
 fn guest_tcp_server_answers_a_host_client(e: Entry) {
     use std::io::{BufRead, BufReader, Read, Write};
@@ -839,6 +854,7 @@ asyncio.run(main())
 entry_matrix!(
     guest_tcp_server_answers_a_host_client,
     guest_tcp_client_reaches_a_host_server,
+    netlink_reads_the_hosts_network_and_never_changes_it,
     python_asyncio_and_http_server_run,
     unix_socket_paths_stay_inside_the_root,
     trace_prints_one_strace_like_line_per_syscall,

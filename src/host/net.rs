@@ -150,6 +150,29 @@ pub fn sendmsg_interruptible(fd: BorrowedFd, name: &[u8], bufs: &[GuestRange], c
     unsafe { super::blocking::syscall(libc::SYS_sendmsg, args([raw(fd), &msg as *const libc::msghdr as u64, flags])) }
 }
 
+/// sendmsg(2) of nomu's own copy of a message (`data`), to `name` (empty:
+/// none), with control messages `control`: for what nomu checks before
+/// the host sees it, which the guest must not change after the check.
+pub fn sendmsg_copy(fd: BorrowedFd, name: &[u8], data: &[u8], control: &[u8], flags: i32) -> R<usize> {
+    let iov = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
+    // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if !name.is_empty() {
+        msg.msg_name = name.as_ptr() as *mut libc::c_void;
+        msg.msg_namelen = name.len() as u32;
+    }
+    msg.msg_iov = &iov as *const libc::iovec as *mut libc::iovec;
+    msg.msg_iovlen = 1;
+    if !control.is_empty() {
+        msg.msg_control = control.as_ptr() as *mut libc::c_void;
+        msg.msg_controllen = control.len();
+    }
+    let flags = (flags | libc::MSG_NOSIGNAL) as u64;
+    // SAFETY: every pointer in `msg` is to a live buffer of nomu's of the
+    // length given; the host only reads them.
+    unsafe { super::blocking::syscall(libc::SYS_sendmsg, args([raw(fd), &msg as *const libc::msghdr as u64, flags])) }
+}
+
 /// What recvmsg(2) gave besides the data.
 pub struct Received {
     pub len: usize,

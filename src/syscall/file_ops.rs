@@ -265,6 +265,13 @@ impl FileOps for SocketOps {
     /// A write that finds the peer gone raises SIGPIPE on a stream socket
     /// only (unix_dgram_sendmsg, which seqpacket shares, raises none).
     fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        if super::net::domain_of(f) == libc::AF_NETLINK {
+            let data = super::net::netlink_request(ctx, ranges)?;
+            return ctx
+                .t
+                .block_in_host(|| crate::host::net::sendmsg_copy(f.fd(), &[], &data, &[], 0))
+                .map(|n| n as u64);
+        }
         let r = Stream.writev(ctx, f, ranges).map_err(|e| super::net::interrupted(f, true, e));
         if r == Err(Errno::EPIPE) && super::net::socket_type(f) != libc::SOCK_STREAM {
             ctx.t.quiet_epipe.set(true);

@@ -13,6 +13,7 @@ use crate::abi::errno::Errno;
 use crate::fs::file::{FileKind, FileObject, FileType, OpenFile};
 use crate::fs::socket::{self, PeerCred, Socket, SOCKADDR_UN_LEN, SUN_PATH_OFFSET};
 use crate::host::net as hostnet;
+use crate::host::physmem::GuestRange;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ fn socket_file(ctx: &Ctx, fd: Fd) -> Result<Arc<OpenFile>, Errno> {
     Ok(f)
 }
 
-fn domain_of(f: &OpenFile) -> i32 {
+pub(super) fn domain_of(f: &OpenFile) -> i32 {
     match f.socket() {
         Some(s) => s.domain,
         None => hostnet::getsockopt_int(f.fd(), libc::SOL_SOCKET, libc::SO_DOMAIN).unwrap_or(libc::AF_UNSPEC),
@@ -570,10 +571,14 @@ fn send_one(ctx: &Ctx, f: &OpenFile, m: &MsgHdr, flags: i32) -> SysResult {
     let control = host_control(ctx, &control, &mut sent)?;
     let ranges = iov_ranges(ctx, m.iov, m.iovlen as u32, false)?;
     let addr = name.as_ref().map_or(&[][..], |n| &n.addr[..]);
+    let checked = if domain_of(f) == libc::AF_NETLINK { Some(netlink_request(ctx, &ranges)?) } else { None };
     socket::sending(&sent);
     let r = ctx
         .t
-        .block_in_host(|| hostnet::sendmsg_interruptible(f.fd(), addr, &ranges, &control, flags))
+        .block_in_host(|| match &checked {
+            Some(data) => hostnet::sendmsg_copy(f.fd(), addr, data, &control, flags),
+            None => hostnet::sendmsg_interruptible(f.fd(), addr, &ranges, &control, flags),
+        })
         .map_err(|e| interrupted(f, true, e));
     if r.is_err() {
         socket::not_sent(&sent);
@@ -624,6 +629,37 @@ fn recv_one(ctx: &Ctx, f: &OpenFile, at: u64, m: &MsgHdr, flags: i32) -> SysResu
     Ok(r.len as u64)
 }
 
+/// netlink's own message types (NLMSG_NOOP...NLMSG_OVERRUN) lie below
+/// this; rtnetlink's start here, in fours: NEW, DEL, GET, SET.
+const NLMSG_MIN_TYPE: u16 = 16;
+
+/// A guest's message to the host's rtnetlink, copied (so the guest cannot
+/// change it after the check) and checked: it may only read (RTM_GET*,
+/// which getifaddrs, if_nameindex and `ip addr` send, and netlink's own
+/// control messages). One that would change the host's links, addresses,
+/// routes, rules or queues is EPERM, whatever nomu's own privileges, as
+/// for a process without CAP_NET_ADMIN: a guest changes nothing outside
+/// its root.
+pub(super) fn netlink_request(ctx: &Ctx, ranges: &[GuestRange]) -> Result<Vec<u8>, Errno> {
+    let mut data = Vec::new();
+    for r in ranges {
+        data.extend_from_slice(&ctx.mem().read_bytes(r.addr() as u64, r.len())?);
+    }
+    let mut at = 0;
+    while at + 16 <= data.len() {
+        let len = u32::from_ne_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+        let ty = u16::from_ne_bytes(data[at + 4..at + 6].try_into().unwrap());
+        if ty >= NLMSG_MIN_TYPE && ty % 4 != 2 {
+            return Err(Errno::EPERM);
+        }
+        if len < 16 {
+            break; // malformed: the host refuses it
+        }
+        at += len.next_multiple_of(4);
+    }
+    Ok(data)
+}
+
 pub fn sys_sendto(
     ctx: &mut Ctx,
     fd: Fd,
@@ -653,9 +689,13 @@ pub fn sys_sendto(
         _ => return Err(Errno::EFAULT),
     };
     let a = name.as_ref().map_or(&[][..], |n| &n.addr[..]);
+    let checked = if domain_of(&f) == libc::AF_NETLINK { Some(netlink_request(ctx, &ranges)?) } else { None };
     let r = ctx
         .t
-        .block_in_host(|| hostnet::sendmsg_interruptible(f.fd(), a, &ranges, &[], flags))
+        .block_in_host(|| match &checked {
+            Some(data) => hostnet::sendmsg_copy(f.fd(), a, data, &[], flags),
+            None => hostnet::sendmsg_interruptible(f.fd(), a, &ranges, &[], flags),
+        })
         .map_err(|e| interrupted(&f, true, e))
         .map(|n| n as u64);
     sigpipe(ctx, &f, flags, r)

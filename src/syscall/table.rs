@@ -208,9 +208,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     ),
     sys!(42, net::sys_connect(Fd, UserPtr, i32)),
     sys!(43, net::sys_accept(Fd, UserPtr, UserPtr)),
-    sys!(44, net::sys_sendto(Fd, InBuf<2>, usize, Hex<i32>, UserPtr, i32)),
+    sys!(44, net::sys_sendto(Fd, InBuf<2>, usize, Hex<i32>, UserPtr, i32)).partial(NETLINK_NOTE),
     sys!(45, net::sys_recvfrom(Fd, OutBuf, usize, Hex<i32>, UserPtr, UserPtr)),
-    sys!(46, net::sys_sendmsg(Fd, UserPtr, Hex<u32>)),
+    sys!(46, net::sys_sendmsg(Fd, UserPtr, Hex<u32>)).partial(NETLINK_NOTE),
     sys!(47, net::sys_recvmsg(Fd, UserPtr, Hex<u32>))
         .partial("SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid"),
     sys!(48, net::sys_shutdown(Fd, i32)),
@@ -421,6 +421,10 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(439, fs::sys_faccessat2(DirFd, Path, i32, AtFlags)),
     sys!(441, events::sys_epoll_pwait2(Fd, UserPtr, i32, UserPtr, UserPtr, usize)),
 ];
+
+/// A guest never changes the host's network configuration, whatever
+/// nomu's privileges (syscall::net::netlink_request).
+const NETLINK_NOTE: &str = "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; Linux answers it in an NLMSG_ERROR acknowledgement";
 
 /// nomu queues a process-directed signal on one of its threads (one that
 /// does not block it, else the first): there is no process-wide queue for

@@ -689,6 +689,41 @@ static void check_credentials(int use_recvmmsg)
 	close(s);
 }
 
+/* An rtnetlink request that changes something (RTM_NEWROUTE, with a
+ * destination length no route can have, so Linux refuses it after its
+ * permission check: nothing changes on the host either way) is sent on
+ * Linux, which answers in an acknowledgement; nomu refuses to send it. */
+static void check_netlink_change(int use_sendmsg)
+{
+	int s = socket(AF_NETLINK, SOCK_RAW, 0 /* NETLINK_ROUTE */);
+	EXPECT(s >= 0, "a NETLINK_ROUTE socket on both");
+	/* nlmsghdr (len, type 24 = RTM_NEWROUTE, flags NLM_F_REQUEST|NLM_F_ACK),
+	 * then struct rtmsg: AF_INET, dst_len 33. */
+	uint32_t msg[7] = { 28, 24 | (5u << 16), 1, 0, 2 | (33 << 8) | (0u << 16), 254 | (3 << 8), 1 << 24 };
+	struct sockaddr_nl_ {
+		unsigned short family, pad;
+		uint32_t pid, groups;
+	} kernel = { AF_NETLINK, 0, 0, 0 };
+	struct iovec iov = { msg, sizeof(msg) };
+	struct msghdr m = { .msg_name = &kernel, .msg_namelen = sizeof(kernel), .msg_iov = &iov, .msg_iovlen = 1 };
+	long r = use_sendmsg ? sendmsg(s, &m, 0) : sendto(s, msg, sizeof(msg), 0, (void *)&kernel, sizeof(kernel));
+	if (on_linux)
+		EXPECT(r == (long)sizeof(msg), "sent, answered in an acknowledgement");
+	else
+		EXPECT(FAILS_WITH(r, EPERM), "RTM_NEWROUTE: EPERM");
+	close(s);
+}
+
+static void check_sendto(void)
+{
+	check_netlink_change(0);
+}
+
+static void check_sendmsg(void)
+{
+	check_netlink_change(1);
+}
+
 static void check_recvmsg(void)
 {
 	check_credentials(0);
@@ -747,6 +782,14 @@ static const struct note {
 	  "AF_UNIX, AF_INET, AF_INET6, AF_PACKET and NETLINK_ROUTE only: other families are EAFNOSUPPORT, other netlink "
 	  "protocols EPROTONOSUPPORT",
 	  check_socket },
+	{ "sendto",
+	  "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; "
+	  "Linux answers it in an NLMSG_ERROR acknowledgement",
+	  check_sendto },
+	{ "sendmsg",
+	  "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; "
+	  "Linux answers it in an NLMSG_ERROR acknowledgement",
+	  check_sendmsg },
 	{ "recvmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid", check_recvmsg },
 	{ "bind", "an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL", check_bind },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
