@@ -816,6 +816,9 @@ pub fn sys_setsockopt(ctx: &mut Ctx, fd: Fd, level: i32, name: i32, UserPtr(val)
     if len < 0 {
         return Err(Errno::EINVAL);
     }
+    if changes_host_network(level, name) {
+        return Err(Errno::EPERM);
+    }
     let value = ctx.mem().read_bytes(val, (len as usize).min(1 << 16))?;
     hostnet::setsockopt(f.fd(), level, name, &value)?;
     if let (libc::SOL_SOCKET, libc::SO_PASSCRED, Some(s)) = (level, name, f.socket()) {
@@ -823,6 +826,21 @@ pub fn sys_setsockopt(ctx: &mut Ctx, fd: Fd, level: i32, name: i32, UserPtr(val)
         s.passcred.store(on, Relaxed);
     }
     Ok(0)
+}
+
+/// The socket options that change the host's network rather than the
+/// socket (the host would allow them to a root nomu): the netfilter
+/// tables of iptables, ip6tables, arptables and ebtables (their SET
+/// commands), multicast routing (MRT_*, MRT6_*) and IPVS. EPERM, as
+/// without CAP_NET_ADMIN: a guest changes nothing outside its root.
+fn changes_host_network(level: i32, name: i32) -> bool {
+    const IPT_SO_SET: std::ops::RangeInclusive<i32> = 64..=65;
+    const ARPT_SO_SET: std::ops::RangeInclusive<i32> = 96..=97;
+    const EBT_SO_SET: std::ops::RangeInclusive<i32> = 128..=129;
+    const MRT: std::ops::RangeInclusive<i32> = 200..=215;
+    const IP_VS_SO_SET: std::ops::RangeInclusive<i32> = 1152..=1167;
+    matches!(level, libc::IPPROTO_IP | libc::IPPROTO_IPV6)
+        && [IPT_SO_SET, ARPT_SO_SET, EBT_SO_SET, MRT, IP_VS_SO_SET].iter().any(|r| r.contains(&name))
 }
 
 /// Linux's autobind before a send or connect of an unnamed AF_UNIX socket

@@ -220,7 +220,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(51, net::sys_getsockname(Fd, UserPtr, UserPtr)),
     sys!(52, net::sys_getpeername(Fd, UserPtr, UserPtr)),
     sys!(53, net::sys_socketpair(i32, Hex<i32>, i32, UserPtr)),
-    sys!(54, net::sys_setsockopt(Fd, i32, i32, UserPtr, i32)),
+    sys!(54, net::sys_setsockopt(Fd, i32, i32, UserPtr, i32)).partial(SETSOCKOPT_NOTE),
     sys!(55, net::sys_getsockopt(Fd, i32, i32, UserPtr, UserPtr)),
     sys!(56, exec::sys_clone(Hex, UserPtr, UserPtr, UserPtr, Hex))
         .partial(
@@ -421,6 +421,10 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(439, fs::sys_faccessat2(DirFd, Path, i32, AtFlags)),
     sys!(441, events::sys_epoll_pwait2(Fd, UserPtr, i32, UserPtr, UserPtr, usize)),
 ];
+
+/// Options that change the host's network, not the socket
+/// (syscall::net::changes_host_network).
+const SETSOCKOPT_NOTE: &str = "netfilter table changes (iptables' IPT_SO_SET_*...), multicast routing (MRT_*) and IPVS settings are EPERM, even for root";
 
 /// A guest never changes the host's network configuration, whatever
 /// nomu's privileges (syscall::net::netlink_request).

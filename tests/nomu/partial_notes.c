@@ -26,6 +26,7 @@
 #include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/signalfd.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
@@ -714,6 +715,22 @@ static void check_netlink_change(int use_sendmsg)
 	close(s);
 }
 
+/* iptables' table replacement on a raw socket: a root nomu's host would
+ * take it (here it fails on its garbage, or for want of the module: not
+ * for permission); nomu refuses it first. */
+static void check_setsockopt(void)
+{
+	int s = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	EXPECT(s >= 0, "a raw socket (the tests run as root)");
+	char garbage[8] = { 0 };
+	int r = setsockopt(s, IPPROTO_IP, 64 /* IPT_SO_SET_REPLACE */, garbage, sizeof(garbage));
+	if (on_linux)
+		EXPECT(r == -1 && errno != EPERM, "refused for its garbage, not for permission");
+	else
+		EXPECT(FAILS_WITH(r, EPERM), "IPT_SO_SET_REPLACE: EPERM");
+	close(s);
+}
+
 static void check_sendto(void)
 {
 	check_netlink_change(0);
@@ -782,6 +799,10 @@ static const struct note {
 	  "AF_UNIX, AF_INET, AF_INET6, AF_PACKET and NETLINK_ROUTE only: other families are EAFNOSUPPORT, other netlink "
 	  "protocols EPROTONOSUPPORT",
 	  check_socket },
+	{ "setsockopt",
+	  "netfilter table changes (iptables' IPT_SO_SET_*...), multicast routing (MRT_*) and IPVS settings are EPERM, "
+	  "even for root",
+	  check_setsockopt },
 	{ "sendto",
 	  "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; "
 	  "Linux answers it in an NLMSG_ERROR acknowledgement",
