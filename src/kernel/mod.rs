@@ -496,8 +496,9 @@ impl Kernel {
     /// Queues a process-directed signal (kill, sigqueue, a timer's
     /// SIGEV_SIGNAL, SIGCHLD, a terminal's) in the process's shared pending
     /// set, and wakes one thread that takes it, as Linux's __send_signal
-    /// and complete_signal: the one the last such signal went to, or the
-    /// next after it that does not block it. If every thread blocks it, it
+    /// and complete_signal: its first thread if that does not block it,
+    /// else the one the last such signal went to, or the next after it
+    /// that does not block it. If every thread blocks it, it
     /// stays pending for the process: a thread that unblocks it takes it,
     /// and sigwait, sigpending and signalfd see it from any thread. False
     /// when its siginfo was not queued (the signal is ignored, a standard
@@ -516,13 +517,17 @@ impl Kernel {
         let queued = process.shared_pending.with(|p| p.add(info));
         // Watchers take no lock a sender holds (kernel::poll::Wakeup).
         process.signal_queued.notify();
-        // complete_signal: from the last target on, the first thread that
-        // takes it; none if every thread blocks it.
+        // complete_signal: the first thread if it takes it, else the first
+        // that does from the last target on; none if every thread blocks it.
         let bit = signal::bit(sig);
+        if first.claim_process_signals(bit) != 0 {
+            self.interrupt(first);
+            return queued;
+        }
         let from = process.curr_target.load(std::sync::atomic::Ordering::Relaxed);
         let start = threads.iter().position(|t| t.tid == from).unwrap_or(0);
         let (before, after) = threads.split_at(start);
-        if let Some(t) = after.iter().chain(before).find(|t| t.takes_process_signals() & bit != 0) {
+        if let Some(t) = after.iter().chain(before).find(|t| t.claim_process_signals(bit) != 0) {
             process.curr_target.store(t.tid, std::sync::atomic::Ordering::Relaxed);
             self.interrupt(t);
         }
@@ -541,8 +546,8 @@ impl Kernel {
         }
         let threads = process.threads.lock().unwrap().clone();
         for t in threads.iter().filter(|t| !std::ptr::eq(Arc::as_ptr(t), from)) {
-            let takes = t.takes_process_signals();
-            if retarget & takes == 0 {
+            let takes = t.claim_process_signals(retarget);
+            if takes == 0 {
                 continue;
             }
             retarget &= !takes;

@@ -328,9 +328,12 @@ pub struct Thread {
     pub host_tid: AtomicI32,
     /// Another thread's execve wants this one gone.
     pub kill_requested: AtomicBool,
-    /// Set whenever a signal is queued for this thread; cleared only by
-    /// delivery, under the state lock, when nothing is left pending. Lets
-    /// the syscall return path skip the lock when no signal is waiting.
+    /// Set whenever a signal is queued for this thread, or one queued for
+    /// its process picks it (or it unblocks one pending there); cleared
+    /// only by delivery, under the state lock, when nothing of its own is
+    /// left pending (Linux's TIF_SIGPENDING). Lets the syscall return path
+    /// skip the lock when no signal is waiting; a thread looks at its
+    /// process's pending signals only while it is set.
     pub signal_hint: AtomicBool,
     /// Where the thread waits, if it does (super::waiter::Waiting), so
     /// Kernel::interrupt knows how to end the wait.
@@ -403,16 +406,23 @@ impl Thread {
         self.process.shared_pending.set() & kill != 0 || self.state.lock().unwrap().pending.set & kill != 0
     }
 
-    /// The signals it takes when they are sent to its process: those it
-    /// does not block, or waits for in rt_sigtimedwait (Linux's
-    /// wants_signal, but for a thread that is stopped or has signals
-    /// pending already: it may be picked too).
-    pub fn takes_process_signals(&self) -> u64 {
+    /// Of the process's pending signals in `set`, those this thread takes:
+    /// those it does not block, or waits for in rt_sigtimedwait (Linux's
+    /// wants_signal, but a thread that is stopped or has signals pending
+    /// already may be picked too). If it takes any, its hint is set, under
+    /// its state's lock so that a delivery that found nothing cannot clear
+    /// it after (Linux's signal_wake_up setting TIF_SIGPENDING); the
+    /// caller then interrupts it.
+    pub fn claim_process_signals(&self, set: u64) -> u64 {
         if self.left.load(Ordering::Acquire) {
             return 0;
         }
         let st = self.state.lock().unwrap();
-        !(st.sigmask & !st.sigwait) | super::signal::UNBLOCKABLE
+        let takes = set & (!(st.sigmask & !st.sigwait) | super::signal::UNBLOCKABLE);
+        if takes != 0 {
+            self.signal_hint.store(true, Ordering::SeqCst);
+        }
+        takes
     }
 
     /// Makes `info` pending for this thread; `st` is this thread's state,

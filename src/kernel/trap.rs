@@ -193,18 +193,29 @@ impl ThreadCtx {
             return true; // the trap lets it die (and restarts the call)
         }
         let st = self.thread.state.lock().unwrap();
-        let pending = st.pending.set | self.thread.process.shared_pending.set();
+        let mut pending = st.pending.set;
+        // Its process's, once one picked it (Linux's TIF_SIGPENDING): a
+        // thread a signal did not pick goes on, as on Linux.
+        if self.thread.signal_hint.load(std::sync::atomic::Ordering::SeqCst) {
+            pending |= self.thread.process.shared_pending.set();
+        }
         pending & !(st.sigmask & !signal::UNBLOCKABLE) != 0
     }
 
     /// Sets this thread's signal mask (SIGKILL and SIGSTOP are never
     /// blocked); returns the old one. The process's pending signals it
     /// now blocks go to threads that take them (Linux's
-    /// __set_task_blocked); those it unblocks it takes itself, on its way
-    /// back to guest code.
+    /// __set_task_blocked); those it does not block it takes itself, on
+    /// its way back to guest code (recalc_sigpending).
     pub fn set_sigmask(&self, mask: u64) -> u64 {
         let mask = mask & !signal::UNBLOCKABLE;
-        let old = std::mem::replace(&mut self.thread.state.lock().unwrap().sigmask, mask);
+        let old = {
+            let mut st = self.thread.state.lock().unwrap();
+            if self.thread.process.shared_pending.set() & !mask != 0 {
+                self.thread.signal_hint.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            std::mem::replace(&mut st.sigmask, mask)
+        };
         self.kernel.retarget_shared(&self.thread, mask & !old);
         old
     }
@@ -306,12 +317,10 @@ impl ThreadCtx {
             }
         };
         loop {
-            // Nothing queued since the last look, for the thread or its
-            // process: no lock needed.
+            // Nothing queued since the last look, for the thread or for its
+            // process with this thread picked: no lock needed.
             let process = &self.thread.process;
-            let hint =
-                self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) || process.shared_pending.set() != 0;
-            let next = if hint {
+            let next = if self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) {
                 let mut st = self.thread.state.lock().unwrap();
                 let blocked = st.sigmask;
                 // Its own signals first, then its process's (Linux's
@@ -319,7 +328,8 @@ impl ThreadCtx {
                 let take = || st.pending.take(blocked).or_else(|| process.shared_pending.take(blocked));
                 let next = super::timer::take_signal(process, take).map(|info| (info, blocked));
                 if next.is_none() {
-                    // Blocked signals stay pending and keep the hint.
+                    // Its own blocked signals stay pending and keep the
+                    // hint; its process's wait for a thread they pick.
                     self.thread.signal_hint.store(st.pending.set != 0, std::sync::atomic::Ordering::Release);
                 }
                 next
