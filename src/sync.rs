@@ -9,6 +9,7 @@
 //! | 20 `THREADS` | a process's thread list | a process-directed signal picks its thread from it |
 //! | 30 `SIGNALS` | a process's signal actions | a fault resets its action, then the thread's mask |
 //! | 40 `STATE` | a thread's state (mask, pending signals) | |
+//! | 45 `SHARED_PENDING` | a process's shared pending signals | a thread takes its own pending signals, then the process's, under its state (Linux's dequeue_signal) |
 //! | 50 `FILES` | a process's descriptor table | |
 //! | 60 `MM` | an address space | guest copies hold it; mapping takes pages from physical memory under it |
 //! | 65 `SHM` | System V shared memory segments | a VMA dropped under `MM` detaches its segment, which may free its pages |
@@ -36,6 +37,7 @@ pub const TASKS: u8 = 10;
 pub const THREADS: u8 = 20;
 pub const SIGNALS: u8 = 30;
 pub const STATE: u8 = 40;
+pub const SHARED_PENDING: u8 = 45;
 pub const FILES: u8 = 50;
 pub const MM: u8 = 60;
 pub const SHM: u8 = 65;

@@ -6,9 +6,10 @@
 //! every other wait.
 //!
 //! A signalfd is only a mask: what it reads are the reader's pending
-//! signals, and what it waits on is its process's `signal_queued` wait
-//! queue, notified whenever a signal becomes pending for one of its
-//! threads (Linux's sighand->signalfd_wqh).
+//! signals, its own and then its process's shared ones (as Linux's
+//! dequeue_signal), and what it waits on is its process's `signal_queued`
+//! wait queue, notified whenever a signal becomes pending for one of its
+//! threads or for the process (Linux's sighand->signalfd_wqh).
 
 use crate::kernel::poll::PollHead;
 use crate::kernel::signal::SigInfo;

@@ -65,7 +65,7 @@ pub enum FileType {
     /// An inotify instance: the host's, for paths resolved inside the root;
     /// a read waits in one host call a kick ends, as a pipe's does.
     Inotify,
-    /// A signalfd: reads the reader's pending signals (the host descriptor
+    /// A signalfd: reads the reader's and its process's pending signals (the host descriptor
     /// is a host signalfd that reads none).
     SignalFd,
     /// A socket: the host's, with nomu's translation of AF_UNIX names and

@@ -126,6 +126,12 @@ impl<'a> Released<'a> {
             threads.is_empty()
         };
         process.thread_left.notify();
+        if !last && process.group_exit.get().is_none() {
+            // The process's pending signals it would have taken go to
+            // another thread (Linux's exit_signals).
+            let blocked = thread.state.lock().unwrap().sigmask;
+            kernel.retarget_shared(thread, !blocked);
+        }
         if !last {
             if kernel.trace {
                 kernel.log(&format!("[{}] +++ thread exited +++", thread.tid));

@@ -148,6 +148,16 @@ pub struct StartError {
     pub message: String,
 }
 
+/// Whether `process` drops `sig` when it is not blocked: its action
+/// ignores it, or is the default and the default is to ignore it
+/// (Linux's sig_task_ignored).
+fn ignores(process: &Process, sig: i32) -> bool {
+    let act = process.signals.lock().unwrap().get(sig);
+    // SIGCONT's default is to continue the process, done when it is sent.
+    let default_ignored = signal::default_action(sig) == signal::DefaultAction::Ignore || sig == libc::SIGCONT;
+    act.handler == signal::SIG_IGN || (act.handler == signal::SIG_DFL && default_ignored)
+}
+
 /// The system's name as guests see it (uname, /proc/sys/kernel): the
 /// host's, with Linux's sysname and machine.
 pub fn uname() -> libc::utsname {
@@ -374,13 +384,19 @@ impl Kernel {
             return;
         }
         let threads = process.threads.lock().unwrap().clone();
-        if sig == libc::SIGCONT {
+        // In every thread's pending set and the process's (Linux's
+        // prepare_signal flushes both).
+        let discard = |sigs: &[i32]| {
             for t in &threads {
                 let mut st = t.state.lock().unwrap();
-                for s in stops {
+                for &s in sigs {
                     st.pending.discard(s);
                 }
             }
+            process.shared_pending.with(|p| sigs.iter().for_each(|&s| p.discard(s)));
+        };
+        if sig == libc::SIGCONT {
+            discard(&stops);
             if self.tasks.stop_event(process, task::StopEvent::Continued) {
                 // Only now may its threads run: one that stops the process
                 // again records its stop after this continue, never before
@@ -389,10 +405,8 @@ impl Kernel {
                 process.continued.notify();
                 self.notify_parent_stop(process, crate::abi::CLD_CONTINUED, libc::SIGCONT);
             }
-        } else if stops.contains(&sig) {
-            for t in &threads {
-                t.state.lock().unwrap().pending.discard(libc::SIGCONT);
-            }
+        } else {
+            discard(&[libc::SIGCONT]);
         }
     }
 
@@ -420,17 +434,16 @@ impl Kernel {
         }
     }
 
-    /// Queues a signal for one thread and makes sure it notices. False when
-    /// its siginfo was not queued (the signal is ignored, or a standard
-    /// signal was pending already).
+    /// Queues a signal for one thread (tkill, tgkill, a timer's
+    /// SIGEV_THREAD_ID) and makes sure it notices. False when its siginfo
+    /// was not queued (the signal is ignored, or a standard signal was
+    /// pending already).
     pub fn signal_thread(&self, thread: &Thread, info: SigInfo) -> bool {
         let sig = info.signo();
         self.job_control_on_send(&thread.process, sig);
-        let act = thread.process.signals.lock().unwrap().get(sig);
+        let ignored = ignores(&thread.process, sig);
         let mut st = thread.state.lock().unwrap();
         // An ignored signal is dropped at once unless blocked (Linux too).
-        let ignored = act.handler == signal::SIG_IGN
-            || (act.handler == signal::SIG_DFL && signal::default_action(sig) == signal::DefaultAction::Ignore);
         if ignored && st.sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
             return false;
         }
@@ -480,14 +493,69 @@ impl Kernel {
         }
     }
 
-    /// Queues a process-directed signal on a thread that does not block it.
+    /// Queues a process-directed signal (kill, sigqueue, a timer's
+    /// SIGEV_SIGNAL, SIGCHLD, a terminal's) in the process's shared pending
+    /// set, and wakes one thread that takes it, as Linux's __send_signal
+    /// and complete_signal: its first thread if that does not block it,
+    /// else the one the last such signal went to, or the next after it
+    /// that does not block it. If every thread blocks it, it
+    /// stays pending for the process: a thread that unblocks it takes it,
+    /// and sigwait, sigpending and signalfd see it from any thread. False
+    /// when its siginfo was not queued (the signal is ignored, a standard
+    /// signal was pending already, or the process has no thread left).
     pub fn signal_process(&self, process: &Process, info: SigInfo) -> bool {
-        let target = {
-            let threads = process.threads.lock().unwrap();
-            let bit = signal::bit(info.signo());
-            threads.iter().find(|t| t.state.lock().unwrap().sigmask & bit == 0).or(threads.first()).cloned()
-        };
-        target.is_some_and(|t| self.signal_thread(&t, info))
+        let sig = info.signo();
+        self.job_control_on_send(process, sig);
+        let ignored = ignores(process, sig);
+        let threads = process.threads.lock().unwrap().clone();
+        let Some(first) = threads.first() else { return false };
+        // Ignored: dropped at once unless blocked, by its first thread's
+        // mask (Linux's sig_ignored looks at the task the pid names).
+        if ignored && first.state.lock().unwrap().sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
+            return false;
+        }
+        let queued = process.shared_pending.with(|p| p.add(info));
+        // Watchers take no lock a sender holds (kernel::poll::Wakeup).
+        process.signal_queued.notify();
+        // complete_signal: the first thread if it takes it, else the first
+        // that does from the last target on; none if every thread blocks it.
+        let bit = signal::bit(sig);
+        if first.claim_process_signals(bit) != 0 {
+            self.interrupt(first);
+            return queued;
+        }
+        let from = process.curr_target.load(std::sync::atomic::Ordering::Relaxed);
+        let start = threads.iter().position(|t| t.tid == from).unwrap_or(0);
+        let (before, after) = threads.split_at(start);
+        if let Some(t) = after.iter().chain(before).find(|t| t.claim_process_signals(bit) != 0) {
+            process.curr_target.store(t.tid, std::sync::atomic::Ordering::Relaxed);
+            self.interrupt(t);
+        }
+        queued
+    }
+
+    /// Linux's retarget_shared_pending: `from` will not take the process's
+    /// pending signals in `which` (it just blocked them, or it is leaving),
+    /// so each goes to another thread that takes it, if one does; one
+    /// nobody takes stays pending for the process.
+    pub fn retarget_shared(&self, from: &Thread, which: u64) {
+        let process = &from.process;
+        let mut retarget = process.shared_pending.set() & which;
+        if retarget == 0 {
+            return;
+        }
+        let threads = process.threads.lock().unwrap().clone();
+        for t in threads.iter().filter(|t| !std::ptr::eq(Arc::as_ptr(t), from)) {
+            let takes = t.claim_process_signals(retarget);
+            if takes == 0 {
+                continue;
+            }
+            retarget &= !takes;
+            self.interrupt(t);
+            if retarget == 0 {
+                break;
+            }
+        }
     }
 
     /// nomu's own working directory as a guest path ("/" when it lies

@@ -103,10 +103,18 @@ pub struct Process {
     pub continued: Event,
     /// Notified when a thread leaves `threads` (execve's de_thread waits).
     pub thread_left: Event,
-    /// Notified whenever a signal becomes pending for one of its threads:
-    /// signalfd reads, polls and epoll items wait on it (Linux's
-    /// sighand->signalfd_wqh).
+    /// Notified whenever a signal becomes pending for one of its threads
+    /// or for the process: signalfd reads, polls and epoll items wait on it
+    /// (Linux's sighand->signalfd_wqh).
     pub signal_queued: Arc<super::poll::PollHead>,
+    /// Signals sent to the process as a whole (Linux's
+    /// signal->shared_pending): any thread that does not block one takes
+    /// it (see Kernel::signal_process).
+    pub shared_pending: SharedPending,
+    /// The tid of the thread the last process-directed signal was given
+    /// to: the next search for a thread starts there (Linux's
+    /// signal->curr_target).
+    pub curr_target: AtomicU32,
     /// ITIMER_REAL (alarm, setitimer); not inherited by children.
     pub real_timer: Mutex<super::timer::RealTimer>,
     /// Its POSIX timers (timer_create): not inherited, gone at execve.
@@ -181,6 +189,8 @@ impl Process {
             continued: Event::new(),
             thread_left: Event::new(),
             signal_queued: super::poll::PollHead::new(),
+            shared_pending: SharedPending::default(),
+            curr_target: AtomicU32::new(pid),
         }
     }
 
@@ -224,11 +234,59 @@ impl Process {
     }
 }
 
+/// A process's shared pending signals, with a copy of their set that is
+/// read without the lock (every return to guest code and every wait looks
+/// at it).
+#[derive(Default)]
+pub struct SharedPending {
+    pending: crate::sync::OrderedMutex<Pending, { crate::sync::SHARED_PENDING }>,
+    set: AtomicU64,
+}
+
+impl SharedPending {
+    /// The signals pending (a snapshot).
+    pub fn set(&self) -> u64 {
+        self.set.load(Ordering::SeqCst)
+    }
+
+    /// Runs `f` on the pending signals, under their lock.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Pending) -> R) -> R {
+        let mut p = self.pending.lock().unwrap();
+        let r = f(&mut p);
+        self.set.store(p.set, Ordering::SeqCst);
+        r
+    }
+
+    /// Takes the signal a thread that blocks `blocked` takes next (see
+    /// Pending::take); no lock when none is pending.
+    pub fn take(&self, blocked: u64) -> Option<super::signal::SigInfo> {
+        if self.set() & !(blocked & !super::signal::UNBLOCKABLE) == 0 {
+            return None;
+        }
+        self.with(|p| p.take(blocked))
+    }
+
+    /// Takes the next signal in `set`, blocked or not (sigtimedwait, a
+    /// signalfd's read).
+    pub fn take_from(&self, set: u64) -> Option<super::signal::SigInfo> {
+        if self.set() & set == 0 {
+            return None;
+        }
+        self.with(|p| p.take_from(set))
+    }
+}
+
 /// Per-thread state that other threads may need to see.
 pub struct ThreadState {
     pub clear_child_tid: u64,
     pub robust_list: u64,
     pub sigmask: u64,
+    /// The signals this thread waits for in rt_sigtimedwait: blocked, and
+    /// yet a process-directed one may pick this thread for them (Linux
+    /// unblocks them for the wait, keeping the mask in real_blocked).
+    pub sigwait: u64,
+    /// Signals sent to this thread (its process's are in
+    /// Process::shared_pending).
     pub pending: Pending,
     pub altstack: AltStack,
     /// The thread's name (PR_SET_NAME / comm).
@@ -250,6 +308,7 @@ impl Default for ThreadState {
             clear_child_tid: 0,
             robust_list: 0,
             sigmask: 0,
+            sigwait: 0,
             pending: Pending::default(),
             altstack: AltStack::disabled(),
             comm: [0; 16],
@@ -269,9 +328,12 @@ pub struct Thread {
     pub host_tid: AtomicI32,
     /// Another thread's execve wants this one gone.
     pub kill_requested: AtomicBool,
-    /// Set whenever a signal is queued for this thread; cleared only by
-    /// delivery, under the state lock, when nothing is left pending. Lets
-    /// the syscall return path skip the lock when no signal is waiting.
+    /// Set whenever a signal is queued for this thread, or one queued for
+    /// its process picks it (or it unblocks one pending there); cleared
+    /// only by delivery, under the state lock, when nothing of its own is
+    /// left pending (Linux's TIF_SIGPENDING). Lets the syscall return path
+    /// skip the lock when no signal is waiting; a thread looks at its
+    /// process's pending signals only while it is set.
     pub signal_hint: AtomicBool,
     /// Where the thread waits, if it does (super::waiter::Waiting), so
     /// Kernel::interrupt knows how to end the wait.
@@ -338,8 +400,34 @@ impl Thread {
         }
     }
 
+    /// Whether SIGKILL is pending for it or for its process.
+    pub fn sigkill_pending(&self) -> bool {
+        let kill = super::signal::bit(libc::SIGKILL);
+        self.process.shared_pending.set() & kill != 0 || self.state.lock().unwrap().pending.set & kill != 0
+    }
+
+    /// Of the process's pending signals in `set`, those this thread takes:
+    /// those it does not block, or waits for in rt_sigtimedwait (Linux's
+    /// wants_signal, but a thread that is stopped or has signals pending
+    /// already may be picked too). If it takes any, its hint is set, under
+    /// its state's lock so that a delivery that found nothing cannot clear
+    /// it after (Linux's signal_wake_up setting TIF_SIGPENDING); the
+    /// caller then interrupts it.
+    pub fn claim_process_signals(&self, set: u64) -> u64 {
+        if self.left.load(Ordering::Acquire) {
+            return 0;
+        }
+        let st = self.state.lock().unwrap();
+        let takes = set & (!(st.sigmask & !st.sigwait) | super::signal::UNBLOCKABLE);
+        if takes != 0 {
+            self.signal_hint.store(true, Ordering::SeqCst);
+        }
+        takes
+    }
+
     /// Makes `info` pending for this thread; `st` is this thread's state,
-    /// locked. The only way signals become pending (it keeps the hint true).
+    /// locked. The only way signals become pending for a thread (it keeps
+    /// the hint true); a process's are queued by Kernel::signal_process.
     /// False when its siginfo was not queued: a standard signal pending
     /// already.
     pub fn queue_signal(&self, st: &mut ThreadState, info: super::signal::SigInfo) -> bool {

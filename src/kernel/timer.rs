@@ -211,7 +211,8 @@ impl Timers {
         // A signal counted as pending that is no longer queued was dropped
         // (its action became SIG_IGN, or a SIGCONT cancelled a stop
         // signal): the timer may queue another.
-        let queued = p.threads.lock().unwrap().iter().any(|t| t.state.lock().unwrap().pending.has_timer_signal(id));
+        let queued = p.threads.lock().unwrap().iter().any(|t| t.state.lock().unwrap().pending.has_timer_signal(id))
+            || p.shared_pending.with(|s| s.has_timer_signal(id));
         let send = {
             let mut timers = p.posix_timers.lock().unwrap();
             let Some(t) = timers.timers.get_mut(&id) else { return };

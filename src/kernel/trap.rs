@@ -166,7 +166,7 @@ impl ThreadCtx {
         let process = self.thread.process.clone();
         loop {
             let _ = self.wait_for(Some(&process.continued), None, Wake::OnCondition, || {
-                let killed = self.thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
+                let killed = self.thread.sigkill_pending();
                 let resumed = process.stopped.load(std::sync::atomic::Ordering::Acquire) == 0;
                 Ok((resumed || killed || self.must_leave().is_some() || self.vfork_parent_dying()).then_some(()))
             });
@@ -193,7 +193,31 @@ impl ThreadCtx {
             return true; // the trap lets it die (and restarts the call)
         }
         let st = self.thread.state.lock().unwrap();
-        st.pending.set & !(st.sigmask & !signal::UNBLOCKABLE) != 0
+        let mut pending = st.pending.set;
+        // Its process's, once one picked it (Linux's TIF_SIGPENDING): a
+        // thread a signal did not pick goes on, as on Linux.
+        if self.thread.signal_hint.load(std::sync::atomic::Ordering::SeqCst) {
+            pending |= self.thread.process.shared_pending.set();
+        }
+        pending & !(st.sigmask & !signal::UNBLOCKABLE) != 0
+    }
+
+    /// Sets this thread's signal mask (SIGKILL and SIGSTOP are never
+    /// blocked); returns the old one. The process's pending signals it
+    /// now blocks go to threads that take them (Linux's
+    /// __set_task_blocked); those it does not block it takes itself, on
+    /// its way back to guest code (recalc_sigpending).
+    pub fn set_sigmask(&self, mask: u64) -> u64 {
+        let mask = mask & !signal::UNBLOCKABLE;
+        let old = {
+            let mut st = self.thread.state.lock().unwrap();
+            if self.thread.process.shared_pending.set() & !mask != 0 {
+                self.thread.signal_hint.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            std::mem::replace(&mut st.sigmask, mask)
+        };
+        self.kernel.retarget_shared(&self.thread, mask & !old);
+        old
     }
 
     /// A vfork child that runs on its parent's host thread: if the parent
@@ -293,14 +317,19 @@ impl ThreadCtx {
             }
         };
         loop {
-            // Nothing queued since the last look: no lock needed.
+            // Nothing queued since the last look, for the thread or for its
+            // process with this thread picked: no lock needed.
+            let process = &self.thread.process;
             let next = if self.thread.signal_hint.load(std::sync::atomic::Ordering::Acquire) {
                 let mut st = self.thread.state.lock().unwrap();
                 let blocked = st.sigmask;
-                let next = super::timer::take_signal(&self.thread.process, || st.pending.take(blocked))
-                    .map(|info| (info, blocked));
+                // Its own signals first, then its process's (Linux's
+                // dequeue_signal).
+                let take = || st.pending.take(blocked).or_else(|| process.shared_pending.take(blocked));
+                let next = super::timer::take_signal(process, take).map(|info| (info, blocked));
                 if next.is_none() {
-                    // Blocked signals stay pending and keep the hint.
+                    // Its own blocked signals stay pending and keep the
+                    // hint; its process's wait for a thread they pick.
                     self.thread.signal_hint.store(st.pending.set != 0, std::sync::atomic::Ordering::Release);
                 }
                 next
@@ -310,7 +339,7 @@ impl ThreadCtx {
             let Some((info, blocked)) = next else {
                 restart(frame, None);
                 if let Some(m) = self.saved_mask.take() {
-                    self.thread.state.lock().unwrap().sigmask = m;
+                    self.set_sigmask(m);
                 }
                 return;
             };
@@ -346,14 +375,12 @@ impl ThreadCtx {
                         self.exit_group(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
                         return;
                     }
-                    let mut st = self.thread.state.lock().unwrap();
-                    st.altstack = alt;
+                    self.thread.state.lock().unwrap().altstack = alt;
                     let mut mask = blocked | act.mask;
                     if act.flags & libc::SA_NODEFER as u64 == 0 {
                         mask |= signal::bit(sig);
                     }
-                    st.sigmask = mask & !signal::UNBLOCKABLE;
-                    drop(st);
+                    self.set_sigmask(mask);
                     if act.flags & libc::SA_RESETHAND as u64 != 0 {
                         self.thread.process.signals.lock().unwrap().set(sig, KernelSigaction::default());
                     }
@@ -375,8 +402,7 @@ fn death_of(thread: &Thread) -> Option<ExitStatus> {
     if thread.kill_requested.load(std::sync::atomic::Ordering::SeqCst) {
         return Some(ExitStatus::Code(0));
     }
-    let killed = thread.state.lock().unwrap().pending.set & signal::bit(libc::SIGKILL) != 0;
-    killed.then_some(SIGKILLED)
+    thread.sigkill_pending().then_some(SIGKILLED)
 }
 
 impl GuestKernel for ThreadCtx {

@@ -242,7 +242,7 @@ fn epoll_pwait(
     let r = epoll_wait(ctx, epfd, events, maxevents, deadline);
     if r != Err(Errno::EINTR) {
         if let Some(mask) = ctx.t.saved_mask.take() {
-            ctx.t.thread.state.lock().unwrap().sigmask = mask;
+            ctx.t.set_sigmask(mask);
         }
     }
     r

@@ -785,14 +785,17 @@ impl FileOps for EventFdOps {
     }
 }
 
-/// A signalfd: reads the calling thread's pending signals in its mask,
-/// blocked or not, as `struct signalfd_siginfo`s (Linux's signalfd_read).
+/// A signalfd: reads the pending signals in its mask, blocked or not, of
+/// the calling thread and then of its process, as `struct
+/// signalfd_siginfo`s (Linux's signalfd_read, by dequeue_signal).
 struct SignalFdOps;
 
 impl SignalFdOps {
     fn take(ctx: &Ctx, mask: u64) -> Option<crate::kernel::signal::SigInfo> {
+        let process = &ctx.t.thread.process;
         let mut st = ctx.t.thread.state.lock().unwrap();
-        crate::kernel::timer::take_signal(&ctx.t.thread.process, || st.pending.take_from(mask))
+        let take = || st.pending.take_from(mask).or_else(|| process.shared_pending.take_from(mask));
+        crate::kernel::timer::take_signal(process, take)
     }
 
     /// Fills `out` (a multiple of 128 bytes) with pending signals, waiting
@@ -847,7 +850,8 @@ impl FileOps for SignalFdOps {
 
     fn poll(&self, ctx: &Ctx, f: &OpenFile) -> u32 {
         let mask = f.signalfd().expect("a signalfd's state").mask();
-        if ctx.t.thread.state.lock().unwrap().pending.has_any(mask) {
+        let shared = ctx.process().shared_pending.set() & mask != 0;
+        if shared || ctx.t.thread.state.lock().unwrap().pending.has_any(mask) {
             crate::fs::epoll::EPOLLIN
         } else {
             0

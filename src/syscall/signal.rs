@@ -43,13 +43,15 @@ pub fn sys_rt_sigaction(
             new.mask &= !UNBLOCKABLE;
             signals.set(sig, new);
             // An action that ignores the signal drops its pending
-            // instances, blocked or not, in every thread (do_sigaction).
+            // instances, blocked or not, in every thread and in the
+            // process's shared set (do_sigaction).
             let default_ignored =
                 matches!(signal::default_action(sig), signal::DefaultAction::Ignore) || sig == libc::SIGCONT;
             if new.handler == signal::SIG_IGN || (new.handler == signal::SIG_DFL && default_ignored) {
                 for t in threads.iter() {
                     t.state.lock().unwrap().pending.discard(sig);
                 }
+                ctx.process().shared_pending.with(|p| p.discard(sig));
             }
         }
         old
@@ -76,19 +78,16 @@ pub fn sys_rt_sigprocmask(
     if new.is_some() && !matches!(how, libc::SIG_BLOCK | libc::SIG_UNBLOCK | libc::SIG_SETMASK) {
         return Err(Errno::EINVAL);
     }
-    let old = {
-        let mut st = ctx.t.thread.state.lock().unwrap();
-        let old = st.sigmask;
-        if let Some(set) = new {
-            let mask = match how {
-                libc::SIG_BLOCK => old | set,
-                libc::SIG_UNBLOCK => old & !set,
-                _ => set,
-            };
-            st.sigmask = mask & !UNBLOCKABLE;
-        }
-        old
-    };
+    // Only this thread changes its mask: read, then set.
+    let old = ctx.t.thread.state.lock().unwrap().sigmask;
+    if let Some(set) = new {
+        let mask = match how {
+            libc::SIG_BLOCK => old | set,
+            libc::SIG_UNBLOCK => old & !set,
+            _ => set,
+        };
+        ctx.t.set_sigmask(mask);
+    }
     if oset != 0 {
         ctx.mem().write(oset, &old)?;
     }
@@ -271,10 +270,9 @@ pub fn sys_rt_sigreturn(ctx: &mut Ctx) -> SysResult {
     let mem = UserMem::new(&ctx.t.mm);
     match sigframe::pop(&mem, ctx.frame) {
         Ok((mask, alt)) => {
-            let mut st = ctx.t.thread.state.lock().unwrap();
-            st.sigmask = mask;
+            ctx.t.set_sigmask(mask);
             if let Some(alt) = alt.filter(|a| a.flags & SS_DISABLE != 0 || a.size >= MINSIGSTKSZ) {
-                st.altstack = alt;
+                ctx.t.thread.state.lock().unwrap().altstack = alt;
             }
             // rax is the interrupted code's, restored with the rest.
             Ok(ctx.frame.regs.rax)
@@ -335,7 +333,12 @@ pub fn sys_rt_sigpending(ctx: &mut Ctx, UserPtr(uset): UserPtr, sigsetsize: usiz
     if sigsetsize > SIGSET_SIZE {
         return Err(Errno::EINVAL);
     }
-    let set = ctx.t.thread.state.lock().unwrap().pending.set;
+    // The blocked signals pending for the thread or its process (Linux's
+    // do_sigpending).
+    let set = {
+        let st = ctx.t.thread.state.lock().unwrap();
+        (st.pending.set | ctx.process().shared_pending.set()) & st.sigmask
+    };
     ctx.mem().write_bytes(uset, &set.to_le_bytes()[..sigsetsize])?;
     Ok(0)
 }

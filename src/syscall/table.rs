@@ -384,13 +384,13 @@ pub static SYSCALLS: &[SyscallDef] = &[
         .partial("copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)"),
     sys!(280, fs::sys_utimensat(DirFd, Path, UserPtr, AtFlags)).changes_inodes(),
     sys!(281, events::sys_epoll_pwait(Fd, UserPtr, i32, i32, UserPtr, usize)),
-    sys!(282, events::sys_signalfd(i32, UserPtr, usize)).partial(SIGNALFD_NOTE),
+    sys!(282, events::sys_signalfd(i32, UserPtr, usize)),
     sys!(283, events::sys_timerfd_create(i32, Hex<i32>)),
     sys!(284, events::sys_eventfd(u32)),
     sys!(285, io::sys_fallocate(Fd, i32, i64, i64)).changes_inodes(),
     sys!(286, events::sys_timerfd_settime(Fd, Hex<i32>, UserPtr, UserPtr)),
     sys!(287, events::sys_timerfd_gettime(Fd, UserPtr)),
-    sys!(289, events::sys_signalfd4(i32, UserPtr, usize, Hex<i32>)).partial(SIGNALFD_NOTE),
+    sys!(289, events::sys_signalfd4(i32, UserPtr, usize, Hex<i32>)),
     sys!(288, net::sys_accept4(Fd, UserPtr, UserPtr, Hex<i32>)),
     sys!(290, events::sys_eventfd2(u32, Hex<i32>)),
     sys!(291, events::sys_epoll_create1(Hex<i32>)),
@@ -430,15 +430,10 @@ const SETSOCKOPT_NOTE: &str = "netfilter table changes (iptables' IPT_SO_SET_*..
 /// nomu's privileges (syscall::net::netlink_request).
 const NETLINK_NOTE: &str = "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; Linux answers it in an NLMSG_ERROR acknowledgement";
 
-/// nomu queues a process-directed signal on one of its threads (one that
-/// does not block it, else the first): there is no process-wide queue for
-/// another thread's signalfd to read it from.
 /// shmat's difference from Linux with an MMU (src/kernel/ipc/shm.rs).
 const SHMAT_NOTE: &str = "a segment has one address, the same in every process (no MMU): shmat at another address, or \
      a second attach in one process, is EINVAL; the pages' protection is the segment's (writable while any \
      attachment is), so SHM_RDONLY and mprotect bind only syscalls then";
-
-const SIGNALFD_NOTE: &str = "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the process's first thread only";
 
 static INDEX: OnceLock<Vec<Option<&'static SyscallDef>>> = OnceLock::new();
 

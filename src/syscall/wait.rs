@@ -198,9 +198,7 @@ pub(super) fn swap_mask(ctx: &mut Ctx, ptr: u64, size: u64) -> Result<(), Errno>
         return Err(Errno::EINVAL);
     }
     let mask: u64 = ctx.mem().read(ptr)?;
-    let mut st = ctx.t.thread.state.lock().unwrap();
-    ctx.t.saved_mask = Some(st.sigmask);
-    st.sigmask = mask & !UNBLOCKABLE;
+    ctx.t.saved_mask = Some(ctx.t.set_sigmask(mask));
     Ok(())
 }
 
@@ -398,12 +396,22 @@ pub fn sys_rt_sigtimedwait(
     let set: u64 = ctx.mem().read(uthese)?;
     let set = set & !UNBLOCKABLE;
     let deadline = read_timespec_deadline(ctx, uts)?;
-    // Woken by the kick that comes with every signal queued for it.
+    let process = &ctx.t.thread.process;
+    // While it waits, a signal sent to the process may pick this thread
+    // for the signals it waits for, as if it did not block them (Linux
+    // unblocks them for the wait); it is woken by the kick that comes with
+    // every signal queued for it.
+    ctx.t.thread.state.lock().unwrap().sigwait = set;
     let got = ctx.t.wait_for(None, deadline, Wake::OnSignal, || {
         let mut st = ctx.t.thread.state.lock().unwrap();
-        // Take a waited-for signal even though it is blocked.
-        Ok(crate::kernel::timer::take_signal(&ctx.t.thread.process, || st.pending.take(!set)))
+        // A waited-for signal, though it is blocked: its own first, then
+        // its process's (never SIGKILL or SIGSTOP: those are not in `set`).
+        let take = || st.pending.take_from(set).or_else(|| process.shared_pending.take_from(set));
+        Ok(crate::kernel::timer::take_signal(process, take))
     });
+    ctx.t.thread.state.lock().unwrap().sigwait = 0;
+    // One sent meanwhile that it did not take goes to another thread.
+    ctx.kernel().retarget_shared(&ctx.t.thread, set);
     match got {
         Ok(Some(info)) => {
             if uinfo != 0 {

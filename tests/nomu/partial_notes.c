@@ -25,7 +25,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/shm.h>
-#include <sys/signalfd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -524,50 +523,6 @@ static void check_timer_create(void)
 	}
 }
 
-/* A signalfd read by a thread other than the first, for a process-directed
- * signal every thread blocks. */
-static void *read_signalfd(void *arg)
-{
-	struct signalfd_siginfo si;
-	return (void *)(long)read(*(int *)arg, &si, sizeof(si));
-}
-
-static void check_signalfd(int use_signalfd4)
-{
-	sigset_t set, old;
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &set, &old);
-	int fd = use_signalfd4 ? (int)syscall(SYS_signalfd4, -1, &set, 8, SFD_NONBLOCK)
-			       : (int)syscall(SYS_signalfd, -1, &set, 8);
-	if (!use_signalfd4)
-		fcntl(fd, F_SETFL, O_NONBLOCK);
-	kill(getpid(), SIGUSR1);
-	pthread_t t;
-	void *got;
-	pthread_create(&t, NULL, read_signalfd, &fd);
-	pthread_join(t, &got);
-	if (on_linux) {
-		EXPECT((long)got == (long)sizeof(struct signalfd_siginfo), "another thread reads the process's signal");
-	} else {
-		EXPECT((long)got == -1, "another thread does not see it");
-		struct signalfd_siginfo si;
-		EXPECT(read(fd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo == SIGUSR1, "the first thread reads it");
-	}
-	close(fd);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void check_signalfd_old(void)
-{
-	check_signalfd(0);
-}
-
-static void check_signalfd4(void)
-{
-	check_signalfd(1);
-}
-
 static volatile int thread_may_end;
 
 static void *idle_thread(void *arg)
@@ -820,14 +775,6 @@ static const struct note {
 	  check_futex },
 	{ "timer_create", "no CPU-time or alarm clocks (EINVAL)", check_timer_create },
 	{ "prlimit64", "limits are recorded; NOFILE is enforced", check_prlimit64 },
-	{ "signalfd",
-	  "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the "
-	  "process's first thread only",
-	  check_signalfd_old },
-	{ "signalfd4",
-	  "reads the calling thread's pending signals: a process-directed signal every thread blocks is pending on the "
-	  "process's first thread only",
-	  check_signalfd4 },
 	{ "recvmmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid",
 	  check_recvmmsg },
 	{ "close_range", "CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)",
