@@ -301,6 +301,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(145, sched::sys_sched_getscheduler(i32)),
     sys!(146, sched::sys_sched_get_priority_max(i32)),
     sys!(147, sched::sys_sched_get_priority_min(i32)),
+    sys!(148, sched::sys_sched_rr_get_interval(i32, UserPtr)),
     sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
         .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS"),
     sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
