@@ -307,6 +307,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
     sys!(160, info::sys_setrlimit(u32, UserPtr)).partial("limits are recorded; NOFILE is enforced"),
     sys!(162, io::sys_sync()),
+    sys!(170, info::sys_sethostname(UserPtr, i32)),
+    sys!(171, info::sys_setdomainname(UserPtr, i32)),
     sys!(186, process::sys_gettid()),
     sys!(187, io::sys_readahead(Fd, i64, usize)),
     sys!(188, xattr::sys_setxattr(Path, Path, InBuf<3>, usize, i32)).changes_inodes(),

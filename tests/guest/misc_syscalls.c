@@ -1,4 +1,4 @@
-/* Clocks and sleeps, uname, getrandom, process ids, sysinfo, rlimits,
+/* Clocks and sleeps, uname, sethostname/setdomainname, getrandom, process ids, sysinfo, rlimits,
  * sched_yield, futex, set_tid_address, arch_prctl, rt_sigaction,
  * rt_sigprocmask, and how wide each argument is (an int is the low half of
  * its register).  Prints section names only: no times, ids or values. */
@@ -408,9 +408,61 @@ static void test_argument_widths(void)
 	CHECK_OK(munmap(m, 4096));
 }
 
+/* A thread of its own changes only its own ids (the raw call). */
+static void *unprivileged_uts(void *arg)
+{
+	struct utsname *u = arg;
+	if (syscall(SYS_setresuid, 1000, 1000, 1000) != 0)
+		return (void *)1;
+	long host = syscall(SYS_sethostname, u->nodename, strlen(u->nodename));
+	int host_errno = errno;
+	long domain = syscall(SYS_setdomainname, u->domainname, strlen(u->domainname));
+	int domain_errno = errno;
+	return (void *)(long)!(host == -1 && host_errno == EPERM && domain == -1 && domain_errno == EPERM);
+}
+
+/* sethostname/setdomainname (CPython's test_socket.test_sethostname:
+ * ENOSYS under nomu): only root's, at most 64 bytes, EPERM before EINVAL
+ * before EFAULT. Natively this changes the host's names, so it sets
+ * them to what they are; under nomu they are nomu's, never the host's. */
+static void test_uts_names(void)
+{
+	printf("== sethostname\n");
+	struct utsname u, after;
+	CHECK_OK(uname(&u));
+	if (getuid() != 0) {
+		CHECK_ERR(syscall(SYS_sethostname, u.nodename, strlen(u.nodename)), EPERM);
+		return;
+	}
+	CHECK_OK(syscall(SYS_sethostname, u.nodename, strlen(u.nodename)));
+	CHECK_OK(syscall(SYS_setdomainname, u.domainname, strlen(u.domainname)));
+	CHECK_OK(uname(&after));
+	CHECK(!strcmp(after.nodename, u.nodename) && !strcmp(after.domainname, u.domainname));
+	char proc[80] = "";
+	int fd = open("/proc/sys/kernel/hostname", O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK_EQ(read(fd, proc, sizeof proc - 1), (long)strlen(u.nodename) + 1);
+	close(fd);
+	CHECK(!strncmp(proc, u.nodename, strlen(u.nodename)));
+	CHECK_ERR(syscall(SYS_sethostname, u.nodename, 65), EINVAL);
+	CHECK_ERR(syscall(SYS_sethostname, u.nodename, -1), EINVAL);
+	CHECK_ERR(syscall(SYS_sethostname, (void *)8, 4), EFAULT);
+	CHECK_ERR(syscall(SYS_setdomainname, u.domainname, 65), EINVAL);
+	CHECK_ERR(syscall(SYS_setdomainname, (void *)8, 4), EFAULT);
+	CHECK_ERR(syscall(SYS_sethostname, (void *)8, 65), EINVAL); /* length first */
+	CHECK_OK(uname(&after));
+	CHECK(!strcmp(after.nodename, u.nodename) && !strcmp(after.domainname, u.domainname));
+	pthread_t t;
+	void *r = (void *)1;
+	CHECK_OK(pthread_create(&t, NULL, unprivileged_uts, &u));
+	CHECK_OK(pthread_join(t, &r));
+	CHECK(r == NULL);
+}
+
 int main(void)
 {
 	test_time();
+	test_uts_names();
 	test_ids();
 	test_rlimit();
 	test_futex();
