@@ -1,4 +1,4 @@
-/* Clocks and sleeps, uname, sethostname/setdomainname, getrandom, process ids, sysinfo, rlimits,
+/* Clocks and sleeps, setting the clock (no one may), uname, sethostname/setdomainname, getrandom, process ids, sysinfo, rlimits,
  * sched_yield, futex, set_tid_address, arch_prctl, rt_sigaction,
  * rt_sigprocmask, and how wide each argument is (an int is the low half of
  * its register).  Prints section names only: no times, ids or values. */
@@ -408,6 +408,72 @@ static void test_argument_widths(void)
 	CHECK_OK(munmap(m, 4096));
 }
 
+/* An unprivileged thread may not set the clock. */
+static void *unprivileged_clock(void *arg)
+{
+	(void)arg;
+	struct timespec now;
+	struct timeval tv;
+	if (syscall(SYS_setresuid, 1000, 1000, 1000) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
+		return (void *)1;
+	tv.tv_sec = now.tv_sec;
+	tv.tv_usec = now.tv_nsec / 1000;
+	long a = syscall(SYS_clock_settime, CLOCK_REALTIME, &now);
+	int a_errno = errno;
+	long b = syscall(SYS_settimeofday, &tv, NULL);
+	int b_errno = errno;
+	return (void *)(long)!(a == -1 && a_errno == EPERM && b == -1 && b_errno == EPERM);
+}
+
+/* clock_settime and settimeofday: every check Linux makes before the
+ * permission (CPython's test_time.test_clock_settime found them ENOSYS);
+ * nothing here sets the clock natively either. */
+static void test_set_clock(void)
+{
+	printf("== setting clocks\n");
+	struct timespec now, bad;
+	CHECK_OK(clock_gettime(CLOCK_REALTIME, &now));
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_MONOTONIC, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_MONOTONIC, (void *)8), EINVAL); /* before the read */
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_BOOTTIME, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_MONOTONIC_RAW, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, 10, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, 100, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_REALTIME, (void *)8), EFAULT);
+	bad.tv_sec = now.tv_sec;
+	bad.tv_nsec = 1000000000;
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_REALTIME, &bad), EINVAL);
+	bad.tv_sec = -1;
+	bad.tv_nsec = 0;
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_REALTIME, &bad), EINVAL);
+	/* The CPU clocks' names have no setter; a CPU clock named by its
+	 * process or thread is never set: EPERM once the time is read. */
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_PROCESS_CPUTIME_ID, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_THREAD_CPUTIME_ID, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 6), (void *)8), EFAULT);
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 6), &now), EPERM); /* own thread */
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~(unsigned)syscall(SYS_gettid) << 3) | 6), &now), EPERM);
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 2), &now), EPERM);	 /* own process */
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0x7ffff0u << 3) | 2), &now), EINVAL); /* no such */
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 7), &now), EINVAL);	 /* no such kind */
+	struct timeval tv = { now.tv_sec, -1 };
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	tv.tv_usec = 1000001;
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	tv.tv_usec = 1000000; /* passes the first check, fails the second */
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	CHECK_ERR(syscall(SYS_settimeofday, (void *)8, NULL), EFAULT);
+	tv.tv_sec = -1;
+	tv.tv_usec = 0;
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, (void *)8), EFAULT); /* the zone is read first */
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	pthread_t t;
+	void *r = (void *)1;
+	CHECK_OK(pthread_create(&t, NULL, unprivileged_clock, NULL));
+	CHECK_OK(pthread_join(t, &r));
+	CHECK(r == NULL);
+}
+
 /* A thread of its own changes only its own ids (the raw call). */
 static void *unprivileged_uts(void *arg)
 {
@@ -463,6 +529,7 @@ int main(void)
 {
 	test_time();
 	test_uts_names();
+	test_set_clock();
 	test_ids();
 	test_rlimit();
 	test_futex();
