@@ -16,7 +16,16 @@ fn read_timespec(ctx: &Ctx, ptr: u64) -> Result<libc::timespec, Errno> {
 }
 
 pub fn sys_clock_gettime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
-    let ts = hostsys::clock_gettime(clock)?;
+    let mut ts = hostsys::clock_gettime(clock)?;
+    if clock == libc::CLOCK_THREAD_CPUTIME_ID {
+        // The host thread's time, less what it ran before this guest thread
+        // (an idle worker is reused: a new thread started at another's
+        // total), as getrusage(RUSAGE_THREAD) counts.
+        let (u, s) = ctx.t.thread.state.lock().unwrap().cpu_base;
+        let base = (u.tv_sec + s.tv_sec) as i128 * 1_000_000_000 + (u.tv_usec + s.tv_usec) as i128 * 1000;
+        let ns = (ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128 - base).max(0);
+        ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
+    }
     ctx.mem().write(tp, &ts)?;
     Ok(0)
 }

@@ -408,6 +408,45 @@ static void test_argument_widths(void)
 	CHECK_OK(munmap(m, 4096));
 }
 
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *burn_cpu(void *arg)
+{
+	(void)arg;
+	double start = thread_cpu();
+	while (thread_cpu() - start < 0.2)
+		;
+	return NULL;
+}
+
+static void *read_thread_cpu(void *arg)
+{
+	*(double *)arg = thread_cpu();
+	return NULL;
+}
+
+/* A new thread's CPU clock starts near 0, whatever ran before it
+ * (regression: nomu's reused host thread gave it a finished thread's
+ * 0.2 s, found through CPython's time.thread_time). */
+static void test_thread_cpu_clock(void)
+{
+	printf("== thread CPU clock\n");
+	pthread_t t;
+	double fresh = 1;
+	CHECK_OK(pthread_create(&t, NULL, burn_cpu, NULL));
+	CHECK_OK(pthread_join(t, NULL));
+	CHECK_OK(pthread_create(&t, NULL, read_thread_cpu, &fresh));
+	CHECK_OK(pthread_join(t, NULL));
+	CHECK(fresh >= 0 && fresh < 0.1);
+	double a = thread_cpu(), b = thread_cpu();
+	CHECK(a >= 0 && b >= a);
+}
+
 /* An unprivileged thread may not set the clock. */
 static void *unprivileged_clock(void *arg)
 {
@@ -530,6 +569,7 @@ int main(void)
 	test_time();
 	test_uts_names();
 	test_set_clock();
+	test_thread_cpu_clock();
 	test_ids();
 	test_rlimit();
 	test_futex();
