@@ -658,11 +658,26 @@ fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
     // an empty list too (task_state).
     let groups: String = c.groups.iter().map(|g| format!("{g} ")).collect();
     let groups = if groups.is_empty() { " ".to_string() } else { groups };
+    // The signals ignored and caught (the process's actions) and those the
+    // first thread blocks, as Linux's task_sig renders them.
+    let (ignored, caught) = {
+        let actions = p.signals.lock().unwrap();
+        (1..=64).fold((0u64, 0u64), |(ign, cgt), sig| match actions.get(sig).handler {
+            crate::kernel::signal::SIG_IGN => (ign | crate::kernel::signal::bit(sig), cgt),
+            crate::kernel::signal::SIG_DFL => (ign, cgt),
+            _ => (ign, cgt | crate::kernel::signal::bit(sig)),
+        })
+    };
+    let leader = {
+        let threads = p.threads.lock().unwrap();
+        threads.iter().find(|t| t.tid == p.pid).or(threads.first()).cloned()
+    };
+    let blocked = leader.map_or(0, |t| t.state.lock().unwrap().sigmask);
     let mut s = b"Name:\t".to_vec();
     s.extend(comm(p));
     s.extend(
         format!(
-            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
+            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nSigBlk:\t{blocked:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
             kernel.tasks.ppid(p.pid),
             c.uid,
             c.euid,

@@ -319,6 +319,16 @@ pub fn ioctl(fd: BorrowedFd, request: u64, arg: Option<&mut [u8]>, value: u64) -
     unsafe { syscall(libc::SYS_ioctl, args([raw(fd), request, argp])) }
 }
 
+/// TIOCGPTPEER: the pseudo-terminal master `fd`'s peer, opened with
+/// `flags` (always close-on-exec on the host).
+pub fn open_pty_peer(fd: BorrowedFd, flags: i32) -> R<OwnedFd> {
+    const TIOCGPTPEER: u64 = 0x5441;
+    // SAFETY: TIOCGPTPEER takes its flags as a plain integer and returns a
+    // new descriptor.
+    let peer = unsafe { syscall(libc::SYS_ioctl, args([raw(fd), TIOCGPTPEER, (flags | libc::O_CLOEXEC) as u64])) }?;
+    Ok(owned(peer))
+}
+
 /// SIOCGIFCONF into `buf` (empty: only the length needed): the length.
 pub fn ifconf(fd: BorrowedFd, buf: &mut [u8]) -> R<usize> {
     #[repr(C)]

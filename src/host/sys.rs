@@ -103,6 +103,14 @@ pub fn host_cred() -> &'static HostCred {
     })
 }
 
+/// The calling host thread's round-robin interval (its fair slice).
+pub fn sched_rr_get_interval() -> R<libc::timespec> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid output pointer.
+    unsafe { syscall(libc::SYS_sched_rr_get_interval, args([0, &mut ts as *mut libc::timespec as u64])) }?;
+    Ok(ts)
+}
+
 pub fn sched_yield() {
     // SAFETY: cannot fail.
     let _ = unsafe { syscall(libc::SYS_sched_yield, args([])) };

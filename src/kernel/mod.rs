@@ -61,6 +61,16 @@ pub struct Kernel {
     pub inode_changes: std::sync::atomic::AtomicU64,
     /// System V IPC objects, every guest process's (not the host's).
     pub ipc: ipc::Ipc,
+    /// The host and domain names set by sethostname/setdomainname (one UTS
+    /// namespace for all guests; never the host's): None, the host's.
+    uts_names: std::sync::Mutex<[Option<Vec<u8>>; 2]>,
+}
+
+/// Which of the names sethostname and setdomainname set.
+#[derive(Clone, Copy)]
+pub enum UtsName {
+    Host = 0,
+    Domain = 1,
 }
 
 /// An idle host thread waiting for a guest thread to run.
@@ -114,6 +124,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         syscall_sites: Default::default(),
         inode_changes: Default::default(),
         ipc: ipc::Ipc::new(phys),
+        uts_names: Default::default(),
     };
     if config.trace {
         kernel.log(&format!(
@@ -158,22 +169,36 @@ fn ignores(process: &Process, sig: i32) -> bool {
     act.handler == signal::SIG_IGN || (act.handler == signal::SIG_DFL && default_ignored)
 }
 
-/// The system's name as guests see it (uname, /proc/sys/kernel): the
-/// host's, with Linux's sysname and machine.
-pub fn uname() -> libc::utsname {
-    fn set_field(field: &mut [libc::c_char], value: &str) {
-        field.fill(0);
-        for (d, s) in field.iter_mut().zip(value.bytes().take(64)) {
-            *d = s as libc::c_char;
-        }
+fn set_uts_field(field: &mut [libc::c_char], value: &[u8]) {
+    field.fill(0);
+    for (d, s) in field.iter_mut().zip(value.iter().take(64)) {
+        *d = *s as libc::c_char;
     }
-    let mut u = crate::host::sys::uname();
-    set_field(&mut u.sysname, "Linux");
-    set_field(&mut u.machine, "x86_64");
-    u
 }
 
 impl Kernel {
+    /// The system's name as guests see it (uname, /proc/sys/kernel): the
+    /// host's, with Linux's sysname and machine, and the host and domain
+    /// names a guest set.
+    pub fn uname(&self) -> libc::utsname {
+        let mut u = crate::host::sys::uname();
+        set_uts_field(&mut u.sysname, b"Linux");
+        set_uts_field(&mut u.machine, b"x86_64");
+        let names = self.uts_names.lock().unwrap();
+        if let Some(n) = &names[UtsName::Host as usize] {
+            set_uts_field(&mut u.nodename, n);
+        }
+        if let Some(n) = &names[UtsName::Domain as usize] {
+            set_uts_field(&mut u.domainname, n);
+        }
+        u
+    }
+
+    /// sethostname/setdomainname's change (at most 64 bytes, checked).
+    pub fn set_uts_name(&self, which: UtsName, name: Vec<u8>) {
+        self.uts_names.lock().unwrap()[which as usize] = Some(name);
+    }
+
     /// Whether a process, thread, process group or session has this id
     /// (a new process or thread may not take it).
     pub fn id_in_use(&self, id: u32) -> bool {

@@ -379,6 +379,36 @@ impl FileOps for Terminal {
                 mem.read_into(arg, &mut w)?;
                 hostfs::ioctl(f.fd(), req, Some(&mut w), 0).map(|_| 0)
             }
+            // Pseudo-terminal masters (openpty, ptsname, unlockpt) and the
+            // queue and flow calls, the host terminal's.
+            TIOCGPTN | TIOCGPTLCK | TIOCGEXCL | TIOCOUTQ | TIOCGETD => {
+                let mut n = [0u8; 4];
+                hostfs::ioctl(f.fd(), req, Some(&mut n), 0)?;
+                mem.write_bytes(arg, &n)?;
+                Ok(0)
+            }
+            TIOCSPTLCK => {
+                let mut n = [0u8; 4];
+                mem.read_into(arg, &mut n)?;
+                hostfs::ioctl(f.fd(), req, Some(&mut n), 0).map(|_| 0)
+            }
+            TIOCGPTPEER => {
+                // Linux's ptm_open_peer takes only these flags.
+                let flags = arg as i32 & (libc::O_ACCMODE | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC);
+                let peer = hostfs::open_pty_peer(f.fd(), flags & !libc::O_CLOEXEC)?;
+                let mut n = [0u8; 4];
+                hostfs::ioctl(f.fd(), TIOCGPTN, Some(&mut n), 0)?;
+                let path = format!("/dev/pts/{}", u32::from_ne_bytes(n));
+                let file = Arc::new(OpenFile::new(peer, path.into_bytes(), false));
+                ctx.install_fd(file, flags & libc::O_CLOEXEC != 0)
+            }
+            TIOCEXCL | TIOCNXCL => hostfs::ioctl(f.fd(), req, None, 0).map(|_| 0),
+            // Flow control, flushing and breaks change the terminal: job
+            // control's SIGTTOU first (tty_check_change); a drain may wait.
+            TCXONC | TCFLSH | TCSBRK | TCSBRKP | TIOCSBRK | TIOCCBRK => {
+                tty_job_control(ctx, libc::SIGTTOU)?;
+                ctx.t.block_in_host(|| hostfs::ioctl(f.fd(), req, None, arg)).map(|_| 0)
+            }
             // The host terminal's foreground group is nomu's; the guest's is
             // kept here, and the terminal's signals go to it.
             TIOCGPGRP => {
@@ -586,6 +616,21 @@ const TIOCSPGRP: u64 = 0x5410;
 const TIOCGWINSZ: u64 = 0x5413;
 const TIOCSWINSZ: u64 = 0x5414;
 pub const FIONREAD: u64 = 0x541b;
+const TCSBRK: u64 = 0x5409;
+const TCXONC: u64 = 0x540a;
+const TCFLSH: u64 = 0x540b;
+const TIOCEXCL: u64 = 0x540c;
+const TIOCNXCL: u64 = 0x540d;
+const TIOCOUTQ: u64 = 0x5411;
+const TIOCGETD: u64 = 0x5424;
+const TCSBRKP: u64 = 0x5425;
+const TIOCSBRK: u64 = 0x5427;
+const TIOCCBRK: u64 = 0x5428;
+const TIOCGPTN: u64 = 0x8004_5430;
+const TIOCSPTLCK: u64 = 0x4004_5431;
+const TIOCGPTLCK: u64 = 0x8004_5439;
+const TIOCGEXCL: u64 = 0x8004_5440;
+const TIOCGPTPEER: u64 = 0x5441;
 
 /// Terminal job control: a process outside the terminal's foreground group
 /// that reads it (SIGTTIN) or changes its settings (SIGTTOU) gets its group

@@ -7,8 +7,32 @@ use crate::host::sys as hostsys;
 use crate::kernel::process::RLIM_NLIMITS;
 
 pub fn sys_uname(ctx: &mut Ctx, UserPtr(name): UserPtr) -> SysResult {
-    ctx.mem().write(name, &crate::kernel::uname())?;
+    ctx.mem().write(name, &ctx.kernel().uname())?;
     Ok(0)
+}
+
+/// Linux's sethostname/setdomainname: CAP_SYS_ADMIN first, then the length
+/// (at most __NEW_UTS_LEN, 64), then the name is read. The name is nomu's
+/// (every guest's uname and /proc/sys/kernel/hostname), never the host's.
+fn set_uts_name(ctx: &Ctx, which: crate::kernel::UtsName, name: u64, len: i32) -> SysResult {
+    if !ctx.cred().capable(crate::kernel::cred::CAP_SYS_ADMIN) {
+        return Err(Errno::EPERM);
+    }
+    if !(0..=64).contains(&len) {
+        return Err(Errno::EINVAL);
+    }
+    let mut buf = vec![0u8; len as usize];
+    ctx.mem().read_into(name, &mut buf)?;
+    ctx.kernel().set_uts_name(which, buf);
+    Ok(0)
+}
+
+pub fn sys_sethostname(ctx: &mut Ctx, UserPtr(name): UserPtr, len: i32) -> SysResult {
+    set_uts_name(ctx, crate::kernel::UtsName::Host, name, len)
+}
+
+pub fn sys_setdomainname(ctx: &mut Ctx, UserPtr(name): UserPtr, len: i32) -> SysResult {
+    set_uts_name(ctx, crate::kernel::UtsName::Domain, name, len)
 }
 
 pub fn sys_sysinfo(ctx: &mut Ctx, UserPtr(info): UserPtr) -> SysResult {

@@ -88,6 +88,25 @@ pub fn sys_sched_getscheduler(ctx: &mut Ctx, pid: i32) -> SysResult {
     Ok(policy as u64)
 }
 
+/// Linux's sched_rr_get_interval: the class's get_rr_interval. A fair
+/// thread's is its slice, as the host gives it for nomu's own (fair) thread;
+/// SCHED_RR's is sched_rr_timeslice (RR_TIMESLICE, 100 ms); SCHED_FIFO's
+/// and SCHED_DEADLINE's 0.
+pub fn sys_sched_rr_get_interval(ctx: &mut Ctx, pid: i32, UserPtr(interval): UserPtr) -> SysResult {
+    if pid < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let t = ctx.sched_target(pid)?;
+    let policy = t.sched.lock().unwrap().policy;
+    let ts = match policy {
+        ksched::SCHED_RR => libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 },
+        ksched::SCHED_FIFO | ksched::SCHED_DEADLINE => libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        _ => hostsys::sched_rr_get_interval()?,
+    };
+    ctx.mem().write(interval, &[ts.tv_sec, ts.tv_nsec])?;
+    Ok(0)
+}
+
 pub fn sys_sched_getparam(ctx: &mut Ctx, pid: i32, UserPtr(param): UserPtr) -> SysResult {
     if param == 0 || pid < 0 {
         return Err(Errno::EINVAL);

@@ -16,7 +16,16 @@ fn read_timespec(ctx: &Ctx, ptr: u64) -> Result<libc::timespec, Errno> {
 }
 
 pub fn sys_clock_gettime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
-    let ts = hostsys::clock_gettime(clock)?;
+    let mut ts = hostsys::clock_gettime(clock)?;
+    if clock == libc::CLOCK_THREAD_CPUTIME_ID {
+        // The host thread's time, less what it ran before this guest thread
+        // (an idle worker is reused: a new thread started at another's
+        // total), as getrusage(RUSAGE_THREAD) counts.
+        let (u, s) = ctx.t.thread.state.lock().unwrap().cpu_base;
+        let base = (u.tv_sec + s.tv_sec) as i128 * 1_000_000_000 + (u.tv_usec + s.tv_usec) as i128 * 1000;
+        let ns = (ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128 - base).max(0);
+        ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
+    }
     ctx.mem().write(tp, &ts)?;
     Ok(0)
 }
@@ -27,6 +36,57 @@ pub fn sys_clock_getres(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysR
         ctx.mem().write(tp, &ts)?;
     }
     Ok(0)
+}
+
+/// The host's clock is never a guest's to set: after Linux's own checks,
+/// EPERM, as for a process without CAP_SYS_TIME (a root guest too).
+const CLOCK_NOT_GUESTS: Errno = Errno::EPERM;
+
+/// clock_settime: Linux's clock_set of each clock. CLOCK_REALTIME's reads
+/// and judges the time (do_sys_settimeofday64) before the permission; a
+/// process's or thread's CPU clock is never settable (EPERM once the time
+/// is read); the others have no clock_set (EINVAL before anything is read).
+pub fn sys_clock_settime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
+    const CLOCKFD: i32 = 3;
+    match clock {
+        libc::CLOCK_REALTIME => {
+            read_timespec(ctx, tp)?;
+            Err(CLOCK_NOT_GUESTS)
+        }
+        // A CPU clock named by its process or thread (clock_posix_cpu):
+        // posix_cpu_clock_set, "you can never reset a CPU clock" (EPERM;
+        // EINVAL for a clock of no thread or process nomu knows). The
+        // CLOCK_*_CPUTIME_ID names have no clock_set (EINVAL).
+        c if c < 0 && c & 7 != CLOCKFD => {
+            ctx.mem().read::<libc::timespec>(tp)?;
+            let id = !(c >> 3) as u32;
+            let known = if c & 4 != 0 {
+                id == 0 || ctx.process().threads.lock().unwrap().iter().any(|t| t.tid == id)
+            } else {
+                id == 0 || ctx.kernel().tasks.process(id).is_some()
+            };
+            Err(if known && c & 3 != 3 { Errno::EPERM } else { Errno::EINVAL })
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// settimeofday: the time read and judged (a microsecond count of exactly
+/// 1000000 passes the first check, not the second), the time zone read,
+/// then the permission.
+pub fn sys_settimeofday(ctx: &mut Ctx, UserPtr(tvp): UserPtr, UserPtr(tzp): UserPtr) -> SysResult {
+    let tv: Option<libc::timeval> = if tvp != 0 { Some(ctx.mem().read(tvp)?) } else { None };
+    if tv.is_some_and(|tv| !(0..=1_000_000).contains(&tv.tv_usec)) {
+        return Err(Errno::EINVAL);
+    }
+    if tzp != 0 {
+        ctx.mem().read::<[i32; 2]>(tzp)?;
+    }
+    // do_sys_settimeofday64: timespec64_valid_settod, then the permission.
+    if tv.is_some_and(|tv| tv.tv_sec < 0 || tv.tv_usec == 1_000_000) {
+        return Err(Errno::EINVAL);
+    }
+    Err(CLOCK_NOT_GUESTS)
 }
 
 pub fn sys_gettimeofday(ctx: &mut Ctx, UserPtr(tvp): UserPtr, UserPtr(tzp): UserPtr) -> SysResult {

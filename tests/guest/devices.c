@@ -1,6 +1,8 @@
 /* Device files and the standard descriptors: /dev/null, /dev/zero,
  * /dev/urandom, fds 0-2 open, terminal ioctls on things that are not
- * terminals (ENOTTY).  /dev/tty may or may not be there: nothing printed
+ * terminals (ENOTTY), pseudo-terminals (what openpty, ptsname, unlockpt,
+ * tcdrain, tcflush and tcflow ask of /dev/ptmx and its peer: CPython's
+ * test_os.test_openpty found TIOCGPTN missing).  /dev/tty may or may not be there: nothing printed
  * depends on it. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
@@ -66,6 +68,73 @@ static void null_attributes(void)
 		CHECK_EQ(errno, EPERM);
 	}
 	CHECK_OK(close(fd));
+}
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER 0x5441
+#endif
+#ifndef TIOCGEXCL
+#define TIOCGEXCL 0x80045440
+#endif
+
+static void pseudo_terminals(void)
+{
+	printf("== pseudo-terminals\n");
+	int m = open("/dev/ptmx", O_RDWR | O_NOCTTY);
+	CHECK(m >= 0);
+	if (m < 0)
+		return;
+	CHECK_EQ(isatty(m), 1);
+	unsigned n = 12345;
+	int v = -1;
+	CHECK_OK(ioctl(m, TIOCGPTN, &n));
+	CHECK(n != 12345);
+	CHECK_ERR(ioctl(m, TIOCGPTN, (void *)8), EFAULT);
+	char name[64], want[64];
+	snprintf(want, sizeof want, "/dev/pts/%u", n);
+	CHECK_OK(ptsname_r(m, name, sizeof name));
+	CHECK(!strcmp(name, want));
+	CHECK_OK(ioctl(m, TIOCGPTLCK, &v));
+	CHECK_EQ(v, 1); /* locked until unlockpt */
+	CHECK_ERR(open(name, O_RDWR | O_NOCTTY), EIO);
+	v = 0;
+	CHECK_OK(ioctl(m, TIOCSPTLCK, &v));
+	CHECK_OK(ioctl(m, TIOCGPTLCK, &v));
+	CHECK_EQ(v, 0);
+	int s = open(name, O_RDWR | O_NOCTTY);
+	CHECK(s >= 0);
+	CHECK_EQ(isatty(s), 1);
+	char buf[16];
+	CHECK_EQ(write(m, "hi\n", 3), 3);
+	CHECK_EQ(read(s, buf, sizeof buf), 3);
+	CHECK(!memcmp(buf, "hi\n", 3));
+	/* The peer, opened through the master (glibc's openpty tries it). */
+	int p = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	CHECK(p >= 0);
+	CHECK_EQ(fcntl(p, F_GETFD), FD_CLOEXEC);
+	CHECK_EQ(isatty(p), 1);
+	CHECK_EQ(write(m, "yo\n", 3), 3);
+	CHECK_EQ(read(p, buf, sizeof buf), 3);
+	CHECK(!memcmp(buf, "yo\n", 3));
+	CHECK_ERR(ioctl(s, TIOCGPTN, &n), ENOTTY); /* a master's calls only */
+	CHECK_ERR(ioctl(s, TIOCGPTPEER, O_RDWR), EIO); /* not a master */
+	/* Queues, flow and line discipline. */
+	CHECK_OK(ioctl(s, TIOCOUTQ, &v));
+	CHECK_OK(ioctl(s, TIOCGETD, &v));
+	CHECK_EQ(v, 0); /* N_TTY */
+	CHECK_OK(tcdrain(s));
+	CHECK_OK(tcflush(s, TCIOFLUSH));
+	CHECK_ERR(tcflush(s, 7), EINVAL);
+	CHECK_OK(tcflow(s, TCOON));
+	CHECK_OK(ioctl(s, TIOCEXCL));
+	CHECK_OK(ioctl(s, TIOCGEXCL, &v));
+	CHECK_EQ(v, 1);
+	CHECK_OK(ioctl(s, TIOCNXCL));
+	CHECK_OK(ioctl(s, TIOCGEXCL, &v));
+	CHECK_EQ(v, 0);
+	CHECK_OK(close(p));
+	CHECK_OK(close(s));
+	CHECK_OK(close(m));
 }
 
 int main(void)
@@ -220,5 +289,6 @@ int main(void)
 	if (tty >= 0)
 		close(tty);
 
+	pseudo_terminals();
 	return checks_done();
 }

@@ -1,4 +1,4 @@
-/* Clocks and sleeps, uname, getrandom, process ids, sysinfo, rlimits,
+/* Clocks and sleeps, setting the clock (no one may), uname, sethostname/setdomainname, getrandom, process ids, sysinfo, rlimits,
  * sched_yield, futex, set_tid_address, arch_prctl, rt_sigaction,
  * rt_sigprocmask, and how wide each argument is (an int is the low half of
  * its register).  Prints section names only: no times, ids or values. */
@@ -408,9 +408,168 @@ static void test_argument_widths(void)
 	CHECK_OK(munmap(m, 4096));
 }
 
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *burn_cpu(void *arg)
+{
+	(void)arg;
+	double start = thread_cpu();
+	while (thread_cpu() - start < 0.2)
+		;
+	return NULL;
+}
+
+static void *read_thread_cpu(void *arg)
+{
+	*(double *)arg = thread_cpu();
+	return NULL;
+}
+
+/* A new thread's CPU clock starts near 0, whatever ran before it
+ * (regression: nomu's reused host thread gave it a finished thread's
+ * 0.2 s, found through CPython's time.thread_time). */
+static void test_thread_cpu_clock(void)
+{
+	printf("== thread CPU clock\n");
+	pthread_t t;
+	double fresh = 1;
+	CHECK_OK(pthread_create(&t, NULL, burn_cpu, NULL));
+	CHECK_OK(pthread_join(t, NULL));
+	CHECK_OK(pthread_create(&t, NULL, read_thread_cpu, &fresh));
+	CHECK_OK(pthread_join(t, NULL));
+	CHECK(fresh >= 0 && fresh < 0.1);
+	double a = thread_cpu(), b = thread_cpu();
+	CHECK(a >= 0 && b >= a);
+}
+
+/* An unprivileged thread may not set the clock. */
+static void *unprivileged_clock(void *arg)
+{
+	(void)arg;
+	struct timespec now;
+	struct timeval tv;
+	if (syscall(SYS_setresuid, 1000, 1000, 1000) != 0 || clock_gettime(CLOCK_REALTIME, &now) != 0)
+		return (void *)1;
+	tv.tv_sec = now.tv_sec;
+	tv.tv_usec = now.tv_nsec / 1000;
+	long a = syscall(SYS_clock_settime, CLOCK_REALTIME, &now);
+	int a_errno = errno;
+	long b = syscall(SYS_settimeofday, &tv, NULL);
+	int b_errno = errno;
+	return (void *)(long)!(a == -1 && a_errno == EPERM && b == -1 && b_errno == EPERM);
+}
+
+/* clock_settime and settimeofday: every check Linux makes before the
+ * permission (CPython's test_time.test_clock_settime found them ENOSYS);
+ * nothing here sets the clock natively either. */
+static void test_set_clock(void)
+{
+	printf("== setting clocks\n");
+	struct timespec now, bad;
+	CHECK_OK(clock_gettime(CLOCK_REALTIME, &now));
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_MONOTONIC, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_MONOTONIC, (void *)8), EINVAL); /* before the read */
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_BOOTTIME, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_MONOTONIC_RAW, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, 10, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, 100, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_REALTIME, (void *)8), EFAULT);
+	bad.tv_sec = now.tv_sec;
+	bad.tv_nsec = 1000000000;
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_REALTIME, &bad), EINVAL);
+	bad.tv_sec = -1;
+	bad.tv_nsec = 0;
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_REALTIME, &bad), EINVAL);
+	/* The CPU clocks' names have no setter; a CPU clock named by its
+	 * process or thread is never set: EPERM once the time is read. */
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_PROCESS_CPUTIME_ID, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, CLOCK_THREAD_CPUTIME_ID, &now), EINVAL);
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 6), (void *)8), EFAULT);
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 6), &now), EPERM); /* own thread */
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~(unsigned)syscall(SYS_gettid) << 3) | 6), &now), EPERM);
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 2), &now), EPERM);	 /* own process */
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0x7ffff0u << 3) | 2), &now), EINVAL); /* no such */
+	CHECK_ERR(syscall(SYS_clock_settime, (int)((~0u << 3) | 7), &now), EINVAL);	 /* no such kind */
+	struct timeval tv = { now.tv_sec, -1 };
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	tv.tv_usec = 1000001;
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	tv.tv_usec = 1000000; /* passes the first check, fails the second */
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	CHECK_ERR(syscall(SYS_settimeofday, (void *)8, NULL), EFAULT);
+	tv.tv_sec = -1;
+	tv.tv_usec = 0;
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, (void *)8), EFAULT); /* the zone is read first */
+	CHECK_ERR(syscall(SYS_settimeofday, &tv, NULL), EINVAL);
+	pthread_t t;
+	void *r = (void *)1;
+	CHECK_OK(pthread_create(&t, NULL, unprivileged_clock, NULL));
+	CHECK_OK(pthread_join(t, &r));
+	CHECK(r == NULL);
+}
+
+/* A thread of its own changes only its own ids (the raw call). */
+static void *unprivileged_uts(void *arg)
+{
+	struct utsname *u = arg;
+	if (syscall(SYS_setresuid, 1000, 1000, 1000) != 0)
+		return (void *)1;
+	long host = syscall(SYS_sethostname, u->nodename, strlen(u->nodename));
+	int host_errno = errno;
+	long domain = syscall(SYS_setdomainname, u->domainname, strlen(u->domainname));
+	int domain_errno = errno;
+	return (void *)(long)!(host == -1 && host_errno == EPERM && domain == -1 && domain_errno == EPERM);
+}
+
+/* sethostname/setdomainname (CPython's test_socket.test_sethostname:
+ * ENOSYS under nomu): only root's, at most 64 bytes, EPERM before EINVAL
+ * before EFAULT. Natively this changes the host's names, so it sets
+ * them to what they are; under nomu they are nomu's, never the host's. */
+static void test_uts_names(void)
+{
+	printf("== sethostname\n");
+	struct utsname u, after;
+	CHECK_OK(uname(&u));
+	if (getuid() != 0) {
+		CHECK_ERR(syscall(SYS_sethostname, u.nodename, strlen(u.nodename)), EPERM);
+		return;
+	}
+	CHECK_OK(syscall(SYS_sethostname, u.nodename, strlen(u.nodename)));
+	CHECK_OK(syscall(SYS_setdomainname, u.domainname, strlen(u.domainname)));
+	CHECK_OK(uname(&after));
+	CHECK(!strcmp(after.nodename, u.nodename) && !strcmp(after.domainname, u.domainname));
+	char proc[80] = "";
+	int fd = open("/proc/sys/kernel/hostname", O_RDONLY);
+	CHECK(fd >= 0);
+	CHECK_EQ(read(fd, proc, sizeof proc - 1), (long)strlen(u.nodename) + 1);
+	close(fd);
+	CHECK(!strncmp(proc, u.nodename, strlen(u.nodename)));
+	CHECK_ERR(syscall(SYS_sethostname, u.nodename, 65), EINVAL);
+	CHECK_ERR(syscall(SYS_sethostname, u.nodename, -1), EINVAL);
+	CHECK_ERR(syscall(SYS_sethostname, (void *)8, 4), EFAULT);
+	CHECK_ERR(syscall(SYS_setdomainname, u.domainname, 65), EINVAL);
+	CHECK_ERR(syscall(SYS_setdomainname, (void *)8, 4), EFAULT);
+	CHECK_ERR(syscall(SYS_sethostname, (void *)8, 65), EINVAL); /* length first */
+	CHECK_OK(uname(&after));
+	CHECK(!strcmp(after.nodename, u.nodename) && !strcmp(after.domainname, u.domainname));
+	pthread_t t;
+	void *r = (void *)1;
+	CHECK_OK(pthread_create(&t, NULL, unprivileged_uts, &u));
+	CHECK_OK(pthread_join(t, &r));
+	CHECK(r == NULL);
+}
+
 int main(void)
 {
 	test_time();
+	test_uts_names();
+	test_set_clock();
+	test_thread_cpu_clock();
 	test_ids();
 	test_rlimit();
 	test_futex();

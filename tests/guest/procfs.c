@@ -1,6 +1,8 @@
 /* /proc as programs read it: its own device and inode numbers (find and
  * fts see no loop), /proc/self, exe, cwd, fd/ and fdinfo/, maps,
- * mountinfo and mounts, cpuinfo, stat, sys/kernel, and the errors for
+ * mountinfo and mounts, cpuinfo, stat, sys/kernel, status's signal
+ * masks (SigBlk, SigIgn, SigCgt: CPython's test_subprocess reads SigIgn,
+ * which nomu left out), and the errors for
  * what /proc refuses.  Run with argv[1] = "child" it is the program
  * execve'd through /proc/self/exe and fexecve.  Prints section names
  * and facts that hold on every run, never numbers that differ. */
@@ -8,6 +10,7 @@
 #include "nomu_test.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -514,6 +517,46 @@ static void exec_self(char **argv)
 	close(fd);
 }
 
+/* A hex mask line of /proc/self/status, or ~0 when it is not there. */
+static uint64_t status_mask(const char *key)
+{
+	static char buf[8192];
+	if (slurp("/proc/self/status", buf, sizeof buf) <= 0)
+		return ~0ull;
+	size_t len = strlen(key);
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (!strncmp(line, key, len) && line[len] == ':' && line[len + 1] == '\t')
+			return strtoull(line + len + 2, NULL, 16);
+	return ~0ull;
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+}
+
+static void signal_masks(void)
+{
+	printf("== status signal masks\n");
+	uint64_t mine = (1ull << (SIGUSR1 - 1)) | (1ull << (SIGUSR2 - 1)) | (1ull << (SIGHUP - 1)) |
+			(1ull << (SIGWINCH - 1));
+	CHECK(signal(SIGUSR1, SIG_IGN) != SIG_ERR);
+	CHECK(signal(SIGUSR2, on_usr2) != SIG_ERR);
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	CHECK_OK(sigprocmask(SIG_BLOCK, &set, &old));
+	CHECK_EQ(status_mask("SigBlk") & mine, 1ull << (SIGHUP - 1));
+	CHECK_EQ(status_mask("SigIgn") & mine, 1ull << (SIGUSR1 - 1));
+	CHECK_EQ(status_mask("SigCgt") & mine, 1ull << (SIGUSR2 - 1));
+	CHECK_OK(sigprocmask(SIG_SETMASK, &old, NULL));
+	CHECK(signal(SIGUSR1, SIG_DFL) != SIG_ERR);
+	CHECK(signal(SIGUSR2, SIG_DFL) != SIG_ERR);
+	CHECK_EQ(status_mask("SigBlk") & mine, 0);
+	CHECK_EQ(status_mask("SigIgn") & mine, 0);
+	CHECK_EQ(status_mask("SigCgt") & mine, 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "child")) {
@@ -531,6 +574,7 @@ int main(int argc, char **argv)
 	system_files();
 	process_files(argc, argv);
 	refusals();
+	signal_masks();
 	exec_self(argv);
 	return checks_done();
 }

@@ -159,6 +159,15 @@ static void policies(void)
 	CHECK_EQ(syscall(SYS_sched_getscheduler, 0), SCHED_OTHER | RESET_ON_FORK);
 	CHECK_OK(syscall(SYS_sched_setparam, 0, &p)); /* keeps the flag */
 	CHECK_EQ(syscall(SYS_sched_getscheduler, 0), SCHED_OTHER | RESET_ON_FORK);
+	/* sched_rr_get_interval: a fair thread's slice (the host's, under a
+	 * second), Linux's order of errors. */
+	struct timespec ts = { -1, -1 };
+	CHECK_OK(syscall(SYS_sched_rr_get_interval, 0, &ts));
+	CHECK(ts.tv_sec == 0 && ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000);
+	CHECK_OK(syscall(SYS_sched_rr_get_interval, syscall(SYS_gettid), &ts));
+	CHECK_ERR(syscall(SYS_sched_rr_get_interval, -1, &ts), EINVAL);
+	CHECK_ERR(syscall(SYS_sched_rr_get_interval, 0x7ffffff0, &ts), ESRCH);
+	CHECK_ERR(syscall(SYS_sched_rr_get_interval, 0, (void *)8), EFAULT);
 	if (getuid() == 0) {
 		/* Root may drop the flag and take a real-time policy. */
 		CHECK_OK(syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &p));
@@ -180,6 +189,14 @@ static int realtime(void)
 	CHECK_EQ(p.sched_priority, 20);
 	/* RESET_ON_FORK: the child is back to SCHED_OTHER. */
 	CHECK_EQ(run_self("policy", "0"), 0);
+	/* SCHED_FIFO has no round-robin interval; SCHED_RR's is 100 ms. */
+	struct timespec ts = { -1, -1 };
+	CHECK_OK(syscall(SYS_sched_rr_get_interval, 0, &ts));
+	CHECK(ts.tv_sec == 0 && ts.tv_nsec == 0);
+	p.sched_priority = 10;
+	CHECK_OK(syscall(SYS_sched_setscheduler, 0, SCHED_RR, &p));
+	CHECK_OK(syscall(SYS_sched_rr_get_interval, 0, &ts));
+	CHECK(ts.tv_sec == 0 && ts.tv_nsec == 100000000);
 	p.sched_priority = 0;
 	CHECK_OK(syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &p));
 	struct rlimit none = { 0, 0 };

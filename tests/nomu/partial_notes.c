@@ -32,6 +32,7 @@
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Built against musl, without the kernel's headers. */
@@ -155,6 +156,22 @@ static void check_setitimer(void)
 		EXPECT(on_linux ? r == 0 : FAILS_WITH(r, EINVAL), "ITIMER_VIRTUAL and ITIMER_PROF");
 	}
 	EXPECT(setitimer(ITIMER_REAL, &off, NULL) == 0, "ITIMER_REAL works on both");
+}
+
+/* Root may set the clock natively (to what it reads: a step back of
+ * microseconds at most); the host's clock is never a guest's. */
+static void check_clock_settime(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	long r = syscall(SYS_clock_settime, CLOCK_REALTIME, &now);
+	EXPECT(on_linux ? geteuid() != 0 || r == 0 : FAILS_WITH(r, EPERM), "root sets CLOCK_REALTIME");
+}
+
+static void check_settimeofday(void)
+{
+	long r = syscall(SYS_settimeofday, NULL, NULL); /* sets nothing */
+	EXPECT(on_linux ? geteuid() != 0 || r == 0 : FAILS_WITH(r, EPERM), "root may call it");
 }
 
 /* A child that exits at once, made by `r = <fork-like call>`: 1 when it
@@ -734,6 +751,8 @@ static const struct note {
 	  "is), so SHM_RDONLY and mprotect bind only syscalls then",
 	  check_shmat },
 	{ "mremap", "MREMAP_FIXED and MREMAP_DONTUNMAP are EINVAL", check_mremap },
+	{ "clock_settime", "the host's clock: EPERM, even for root", check_clock_settime },
+	{ "settimeofday", "the host's clock: EPERM, even for root", check_settimeofday },
 	{ "getitimer", "ITIMER_REAL only", check_getitimer },
 	{ "setitimer", "ITIMER_REAL only", check_setitimer },
 	{ "clone",

@@ -43,9 +43,9 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
             let n = kernel.tasks.all_live().len();
             format!("0.00 0.00 0.00 1/{n} {}\n", kernel.pids.last()).into_bytes()
         }
-        Top::OsType => field(&crate::kernel::uname().sysname),
-        Top::OsRelease => field(&crate::kernel::uname().release),
-        Top::Hostname => field(&crate::kernel::uname().nodename),
+        Top::OsType => field(&kernel.uname().sysname),
+        Top::OsRelease => field(&kernel.uname().release),
+        Top::Hostname => field(&kernel.uname().nodename),
         Top::PidMax => format!("{}\n", crate::kernel::process::PID_MAX).into_bytes(),
         // nomu's --mem is strict accounting (mm::commit): mode 2, which
         // also tells glibc to shrink an arena with a PROT_NONE mapping
