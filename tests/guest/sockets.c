@@ -51,6 +51,13 @@ static int client(const char *how, const char *name)
 	socklen_t crlen = sizeof(cr);
 	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) != 0 || cr.pid != getppid() || cr.uid != geteuid())
 		return 14;
+	/* Credentials go with what it sends: its own SO_PASSCRED (set after
+	 * connect, which it would otherwise autobind) makes Linux attach them
+	 * whenever the parent gets to set its own (after accept, maybe after
+	 * this write: without this, a race the parent lost natively too). */
+	int one = 1;
+	if (setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0)
+		return 15;
 	if (write(s, "hello", 5) != 5)
 		return 12;
 	char buf[16];
