@@ -6,6 +6,7 @@ pub mod fdtable;
 pub mod file;
 pub mod locks;
 pub mod path;
+pub mod pidfd;
 pub mod procfs;
 pub mod socket;
 pub mod text_busy;

@@ -720,8 +720,16 @@ fn fdinfo(kernel: &Kernel, p: &Process, fd: i32) -> Result<Vec<u8>, Errno> {
     };
     // The host descriptor is always O_CLOEXEC; the guest's may not be.
     let flags = hostfs::getfl(file.fd()).unwrap_or(0) & !libc::O_CLOEXEC | if cloexec { libc::O_CLOEXEC } else { 0 };
-    let _ = kernel;
-    Ok(format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t{mnt_id}\nino:\t{ino}\n").into_bytes())
+    let mut info = format!("pos:\t{pos}\nflags:\t0{flags:o}\nmnt_id:\t{mnt_id}\nino:\t{ino}\n");
+    if let Some(target) = file.pidfd() {
+        // Linux's pidfd_show_fdinfo: -1 once reaped.
+        let pid = match target.presence(kernel) {
+            crate::fs::pidfd::Presence::Reaped => -1,
+            _ => target.id() as i64,
+        };
+        info += &format!("Pid:\t{pid}\nNSpid:\t{pid}\n");
+    }
+    Ok(info.into_bytes())
 }
 
 #[cfg(test)]

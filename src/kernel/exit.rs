@@ -126,6 +126,7 @@ impl<'a> Released<'a> {
             threads.is_empty()
         };
         process.thread_left.notify();
+        process.pidfd_wait.notify();
         if !last && process.group_exit.get().is_none() {
             // The process's pending signals it would have taken go to
             // another thread (Linux's exit_signals).

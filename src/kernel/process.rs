@@ -107,6 +107,9 @@ pub struct Process {
     /// or for the process: signalfd reads, polls and epoll items wait on it
     /// (Linux's sighand->signalfd_wqh).
     pub signal_queued: Arc<super::poll::PollHead>,
+    /// Notified when one of its threads leaves, when it exits and when it
+    /// is reaped: what its pidfds' polls wait on (Linux's wait_pidfd).
+    pub pidfd_wait: Arc<super::poll::PollHead>,
     /// Signals sent to the process as a whole (Linux's
     /// signal->shared_pending): any thread that does not block one takes
     /// it (see Kernel::signal_process).
@@ -189,6 +192,7 @@ impl Process {
             continued: Event::new(),
             thread_left: Event::new(),
             signal_queued: super::poll::PollHead::new(),
+            pidfd_wait: super::poll::PollHead::new(),
             shared_pending: SharedPending::default(),
             curr_target: AtomicU32::new(pid),
         }

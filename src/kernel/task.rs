@@ -23,6 +23,8 @@ pub trait Member: Clone {
     /// Its children are reaped as they end, never left as zombies
     /// (SIGCHLD ignored, or SA_NOCLDWAIT).
     fn reaps_children(&self) -> bool;
+    /// It exited, or it is gone from the table (its pidfds' polls change).
+    fn exited_or_reaped(&self) {}
 }
 
 impl Member for Arc<Process> {
@@ -32,6 +34,10 @@ impl Member for Arc<Process> {
 
     fn reaps_children(&self) -> bool {
         self.signals.lock().unwrap().reaps_children()
+    }
+
+    fn exited_or_reaped(&self) {
+        self.pidfd_wait.notify();
     }
 }
 
@@ -125,6 +131,11 @@ impl<P: Member> Tasks<P> {
         self.table.lock().unwrap().get(&pid).filter(|t| t.zombie.is_none()).map(|t| t.process.clone())
     }
 
+    /// The process `pid` names while it is a zombie.
+    pub fn zombie_process(&self, pid: u32) -> Option<P> {
+        self.table.lock().unwrap().get(&pid).filter(|t| t.zombie.is_some()).map(|t| t.process.clone())
+    }
+
     /// Whether `pid` exists, alive or as a zombie (kill(pid, 0) succeeds on both).
     pub fn exists(&self, pid: u32) -> bool {
         self.table.lock().unwrap().contains_key(&pid)
@@ -205,16 +216,24 @@ impl<P: Member> Tasks<P> {
             }
         }
         // nomu reaps what it inherited dead.
-        table.retain(|&p, t| p == FIRST_PID || t.ppid != NOMU || t.zombie.is_none());
+        let mut gone: Vec<P> = Vec::new();
+        table.retain(|&p, t| {
+            let keep = p == FIRST_PID || t.ppid != NOMU || t.zombie.is_none();
+            if !keep {
+                gone.push(t.process.clone());
+            }
+            keep
+        });
         let ppid = table.get(&pid).map_or(NOMU, |t| t.ppid);
         if let Some(parent) = table.get(&ppid).filter(|p| p.zombie.is_none()) {
             notify_parent(&parent.process);
         }
         let parent_ignores = table.get(&ppid).is_some_and(|p| p.process.reaps_children());
         if pid != FIRST_PID && (parent_ignores || ppid == NOMU) {
-            table.remove(&pid);
+            gone.extend(table.remove(&pid).map(|t| t.process));
         } else if let Some(t) = table.get_mut(&pid) {
             t.zombie = Some(zombie);
+            gone.push(t.process.clone());
         }
         let none_alive = table.values().all(|t| t.zombie.is_some());
         // Woken waiters must not find the lock still held.
@@ -222,13 +241,19 @@ impl<P: Member> Tasks<P> {
         if pid == FIRST_PID || none_alive {
             self.root_exited.notify_all();
         }
+        for p in gone {
+            p.exited_or_reaped();
+        }
         self.changed.notify();
     }
 
     /// Removes `pid`, a child whose first thread could not start: it never
     /// ran, so there is no exit to report and no SIGCHLD.
     pub fn forget_unborn(&self, pid: u32) {
-        self.table.lock().unwrap().remove(&pid);
+        let gone = self.table.lock().unwrap().remove(&pid);
+        if let Some(t) = gone {
+            t.process.exited_or_reaped();
+        }
         self.changed.notify();
     }
 
@@ -287,7 +312,12 @@ impl<P: Member> Tasks<P> {
             if q.reap {
                 match r {
                     WaitResult::Exited(_) => {
-                        table.remove(&pid);
+                        let reaped = table.remove(&pid).map(|t| t.process);
+                        drop(table);
+                        if let Some(p) = reaped {
+                            p.exited_or_reaped();
+                        }
+                        return Ok(ready);
                     }
                     _ => table.get_mut(&pid).unwrap().stop_event = None,
                 }
@@ -311,6 +341,22 @@ impl<P: Member> Tasks<P> {
 }
 
 impl Tasks<Arc<Process>> {
+    /// Where `process` is: alive, a zombie, or gone (asked of that very
+    /// process, so a reused pid is not it).
+    pub fn presence(&self, process: &Arc<Process>) -> crate::fs::pidfd::Presence {
+        use crate::fs::pidfd::Presence;
+        match self.table.lock().unwrap().get(&process.pid) {
+            Some(t) if Arc::ptr_eq(&t.process, process) => {
+                if t.zombie.is_some() {
+                    Presence::Exited
+                } else {
+                    Presence::Alive
+                }
+            }
+            _ => Presence::Reaped,
+        }
+    }
+
     /// Stops or continues `process` and records that for its parent's
     /// wait, as one step under the table's lock (so a stop and a continue
     /// racing each other are recorded in the order they happened). False

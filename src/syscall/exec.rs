@@ -6,6 +6,7 @@ use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::entry::StartState;
 use crate::fs::path::PATH_MAX;
+use crate::fs::pidfd::PidFd;
 use crate::kernel::process::{ExitStatus, Process, Thread};
 use crate::kernel::task::{Task, WaitFor, WaitQuery, WaitResult, Zombie};
 use crate::kernel::waiter::Wake;
@@ -42,7 +43,7 @@ const MAX_ARG_STRINGS: usize = 0x7fff_ffff;
 /// vfork(2): a child that borrows this process's memory and stack until it
 /// execs or exits; the caller waits until then.
 pub fn sys_vfork(ctx: &mut Ctx) -> SysResult {
-    spawn_child(ctx, CLONE_VM | CLONE_VFORK | libc::SIGCHLD as u64, 0, 0, 0, 0)
+    spawn_child(ctx, CLONE_VM | CLONE_VFORK | libc::SIGCHLD as u64, 0, 0, 0, 0, None)
 }
 
 /// fork(2) needs an MMU: no-MMU Linux answers EINVAL.
@@ -61,7 +62,13 @@ pub fn sys_clone(
     UserPtr(ctid): UserPtr,
     Hex(tls): Hex,
 ) -> SysResult {
-    clone(ctx, flags, stack, ptid, ctid, tls)
+    // clone(2) writes a CLONE_PIDFD's descriptor where CLONE_PARENT_SETTID
+    // writes the pid, so the two cannot go together (nor with the
+    // CLONE_DETACHED that clone3 reuses).
+    if flags & CLONE_PIDFD != 0 && flags & (CLONE_PARENT_SETTID | CLONE_DETACHED) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    clone(ctx, flags, stack, ptid, ctid, tls, ptid)
 }
 
 /// clone3(2): clone's arguments in a versioned struct, checked as Linux's
@@ -83,8 +90,7 @@ pub fn sys_clone3(ctx: &mut Ctx, UserPtr(uargs): UserPtr, size: usize) -> SysRes
     }
     let field =
         |i: usize| bytes.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    // field 1 is pidfd, for CLONE_PIDFD (refused below)
-    let (flags, child_tid, parent_tid, exit_signal) = (field(0), field(2), field(3), field(4));
+    let (flags, pidfd, child_tid, parent_tid, exit_signal) = (field(0), field(1), field(2), field(3), field(4));
     let (stack, stack_size, tls, set_tid, set_tid_size, cgroup) =
         (field(5), field(6), field(7), field(8), field(9), field(10));
     if set_tid_size > MAX_PID_NS_LEVEL || (set_tid == 0) != (set_tid_size == 0) {
@@ -113,21 +119,23 @@ pub fn sys_clone3(ctx: &mut Ctx, UserPtr(uargs): UserPtr, size: usize) -> SysRes
         (0, _) | (_, 0) => return Err(Errno::EINVAL),
         (s, n) => s.checked_add(n).filter(|&t| t <= TASK_SIZE_MAX).ok_or(Errno::EINVAL)?,
     };
-    if flags & (CLONE_PIDFD | CLONE_CLEAR_SIGHAND | CLONE_INTO_CGROUP) != 0 || set_tid != 0 {
-        ctx.note("clone3's CLONE_PIDFD, CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid are not provided");
+    if flags & (CLONE_CLEAR_SIGHAND | CLONE_INTO_CGROUP) != 0 || set_tid != 0 {
+        ctx.note("clone3's CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid are not provided");
         return Err(Errno::EINVAL);
     }
-    clone(ctx, flags | exit_signal, top, parent_tid, child_tid, tls)
+    clone(ctx, flags | exit_signal, top, parent_tid, child_tid, tls, pidfd)
 }
 
-/// What clone and clone3 do with their (checked) arguments.
-fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
+/// What clone and clone3 do with their (checked) arguments; `pidfd_out`
+/// is where CLONE_PIDFD's descriptor goes.
+fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64, pidfd_out: u64) -> SysResult {
+    let pidfd_out = (flags & CLONE_PIDFD != 0).then_some(pidfd_out);
     if flags & CLONE_THREAD != 0 {
         // Linux: a thread shares signal handlers, which needs shared memory.
         if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
             return Err(Errno::EINVAL);
         }
-        return spawn_thread(ctx, flags, stack, ptid, ctid, tls);
+        return spawn_thread(ctx, flags, stack, ptid, ctid, tls, pidfd_out);
     }
     if flags & CLONE_VM == 0 {
         ctx.note("clone without CLONE_VM needs an MMU; use CLONE_VM|CLONE_VFORK");
@@ -137,14 +145,26 @@ fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) 
         ctx.note("CLONE_SIGHAND, CLONE_FILES, CLONE_FS and CLONE_PARENT are not provided yet");
         return Err(Errno::EINVAL);
     }
-    spawn_child(ctx, flags, stack, ptid, ctid, tls)
+    spawn_child(ctx, flags, stack, ptid, ctid, tls, pidfd_out)
 }
 
-fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
+fn spawn_child(
+    ctx: &mut Ctx,
+    flags: u64,
+    stack: u64,
+    ptid: u64,
+    ctid: u64,
+    tls: u64,
+    pidfd_out: Option<u64>,
+) -> SysResult {
     let kernel = ctx.kernel();
     let parent = ctx.process().clone();
     let pid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
     let child = Arc::new(Process::new_child(&parent, pid));
+    let pidfd = match pidfd_out {
+        Some(out) => Some(super::pidfd::install_for_clone(ctx, PidFd::Process(child.clone()), out)?),
+        None => None,
+    };
     let (pgid, sid) = kernel.tasks.ids(parent.pid).unwrap_or((parent.pid, parent.pid));
     if flags & CLONE_PARENT_SETTID != 0 {
         ctx.mem().write(ptid, &(pid as i32))?;
@@ -182,6 +202,7 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
     }
     if let Err(e) = kernel.spawn_thread(thread, start) {
         // It never ran: gone without a trace (no exit, no SIGCHLD).
+        super::pidfd::undo_for_clone(ctx, pidfd);
         crate::kernel::exit::discard_unborn(kernel, &child);
         return Err(e);
     }
@@ -205,11 +226,24 @@ fn spawn_child(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls:
 
 /// clone(CLONE_THREAD): a new thread of this process on a host thread of
 /// its own, starting after the syscall with rax = 0 on the given stack.
-fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) -> SysResult {
+fn spawn_thread(
+    ctx: &mut Ctx,
+    flags: u64,
+    stack: u64,
+    ptid: u64,
+    ctid: u64,
+    tls: u64,
+    pidfd_out: Option<u64>,
+) -> SysResult {
     let kernel = ctx.kernel();
     let process = ctx.process().clone();
     let tid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
     let thread = Arc::new(Thread::new(tid, process, &ctx.t.thread));
+    // Linux 6.9 on: a thread's clone gives a PIDFD_THREAD pidfd.
+    let pidfd = match pidfd_out {
+        Some(out) => Some(super::pidfd::install_for_clone(ctx, PidFd::Thread(thread.clone()), out)?),
+        None => None,
+    };
     if flags & CLONE_PARENT_SETTID != 0 {
         ctx.mem().write(ptid, &(tid as i32))?;
     }
@@ -230,7 +264,9 @@ fn spawn_thread(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls
         regs.rsp = stack;
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
-    kernel.spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base })?;
+    kernel
+        .spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base })
+        .inspect_err(|_| super::pidfd::undo_for_clone(ctx, pidfd))?;
     Ok(tid as u64)
 }
 
@@ -445,6 +481,7 @@ pub fn sys_wait4(
 const P_ALL: i32 = 0;
 const P_PID: i32 = 1;
 const P_PGID: i32 = 2;
+const P_PIDFD: i32 = 3;
 use crate::abi::{CLD_CONTINUED, CLD_DUMPED, CLD_EXITED, CLD_KILLED, CLD_STOPPED};
 
 pub fn sys_waitid(
@@ -471,10 +508,20 @@ fn waitid_find(ctx: &Ctx, idtype: i32, id: i32, options: i32) -> Result<Option<(
     {
         return Err(Errno::EINVAL);
     }
+    let mut nohang = options & WNOHANG != 0;
+    let mut pidfd_nonblocking = false;
     let which = match idtype {
         P_ALL => WaitFor::Any,
         P_PID if id > 0 => WaitFor::Pid(id as u32),
         P_PGID if id >= 0 => WaitFor::Group(id as u32),
+        P_PIDFD if id >= 0 => {
+            let file = super::pidfd::pidfd_of(ctx, super::args::Fd(id))?;
+            // An O_NONBLOCK pidfd makes the wait WNOHANG, and a child
+            // still running EAGAIN.
+            pidfd_nonblocking = crate::host::fs::getfl(file.fd())? & libc::O_NONBLOCK != 0;
+            nohang |= pidfd_nonblocking;
+            WaitFor::Pid(file.pidfd().unwrap().id())
+        }
         _ => return Err(Errno::EINVAL),
     };
     // waitid(WSTOPPED) is wait4's WUNTRACED; without WEXITED an exited
@@ -487,7 +534,10 @@ fn waitid_find(ctx: &Ctx, idtype: i32, id: i32, options: i32) -> Result<Option<(
         stopped: options & WUNTRACED != 0,
         continued: options & WCONTINUED != 0,
     };
-    wait_child(ctx, &q, options & WNOHANG != 0)
+    match wait_child(ctx, &q, nohang)? {
+        None if pidfd_nonblocking && options & WNOHANG == 0 => Err(Errno::EAGAIN),
+        found => Ok(found),
+    }
 }
 
 fn write_siginfo(ctx: &Ctx, infop: u64, found: Option<&(u32, WaitResult)>) -> Result<(), Errno> {

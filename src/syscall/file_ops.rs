@@ -152,6 +152,7 @@ pub fn of(f: &OpenFile) -> &'static dyn FileOps {
         FileType::Inotify => &InotifyOps,
         FileType::SignalFd => &SignalFdOps,
         FileType::Socket => &SocketOps,
+        FileType::PidFd => &PidFdOps,
     }
 }
 
@@ -823,6 +824,54 @@ impl FileOps for EventFdOps {
 
     fn poll_head(&self, _ctx: &Ctx, f: &OpenFile) -> Option<Arc<PollHead>> {
         Some(Self::counter(f).head.clone())
+    }
+
+    fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
+        Err(Errno::ENODEV)
+    }
+}
+
+/// A pidfd (fs::pidfd): neither read nor written (pidfs has no read or
+/// write: EINVAL), polled for the end of what it names, never mapped.
+struct PidFdOps;
+
+impl PidFdOps {
+    fn target(f: &OpenFile) -> &crate::fs::pidfd::PidFd {
+        f.pidfd().expect("a pidfd's target")
+    }
+}
+
+impl FileOps for PidFdOps {
+    fn read(&self, _ctx: &Ctx, _f: &OpenFile, _buf: u64, _len: usize) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn write(&self, _ctx: &Ctx, _f: &OpenFile, _buf: u64, _len: usize) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn readv(&self, _ctx: &Ctx, _f: &OpenFile, _ranges: &[GuestRange]) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn writev(&self, _ctx: &Ctx, _f: &OpenFile, _ranges: &[GuestRange]) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn lseek(&self, _ctx: &Ctx, _f: &OpenFile, _offset: i64, _whence: u32) -> SysResult {
+        Err(Errno::ESPIPE)
+    }
+
+    fn readiness(&self, _f: &OpenFile) -> Readiness {
+        Readiness::Nomu
+    }
+
+    fn poll(&self, ctx: &Ctx, f: &OpenFile) -> u32 {
+        Self::target(f).poll(ctx.kernel())
+    }
+
+    fn poll_head(&self, _ctx: &Ctx, f: &OpenFile) -> Option<Arc<PollHead>> {
+        Some(Self::target(f).process().pidfd_wait.clone())
     }
 
     fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {

@@ -18,6 +18,7 @@ mod locks;
 mod memory;
 pub mod names;
 mod net;
+mod pidfd;
 mod process;
 mod sched;
 mod signal;

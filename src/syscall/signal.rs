@@ -1,10 +1,12 @@
 //! Signal dispositions, masks, sending (kill, tkill, tgkill), the signal
 //! stack and rt_sigreturn. Delivery itself happens in kernel::trap.
 
-use super::args::{Signal, UserPtr};
+use super::args::{Fd, Hex, Signal, UserPtr};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::KernelSigaction;
+use crate::fs::pidfd::{PidFd, Presence};
+use crate::fs::procfs::{Node, PidEntry};
 use crate::kernel::cred::CAP_KILL;
 use crate::kernel::process::{ExitStatus, Process, Thread};
 use crate::kernel::sigframe;
@@ -256,6 +258,137 @@ pub fn sys_rt_tgsigqueueinfo(
         ctx.kernel().signal_thread(&thread, info);
     }
     Ok(0)
+}
+
+const PIDFD_SIGNAL_THREAD: u32 = 1;
+const PIDFD_SIGNAL_THREAD_GROUP: u32 = 2;
+const PIDFD_SIGNAL_PROCESS_GROUP: u32 = 4;
+/// pidfd_send_signal's names for the caller itself (Linux 6.15).
+const PIDFD_SELF_THREAD: i32 = -10000;
+const PIDFD_SELF_THREAD_GROUP: i32 = -10001;
+
+/// Who a pidfd_send_signal reaches: Linux's PIDTYPE_PID, _TGID, _PGID.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Scope {
+    Thread,
+    ThreadGroup,
+    ProcessGroup,
+}
+
+/// pidfd_send_signal: kill, or a queued signal, to what a pidfd names:
+/// its thread group, or its thread (a PIDFD_THREAD pidfd), or by `flags`
+/// the named process's thread, thread group or process group.
+pub fn sys_pidfd_send_signal(
+    ctx: &mut Ctx,
+    pidfd: i32,
+    Signal(sig): Signal,
+    UserPtr(uinfo): UserPtr,
+    Hex(flags): Hex<u32>,
+) -> SysResult {
+    let all = PIDFD_SIGNAL_THREAD | PIDFD_SIGNAL_THREAD_GROUP | PIDFD_SIGNAL_PROCESS_GROUP;
+    if flags & !all != 0 || (flags & all).count_ones() > 1 {
+        return Err(Errno::EINVAL);
+    }
+    // The target thread (or the process's, for a thread group) and the
+    // scope its pidfd implies.
+    let (thread, process, scope) = match pidfd {
+        PIDFD_SELF_THREAD => (Some(ctx.t.thread.clone()), ctx.process().clone(), Scope::Thread),
+        PIDFD_SELF_THREAD_GROUP => (None, ctx.process().clone(), Scope::ThreadGroup),
+        fd => {
+            let file = ctx.file(Fd(fd))?;
+            match (file.pidfd(), file.proc.as_ref().map(|p| p.node)) {
+                (Some(PidFd::Thread(t)), _) => (Some(t.clone()), t.process.clone(), Scope::Thread),
+                (Some(PidFd::Process(p)), _) => (None, p.clone(), Scope::ThreadGroup),
+                // A /proc/PID directory names its process too (Linux's
+                // tgid_pidfd_to_pid), here only.
+                (None, Some(Node::Pid(pid, PidEntry::Dir))) => {
+                    let tasks = &ctx.kernel().tasks;
+                    let p = tasks.process(pid).or_else(|| tasks.zombie_process(pid)).ok_or(Errno::ESRCH)?;
+                    (None, p, Scope::ThreadGroup)
+                }
+                _ => return Err(Errno::EBADF),
+            }
+        }
+    };
+    let scope = match flags {
+        PIDFD_SIGNAL_THREAD => Scope::Thread,
+        PIDFD_SIGNAL_THREAD_GROUP => Scope::ThreadGroup,
+        PIDFD_SIGNAL_PROCESS_GROUP => Scope::ProcessGroup,
+        _ => scope,
+    };
+    let id = thread.as_ref().map_or(process.pid, |t| t.tid);
+    let info = if uinfo != 0 {
+        let info = SigInfo(ctx.mem().read(uinfo)?);
+        if info.signo() != sig {
+            return Err(Errno::EINVAL);
+        }
+        // Only to itself may a process send a signal that claims to come
+        // from the kernel or from tkill.
+        let code = info.code();
+        let to_self = id == ctx.process().pid && scope != Scope::ProcessGroup;
+        if !to_self && (code >= 0 || code == signal::SI_TKILL) {
+            return Err(Errno::EPERM);
+        }
+        info
+    } else {
+        sender_info(ctx, sig, if scope == Scope::Thread { signal::SI_TKILL } else { signal::SI_USER })
+    };
+    let kernel = ctx.kernel();
+    match scope {
+        Scope::ProcessGroup => {
+            let members = kernel.tasks.group_members(id);
+            if members.is_empty() {
+                return Err(Errno::ESRCH);
+            }
+            if sig != 0 && !valid_signal(sig) {
+                return Err(Errno::EINVAL);
+            }
+            let mut last = Err(Errno::EPERM);
+            for p in &members {
+                let r = may_signal_process(ctx, p, sig);
+                if r.is_ok() && sig != 0 {
+                    kernel.signal_process(p, info);
+                }
+                if r.is_ok() || last.is_err() {
+                    last = r;
+                }
+            }
+            last.map(|()| 0)
+        }
+        Scope::Thread => {
+            // A process pidfd with PIDFD_SIGNAL_THREAD names the thread
+            // whose tid is the pid.
+            let thread = thread
+                .or_else(|| process.threads.lock().unwrap().iter().find(|t| t.tid == process.pid).cloned())
+                .filter(|t| !t.left.load(std::sync::atomic::Ordering::Acquire))
+                .ok_or(Errno::ESRCH)?;
+            if sig != 0 && !valid_signal(sig) {
+                return Err(Errno::EINVAL);
+            }
+            may_signal(ctx, &thread, sig)?;
+            if sig != 0 {
+                kernel.signal_thread(&thread, info);
+            }
+            Ok(0)
+        }
+        Scope::ThreadGroup => {
+            let presence = kernel.tasks.presence(&process);
+            if presence == Presence::Reaped {
+                return Err(Errno::ESRCH);
+            }
+            if sig != 0 && !valid_signal(sig) {
+                return Err(Errno::EINVAL);
+            }
+            // A zombie takes the signal to no effect.
+            if presence == Presence::Alive {
+                may_signal_process(ctx, &process, sig)?;
+                if sig != 0 {
+                    kernel.signal_process(&process, info);
+                }
+            }
+            Ok(0)
+        }
+    }
 }
 
 pub fn sys_tkill(ctx: &mut Ctx, tid: i32, Signal(sig): Signal) -> SysResult {

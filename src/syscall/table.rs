@@ -8,8 +8,8 @@
 use super::args::*;
 use super::names::{MAX_SYSCALL, NAMES, SYSCALL_NAMES};
 use super::{
-    cred, events, exec, fs, info, io, ipc, locks, memory, net, process, sched, signal, splice, time, wait, xattr, Args,
-    Ctx, SysResult,
+    cred, events, exec, fs, info, io, ipc, locks, memory, net, pidfd, process, sched, signal, splice, time, wait,
+    xattr, Args, Ctx, SysResult,
 };
 use std::sync::OnceLock;
 
@@ -418,11 +418,14 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(327, io::sys_preadv2(Fd, UserPtr, u32, i64, u64, Hex<i32>)),
     sys!(328, io::sys_pwritev2(Fd, UserPtr, u32, i64, u64, Hex<i32>)).sigpipe(),
     sys!(332, fs::sys_statx(DirFd, Path, AtFlags, Hex<u32>, UserPtr)),
+    sys!(424, signal::sys_pidfd_send_signal(i32, Signal, UserPtr, Hex<u32>)),
+    sys!(434, pidfd::sys_pidfd_open(i32, Hex<u32>)),
     sys!(435, exec::sys_clone3(UserPtr, usize)).partial(
-        "what clone provides, with clone's limits; the exit signal is always SIGCHLD; CLONE_PIDFD, CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid: EINVAL",
+        "what clone provides, with clone's limits; the exit signal is always SIGCHLD; CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid: EINVAL",
     ),
     sys!(436, io::sys_close_range(u32, u32, Hex<u32>))
         .partial("CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)"),
+    sys!(438, pidfd::sys_pidfd_getfd(Fd, i32, Hex<u32>)),
     sys!(439, fs::sys_faccessat2(DirFd, Path, i32, AtFlags)),
     sys!(441, events::sys_epoll_pwait2(Fd, UserPtr, i32, UserPtr, UserPtr, usize)),
 ];

@@ -273,19 +273,8 @@ static void check_clone3(void)
 		if (on_linux)
 			waitpid((pid_t)r, &st, __WALL);
 	}
-	/* CLONE_PIDFD writes a pidfd; CLONE_CLEAR_SIGHAND resets handlers. */
-	int pidfd = -1;
-	struct clone3_args b = { .flags = CLONE_VM | CLONE_VFORK | 0x1000 /* CLONE_PIDFD */,
-				 .pidfd = (uintptr_t)&pidfd,
-				 .exit_signal = SIGCHLD };
-	r = clone3_exit(&b);
-	int saved = errno;
-	EXPECT(reaped(r) == on_linux, "CLONE_PIDFD makes a process only on Linux");
-	if (pidfd >= 0)
-		close(pidfd);
-	errno = saved;
-	if (!on_linux)
-		EXPECT(FAILS_WITH(r, EINVAL), "CLONE_PIDFD: EINVAL");
+	/* CLONE_CLEAR_SIGHAND resets handlers. */
+	int saved;
 	struct clone3_args c = { .flags = CLONE_VM | CLONE_VFORK | 0x100000000ULL /* CLONE_CLEAR_SIGHAND */,
 				 .exit_signal = SIGCHLD };
 	r = clone3_exit(&c);
@@ -766,7 +755,7 @@ static const struct note {
 	{ "vmsplice", "copies the data into the pipe (Linux's pipe holds the pages: later stores to them show in what is read)",
 	  check_vmsplice },
 	{ "clone3",
-	  "what clone provides, with clone's limits; the exit signal is always SIGCHLD; CLONE_PIDFD, "
+	  "what clone provides, with clone's limits; the exit signal is always SIGCHLD; "
 	  "CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid: EINVAL",
 	  check_clone3 },
 	{ "socket",
