@@ -42,7 +42,7 @@
  *               cheapest possible emulator: a SIGSYS handler that makes
  *               only the op's own host call (none for getpid) and returns
  *               to the trapped code as nomu's seccomp path does (xrstor of
- *               the frame's xsave image, return-stack refill, iretq; no
+ *               the frame's xsave image, return-stack refill on AMD, iretq; no
  *               sigreturn). What any SIGSYS-based emulator pays on this
  *               host; forked child too
  *
@@ -818,6 +818,20 @@ static int loop_sigsys(unsigned long iters)
  * signal mask needs no sigreturn: the handler is SA_NODEFER with an empty
  * sa_mask. The gregs offsets are musl's and glibc's REG_* order. */
 void floor_resume(const greg_t *gregs, const void *xsave) __attribute__((noreturn));
+/* Whether the way back refills the return-stack predictor: on AMD, as nomu
+ * does (src/host/mod.rs, init_return_stack_fill). */
+unsigned char floor_fill_rsb;
+static int cpu_is_amd(void)
+{
+    unsigned a = 0, b, c, d;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+    char v[13];
+    memcpy(v, &b, 4);
+    memcpy(v + 4, &d, 4);
+    memcpy(v + 8, &c, 4);
+    v[12] = 0;
+    return !strcmp(v, "AuthenticAMD") || !strcmp(v, "HygonGenuine");
+}
 extern const char floor_trap_ret[];
 __asm__(".text\n"
         ".intel_syntax noprefix\n"
@@ -846,9 +860,12 @@ __asm__(".text\n"
         "    xor edx, edx\n"
         "    xrstor64 [rsi]\n"
         "2:  and rsp, -16\n"
-        /* The return-stack refill of nomu's way back: without it the
-         * trapped code's next ret is predicted from what the handler left,
-         * and that cost 0-450 ns here depending on code layout alone. */
+        /* The return-stack refill of nomu's way back, where nomu makes it
+         * (on AMD: floor_fill_rsb): without it the trapped code's next ret
+         * is predicted from what the handler left, and that cost 0-450 ns
+         * on the AMD VM depending on code layout alone. */
+        "    cmp byte ptr [rip + floor_fill_rsb], 0\n"
+        "    je 8f\n"
         "    mov r11d, 16\n"
         "3:  call 5f\n"
         "4:  pause\n"
@@ -861,7 +878,7 @@ __asm__(".text\n"
         "7:  dec r11d\n"
         "    jnz 3b\n"
         "    add rsp, 256\n"
-        "    sub rsp, 40\n"
+        "8:  sub rsp, 40\n"
         "    mov rax, [rbx + 16*8]\n" /* REG_RIP */
         "    mov [rsp], rax\n"
         "    mov qword ptr [rsp + 8], 0\n"
@@ -1231,6 +1248,7 @@ int main(int argc, char **argv)
     int any_selected = 0;
 
     self_path = argv[0];
+    floor_fill_rsb = (unsigned char)cpu_is_amd();
     /* The trivial children the process benchmarks start. */
     if (argc >= 2 && !strcmp(argv[1], "--child-exit"))
         return 0;
