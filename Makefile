@@ -134,7 +134,7 @@ lint:
 	@if grep -rnE 'thread::sleep|\.wait_timeout\(|WAIT_SLICE' src --include='*.rs' --exclude-dir=bench \
 		| grep -v '^src/kernel/timer.rs:'; then \
 		echo "lint: a sleep or timed wait (block through src/kernel/waiter.rs instead)"; exit 1; fi
-	@# Host calls on a guest's path refill the return stack (src/host/syscall.rs):
+	@# Host calls on a guest's path go through one stub (src/host/syscall.rs: the return-stack refill, on AMD):
 	@# none of libc's wrappers in the file-system calls.
 	@if grep -nE 'libc::[a-z_0-9]+\(' src/host/fs.rs; then \
 		echo "lint: a libc call in src/host/fs.rs (use host::syscall; see its module comment)"; exit 1; fi

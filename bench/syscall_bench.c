@@ -3,7 +3,7 @@
  * binary run natively, under nomu, in UML and in gVisor (`nomu bench`).
  *
  *   syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR]
- *                 [--sh BUSYBOX] [--progress] [OP...]
+ *                 [--sh BUSYBOX] [--filter HEX] [--progress] [OP...]
  *
  * Ops (default: all, in this order):
  *   getpid      raw getpid syscall (inline asm, no libc in the way)
@@ -42,9 +42,16 @@
  *               cheapest possible emulator: a SIGSYS handler that makes
  *               only the op's own host call (none for getpid) and returns
  *               to the trapped code as nomu's seccomp path does (xrstor of
- *               the frame's xsave image, return-stack refill, iretq; no
+ *               the frame's xsave image, return-stack refill on AMD, iretq; no
  *               sigreturn). What any SIGSYS-based emulator pays on this
  *               host; forked child too
+ *   filter_read_null, _write_null, _fstat_null, _fstat, _stat, _open_close,
+ *   _select_10, _select_100, _sig_install, _signal, _pipe_rt
+ *               the op itself, natively, in a forked child that installed
+ *               nomu's own seccomp filter (--filter HEX, which `nomu bench`
+ *               passes): every host call pays the filter as each host call
+ *               nomu makes does, so this is the floor of the op under
+ *               nomu's in-process paths (zpoline, rewrite)
  *
  * Each op is warmed up while the iteration count is picked so that one loop
  * takes about --time-ms (default 2; --iters fixes the count instead), then
@@ -818,6 +825,20 @@ static int loop_sigsys(unsigned long iters)
  * signal mask needs no sigreturn: the handler is SA_NODEFER with an empty
  * sa_mask. The gregs offsets are musl's and glibc's REG_* order. */
 void floor_resume(const greg_t *gregs, const void *xsave) __attribute__((noreturn));
+/* Whether the way back refills the return-stack predictor: on AMD, as nomu
+ * does (src/host/mod.rs, init_return_stack_fill). */
+unsigned char floor_fill_rsb;
+static int cpu_is_amd(void)
+{
+    unsigned a = 0, b, c, d;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+    char v[13];
+    memcpy(v, &b, 4);
+    memcpy(v + 4, &d, 4);
+    memcpy(v + 8, &c, 4);
+    v[12] = 0;
+    return !strcmp(v, "AuthenticAMD") || !strcmp(v, "HygonGenuine");
+}
 extern const char floor_trap_ret[];
 __asm__(".text\n"
         ".intel_syntax noprefix\n"
@@ -846,9 +867,12 @@ __asm__(".text\n"
         "    xor edx, edx\n"
         "    xrstor64 [rsi]\n"
         "2:  and rsp, -16\n"
-        /* The return-stack refill of nomu's way back: without it the
-         * trapped code's next ret is predicted from what the handler left,
-         * and that cost 0-450 ns here depending on code layout alone. */
+        /* The return-stack refill of nomu's way back, where nomu makes it
+         * (on AMD: floor_fill_rsb): without it the trapped code's next ret
+         * is predicted from what the handler left, and that cost 0-450 ns
+         * on the AMD VM depending on code layout alone. */
+        "    cmp byte ptr [rip + floor_fill_rsb], 0\n"
+        "    je 8f\n"
         "    mov r11d, 16\n"
         "3:  call 5f\n"
         "4:  pause\n"
@@ -861,7 +885,7 @@ __asm__(".text\n"
         "7:  dec r11d\n"
         "    jnz 3b\n"
         "    add rsp, 256\n"
-        "    sub rsp, 40\n"
+        "8:  sub rsp, 40\n"
         "    mov rax, [rbx + 16*8]\n" /* REG_RIP */
         "    mov [rsp], rax\n"
         "    mov qword ptr [rsp + 8], 0\n"
@@ -952,6 +976,7 @@ enum sigsys_kind {
     NOT_SIGSYS,
     SIGSYS_RAW,   /* uname(TRAP_MAGIC) trapped, sigreturn way back */
     SIGSYS_FLOOR, /* floor_trap's syscall trapped, nomu's way back */
+    NOMU_FILTER,  /* the plain op under nomu's own filter (--filter) */
 };
 
 struct sigsys_result {
@@ -1198,13 +1223,161 @@ static const struct op ops[] = {
     {"sigsys_floor_wake_futex", loop_wake_futex, NEED_WAKER, WAKE_FUTEX, SIGSYS_FLOOR},
     {"sigsys_floor_wake_sigsuspend", loop_wake_sigsuspend, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, SIGSYS_FLOOR},
     {"sigsys_floor_wake_sigtimedwait", loop_wake_sigtimedwait, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, SIGSYS_FLOOR},
+    {"filter_read_null", loop_read_null, NEED_NULL, 0, NOMU_FILTER},
+    {"filter_write_null", loop_write_null, NEED_NULL, 0, NOMU_FILTER},
+    {"filter_fstat_null", loop_fstat_null, NEED_NULL, 0, NOMU_FILTER},
+    {"filter_fstat", loop_fstat, NEED_FILE, 0, NOMU_FILTER},
+    {"filter_stat", loop_stat, NEED_FILE, 0, NOMU_FILTER},
+    {"filter_open_close", loop_open_close, NEED_FILE, 0, NOMU_FILTER},
+    {"filter_select_10", loop_select, NEED_FILE | NEED_SELECT, 10, NOMU_FILTER},
+    {"filter_select_100", loop_select, NEED_FILE | NEED_SELECT, 100, NOMU_FILTER},
+    {"filter_sig_install", loop_sig_install, 0, 0, NOMU_FILTER},
+    {"filter_signal", loop_signal, NEED_HANDLER, 0, NOMU_FILTER},
+    {"filter_pipe_rt", loop_pipe_rt, NEED_ECHO, 0, NOMU_FILTER},
 };
 #define NOPS (sizeof ops / sizeof ops[0])
+
+/* One op in this process: its setup, the timed loops, its result line. */
+static void run_plain(const struct op *op, unsigned long iters)
+{
+    if ((op->needs & NEED_SH) && !sh_path) {
+        print_msg(op->name, "unavailable", "no --sh BUSYBOX given");
+        return;
+    }
+    pid_t echo_pid = -1;
+    if (op->needs & NEED_ECHO) {
+        int e = start_echo_child(&echo_pid);
+        if (e) {
+            op_error(op->name, "start the echo child", e);
+            return;
+        }
+    }
+    if (op->needs & NEED_HANDLER)
+        signal(SIGUSR1, on_usr1);
+    if (op->needs & NEED_SELECT) {
+        int e = open_select_fds(op->arg);
+        if (e) {
+            close_select_fds();
+            op_error(op->name, "open the descriptors", e);
+            return;
+        }
+    }
+    sigset_t usr1, old_mask;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    if (op->needs & NEED_WAKER) {
+        /* Blocked before the waker exists, so it inherits the block
+         * and the signal is for the main thread's waits only. */
+        pthread_sigmask(SIG_BLOCK, &usr1, &old_mask);
+        int e = start_waker(op->arg);
+        if (e) {
+            pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+            op_error(op->name, "start the waker thread", e);
+            return;
+        }
+    }
+    struct timing t;
+    int err = measure(op->fn, iters, &t);
+    if (op->needs & NEED_WAKER) {
+        stop_waker();
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    }
+    if (op->needs & NEED_SELECT)
+        close_select_fds();
+    if (echo_pid > 0) {
+        close(echo_to);
+        close(echo_from);
+        wait_ok(echo_pid);
+    }
+    if (err) {
+        const char *what = op->name;
+        char buf[4200];
+        if (op->needs & NEED_FILE) {
+            snprintf(buf, sizeof buf, "%s %s", op->name, file_path);
+            what = buf;
+        }
+        op_error(op->name, what, err);
+        return;
+    }
+    print_result(op->name, &t);
+}
+
+/* nomu's seccomp filter (--filter: its instructions as hex, 16 digits each,
+ * code jt jf k in struct sock_filter's byte order), as `nomu bench` gives
+ * it: the range of guest memory nomu traps, everything else allowed. */
+static struct bpf_insn nomu_filter[64];
+static unsigned short nomu_filter_len;
+
+static int parse_filter(const char *hex)
+{
+    size_t n = strlen(hex);
+    if (n == 0 || n % 16 || n / 16 > sizeof nomu_filter / sizeof nomu_filter[0])
+        return -1;
+    unsigned char bytes[sizeof nomu_filter];
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        bytes[i] = (unsigned char)v;
+    }
+    memcpy(nomu_filter, bytes, n / 2);
+    nomu_filter_len = (unsigned short)(n / 16);
+    return 0;
+}
+
+/* A host-backed op's floor under nomu's in-process paths: the op run
+ * natively in a forked child with nomu's own filter installed, so that
+ * each of its host calls (and those of its echo child, which inherits the
+ * filter) pays what every host call nomu makes pays. Its result line is
+ * the child's, under the op's filter_ name. */
+static void run_filtered(const struct op *op, unsigned long iters)
+{
+    if (!nomu_filter_len) {
+        print_msg(op->name, "unavailable", "no --filter given");
+        return;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "fork: %s", strerror(errno));
+        print_msg(op->name, "unavailable", buf);
+        return;
+    }
+    if (pid == 0) {
+        struct bpf_prog prog = {.len = nomu_filter_len, .filter = nomu_filter};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1L, 0L, 0L, 0L) < 0) {
+            op_error(op->name, "prctl(PR_SET_NO_NEW_PRIVS)", errno);
+            _exit(1);
+        }
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER_, 0u, &prog) < 0) {
+            op_error(op->name, "seccomp", errno);
+            _exit(1);
+        }
+        if (prctl(PR_GET_SECCOMP, 0L, 0L, 0L, 0L) != 2) {
+            op_error(op->name, "the filter is not in force", EPROTO);
+            _exit(1);
+        }
+        run_plain(op, iters);
+        fflush(stdout);
+        _exit(had_error ? 1 : 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status)) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "child killed by signal %d", WTERMSIG(status));
+        print_msg(op->name, "error", buf);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        had_error = 1;
+}
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR] "
-               "[--sh BUSYBOX] [--progress] [OP...]\nops:");
+               "[--sh BUSYBOX] [--filter HEX] [--progress] [OP...]\nops:");
     for (size_t i = 0; i < NOPS; i++)
         fprintf(f, " %s", ops[i].name);
     fprintf(f, "\n");
@@ -1231,6 +1404,7 @@ int main(int argc, char **argv)
     int any_selected = 0;
 
     self_path = argv[0];
+    floor_fill_rsb = (unsigned char)cpu_is_amd();
     /* The trivial children the process benchmarks start. */
     if (argc >= 2 && !strcmp(argv[1], "--child-exit"))
         return 0;
@@ -1250,6 +1424,14 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "--sh") && i + 1 < argc) {
             sh_path = argv[++i];
+            continue;
+        }
+        if (!strcmp(a, "--filter") && i + 1 < argc) {
+            if (parse_filter(argv[++i]) < 0) {
+                fprintf(stderr, "syscall_bench: bad --filter value\n");
+                usage(stderr);
+                return 2;
+            }
             continue;
         }
         if (!strcmp(a, "--progress")) {
@@ -1372,70 +1554,15 @@ int main(int argc, char **argv)
             op_error(op->name, file_msg, file_err);
             continue;
         }
-        if (op->sigsys) {
+        if (op->sigsys == SIGSYS_RAW || op->sigsys == SIGSYS_FLOOR) {
             run_sigsys(op->name, op->sigsys, op->fn, op->needs & NEED_WAKER ? op->arg : 0, iters);
             continue;
         }
-        if ((op->needs & NEED_SH) && !sh_path) {
-            print_msg(op->name, "unavailable", "no --sh BUSYBOX given");
+        if (op->sigsys == NOMU_FILTER) {
+            run_filtered(op, iters);
             continue;
         }
-        pid_t echo_pid = -1;
-        if (op->needs & NEED_ECHO) {
-            int e = start_echo_child(&echo_pid);
-            if (e) {
-                op_error(op->name, "start the echo child", e);
-                continue;
-            }
-        }
-        if (op->needs & NEED_HANDLER)
-            signal(SIGUSR1, on_usr1);
-        if (op->needs & NEED_SELECT) {
-            int e = open_select_fds(op->arg);
-            if (e) {
-                close_select_fds();
-                op_error(op->name, "open the descriptors", e);
-                continue;
-            }
-        }
-        sigset_t usr1, old_mask;
-        sigemptyset(&usr1);
-        sigaddset(&usr1, SIGUSR1);
-        if (op->needs & NEED_WAKER) {
-            /* Blocked before the waker exists, so it inherits the block
-             * and the signal is for the main thread's waits only. */
-            pthread_sigmask(SIG_BLOCK, &usr1, &old_mask);
-            int e = start_waker(op->arg);
-            if (e) {
-                pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-                op_error(op->name, "start the waker thread", e);
-                continue;
-            }
-        }
-        struct timing t;
-        int err = measure(op->fn, iters, &t);
-        if (op->needs & NEED_WAKER) {
-            stop_waker();
-            pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-        }
-        if (op->needs & NEED_SELECT)
-            close_select_fds();
-        if (echo_pid > 0) {
-            close(echo_to);
-            close(echo_from);
-            wait_ok(echo_pid);
-        }
-        if (err) {
-            const char *what = op->name;
-            char buf[4200];
-            if (op->needs & NEED_FILE) {
-                snprintf(buf, sizeof buf, "%s %s", op->name, file_path);
-                what = buf;
-            }
-            op_error(op->name, what, err);
-            continue;
-        }
-        print_result(op->name, &t);
+        run_plain(op, iters);
     }
 
     if (file_fd >= 0)

@@ -14,7 +14,7 @@ mod report;
 mod svg;
 mod systems;
 
-use ops::{floor_op, keep_best, OPS, SIGSYS_RAW};
+use ops::{filter_op, floor_op, keep_best, OPS, SIGSYS_RAW};
 use report::{Machine, Report, State, SystemReport};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -207,6 +207,9 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
 
     // Natively also the SIGSYS floors of the selected ops that have one.
     let floor_names: Vec<String> = op_names.iter().filter_map(|o| floor_op(o)).collect();
+    // And the filter floors of the host-backed ones: the op under nomu's
+    // own seccomp filter.
+    let filter_names: Vec<String> = op_names.iter().filter_map(|o| filter_op(o)).collect();
 
     // Alternate the systems round by round and keep each op's best time:
     // on a small, noisy VM that is what stays comparable.
@@ -217,6 +220,7 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
             if s.id == "native" {
                 ops.push(SIGSYS_RAW);
                 ops.extend(floor_names.iter().map(String::as_str));
+                ops.extend(filter_names.iter().map(String::as_str));
             }
             let head = format!("nomu bench: round {round}/{}: {}", opts.rounds, s.id);
             progress.line(&format!("{head}: starting"));

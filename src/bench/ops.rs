@@ -57,6 +57,30 @@ pub fn floor_op(op: &str) -> Option<String> {
     FLOOR_OPS.contains(&op).then(|| format!("sigsys_floor_{op}"))
 }
 
+/// Host-backed ops with a filter floor, measured natively only (as
+/// `filter_OP`): the op itself in a child that installed nomu's own
+/// seccomp filter, so each host call pays the filter as every host call
+/// nomu makes does. What zpoline and rewrite cannot go below; their time
+/// over it is nomu's own.
+pub const FILTER_OPS: &[&str] = &[
+    "read_null",
+    "write_null",
+    "fstat_null",
+    "fstat",
+    "stat",
+    "open_close",
+    "select_10",
+    "select_100",
+    "sig_install",
+    "signal",
+    "pipe_rt",
+];
+
+/// The benchmark's name for `op`'s filter floor, if it has one.
+pub fn filter_op(op: &str) -> Option<String> {
+    FILTER_OPS.contains(&op).then(|| format!("filter_{op}"))
+}
+
 pub fn find(name: &str) -> Option<&'static Op> {
     OPS.iter().find(|o| o.name == name)
 }
@@ -172,6 +196,10 @@ mod tests {
         let src = include_str!("../../bench/syscall_bench.c");
         for op in OPS {
             assert!(src.contains(&format!("{{\"{}\", loop_", op.name)), "{} missing", op.name);
+        }
+        for op in FILTER_OPS {
+            assert!(find(op).is_some(), "{op} is no op");
+            assert!(src.contains(&format!("{{\"filter_{op}\", loop_")), "filter_{op} missing");
         }
     }
 }

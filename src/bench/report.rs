@@ -1,7 +1,7 @@
 //! What a benchmark run found: the machine, every system's results, the
 //! issue's goals checked against them; printed as tables and written as JSON.
 
-use super::ops::{floor_op, Op, Outcome, FLOOR_OPS, SIGSYS_RAW};
+use super::ops::{filter_op, floor_op, Op, Outcome, FILTER_OPS, FLOOR_OPS, SIGSYS_RAW};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -122,6 +122,12 @@ impl Report {
         self.ns("native", SIGSYS_RAW)
     }
 
+    /// The filter floor of host-backed `op` (native under nomu's seccomp
+    /// filter, this run), if measured.
+    pub fn filter_floor(&self, op: &str) -> Option<f64> {
+        self.ns("native", &filter_op(op)?)
+    }
+
     /// The SIGSYS emulator floor of `op` (native, this run), if measured.
     pub fn floor(&self, op: &str) -> Option<f64> {
         self.ns("native", &floor_op(op)?)
@@ -225,6 +231,17 @@ impl Report {
 
         // Issue 19: every op of the rewrite path within 1.15x of zpoline's.
         goals.push(self.within_goal("nomu-rewrite", "nomu-zpoline", 1.15));
+        // Issue 19: host-backed calls at the floor: the in-process paths
+        // within 1.25x native, the seccomp path within 10% of its SIGSYS
+        // emulator floor.
+        for sys in ["nomu-zpoline", "nomu-rewrite"] {
+            goals.push(
+                self.ops_goal(sys, &HOST_BACKED, 1.25, ("native", "host-backed ops"), |r, op| r.ns("native", op)),
+            );
+        }
+        goals.push(
+            self.ops_goal("nomu-seccomp", FLOOR_OPS, 1.1, ("its SIGSYS floor", "ops with one"), |r, op| r.floor(op)),
+        );
 
         // UML, and every gVisor platform that ran (or gVisor as a whole
         // when none did).
@@ -251,7 +268,40 @@ impl Report {
         goals
     }
 
-    /// `a` is at least `factor` times faster than `b` on every op both ran.
+    /// `sys` takes at most `factor` times `base(op)` on each of `ops` that
+    /// this run measured.
+    fn ops_goal(
+        &self,
+        sys: &str,
+        ops: &[&str],
+        factor: f64,
+        (base_name, what): (&str, &str),
+        base: impl Fn(&Report, &str) -> Option<f64>,
+    ) -> Goal {
+        let text = format!("{sys} <= {factor}x {base_name} on {what}");
+        if let Some(why) = self.missing(sys) {
+            return Goal { text, verdict: Verdict::Unknown(why), detail: String::new() };
+        }
+        let (mut worst, mut misses): (Option<(f64, &str)>, Vec<String>) = (None, Vec::new());
+        for &op in ops.iter().filter(|op| self.ops.iter().any(|o| o.name == **op)) {
+            let (Some(x), Some(y)) = (self.ns(sys, op), base(self, op)) else { continue };
+            let r = x / y;
+            if worst.is_none_or(|(w, _)| r > w) {
+                worst = Some((r, op));
+            }
+            if r > factor {
+                misses.push(format!("{op} {r:.2}x"));
+            }
+        }
+        match worst {
+            None => Goal { text, verdict: Verdict::Unknown("none of its ops measured".into()), detail: String::new() },
+            Some((w, op)) if misses.is_empty() => {
+                Goal { text, verdict: Verdict::Met, detail: format!("most: {w:.2}x on {op}") }
+            }
+            Some(_) => Goal { text, verdict: Verdict::Missed, detail: format!("over on: {}", misses.join(", ")) },
+        }
+    }
+
     /// `a` takes at most `factor` times `b`'s time on every op both ran.
     fn within_goal(&self, a: &str, b: &str, factor: f64) -> Goal {
         let text = format!("{a} within {factor}x of {b} on every op");
@@ -401,6 +451,50 @@ impl Report {
                 out.push('\n');
             }
         }
+        let filtered: Vec<&str> =
+            FILTER_OPS.iter().copied().filter(|op| self.ops.iter().any(|o| o.name == *op)).collect();
+        if filtered.iter().any(|op| self.filter_floor(op).is_some()) {
+            let paths: Vec<&str> = ran
+                .iter()
+                .map(|s| s.id.as_str())
+                .filter(|id| id.starts_with("nomu-") && !id.ends_with("sysemu"))
+                .collect();
+            let path_w = paths.iter().map(|p| p.len()).max().unwrap_or(0).max(18) + 2;
+            let _ = write!(
+                out,
+                "\nhost-call floor (native, same run): the op with nomu's own seccomp filter installed,\n\
+                 which every host call nomu makes passes: what the in-process paths cannot go below.\n\
+                 Each path: ns, (nomu's own: its ns over the floor), ratio to the floor.\n\
+                 {:<label_w$}{:>10}{:>10}",
+                "", "native", "floor"
+            );
+            for p in &paths {
+                let _ = write!(out, "{p:>path_w$}");
+            }
+            out.push('\n');
+            for op in filtered {
+                let label = super::ops::find(op).map_or(op, |o| o.label);
+                let _ = write!(out, "{label:<label_w$}");
+                let native = self.ns("native", op).map_or("-".into(), fmt_ns);
+                let Some(f) = self.filter_floor(op) else {
+                    let why = match self.outcome("native", &filter_op(op).unwrap_or_default()) {
+                        Some(Err(e)) => e.clone(),
+                        _ => "not measured".into(),
+                    };
+                    let _ = writeln!(out, "{native:>10}  {why}");
+                    continue;
+                };
+                let _ = write!(out, "{native:>10}{:>10}", fmt_ns(f));
+                for p in &paths {
+                    let cell = self.ns(p, op).map_or("-".into(), |n| {
+                        let sign = if n >= f { "+" } else { "-" };
+                        format!("{} ({sign}{}) {:.2}x", fmt_ns(n), fmt_ns((n - f).abs()), n / f)
+                    });
+                    let _ = write!(out, "{cell:>path_w$}");
+                }
+                out.push('\n');
+            }
+        }
         // Errors, per system and op.
         let mut errors = Vec::new();
         for s in &self.systems {
@@ -459,6 +553,8 @@ impl Report {
             .collect();
         let floors: serde_json::Map<String, Value> =
             FLOOR_OPS.iter().map(|op| (op.to_string(), json_num(self.floor(op)))).collect();
+        let filter_floors: serde_json::Map<String, Value> =
+            FILTER_OPS.iter().map(|op| (op.to_string(), json_num(self.filter_floor(op)))).collect();
         let doc = json!({
             "machine": {"cpu_model": m.cpu_model, "cores": m.cores, "kernel": m.kernel, "os": m.os, "date": m.date},
             "config": {
@@ -469,6 +565,7 @@ impl Report {
             },
             "raw_sigsys_ns": json_num(self.raw_sigsys()),
             "sigsys_floor_ns": floors,
+            "filter_floor_ns": filter_floors,
             "ops": self.ops.iter().map(|o| json!({"name": o.name, "label": o.label})).collect::<Vec<_>>(),
             "systems": self.systems.iter().map(|s| self.system_json(s)).collect::<Vec<_>>(),
             "goals": goals,
@@ -491,6 +588,7 @@ impl Report {
                 if s.id == "native" {
                     names.push(SIGSYS_RAW.into());
                     names.extend(FLOOR_OPS.iter().filter_map(|op| floor_op(op)));
+                    names.extend(FILTER_OPS.iter().filter_map(|op| filter_op(op)));
                 }
                 let res: serde_json::Map<String, Value> = names
                     .iter()
@@ -510,6 +608,9 @@ impl Report {
         sys
     }
 }
+
+/// The host-backed operations issue 19 holds the in-process paths to.
+const HOST_BACKED: [&str; 7] = ["fstat", "stat", "open_close", "select_10", "select_100", "pipe_rt", "signal"];
 
 /// ns with a precision that suits its size.
 pub fn fmt_ns(ns: f64) -> String {
@@ -591,6 +692,50 @@ mod tests {
         let json: Value = serde_json::from_str(&report.json()).unwrap();
         let seccomp = json["systems"].as_array().unwrap().iter().find(|s| s["name"] == "nomu-seccomp").unwrap();
         assert_eq!(seccomp["results"]["getpid"], json!({"ns": 2200.0, "ratio": 22.0}));
+    }
+
+    #[test]
+    fn filter_floor_shows_nomus_own_time() {
+        let report = Report {
+            machine: Machine { cpu_model: "x".into(), cores: 2, kernel: "k".into(), os: "o".into(), date: "d".into() },
+            cpu: None,
+            rounds: 1,
+            bench_args: vec![],
+            ops: OPS.iter().collect(),
+            systems: vec![
+                ran(
+                    "native",
+                    &[
+                        ("fstat", 140.0),
+                        ("filter_fstat", 165.0),
+                        ("stat", 270.0),
+                        ("filter_stat", 300.0),
+                        ("getpid", 60.0),
+                        ("sigsys_floor_getpid", 600.0),
+                    ],
+                ),
+                ran("nomu-zpoline", &[("fstat", 175.0), ("stat", 500.0)]),
+                ran("nomu-rewrite", &[("fstat", 150.0)]),
+                ran("nomu-seccomp", &[("getpid", 630.0)]),
+            ],
+        };
+        assert_eq!(report.filter_floor("fstat"), Some(165.0));
+        assert_eq!(report.filter_floor("getpid"), None);
+        let text = report.text();
+        assert!(text.contains("host-call floor"), "{text}");
+        assert!(text.contains("175 (+10.0) 1.06x"), "{text}");
+        assert!(text.contains("500 (+200) 1.67x"), "{text}");
+        let goals = report.goals();
+        let g = goals.iter().find(|g| g.text == "nomu-zpoline <= 1.25x native on host-backed ops").unwrap();
+        assert_eq!(g.verdict, Verdict::Missed);
+        assert_eq!(g.detail, "over on: stat 1.85x");
+        let g = goals.iter().find(|g| g.text == "nomu-rewrite <= 1.25x native on host-backed ops").unwrap();
+        assert_eq!(g.verdict, Verdict::Met);
+        let g = goals.iter().find(|g| g.text == "nomu-seccomp <= 1.1x its SIGSYS floor on ops with one").unwrap();
+        assert_eq!(g.verdict, Verdict::Met);
+        assert_eq!(g.detail, "most: 1.05x on getpid");
+        let json: Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(json["filter_floor_ns"]["stat"], json!(300.0));
     }
 
     #[test]

@@ -17,6 +17,15 @@ pub const UML_KERNEL: &str = "/usr/bin/linux";
 /// nomu's guest memory (--mem) for the benchmark.
 const NOMU_MEM: &str = "6G";
 
+/// The seccomp filter a `nomu run --mem NOMU_MEM` installs (its guest
+/// memory where nomu asks the host to put it), for the benchmark's filter_
+/// ops: host-backed operations natively under that same filter.
+fn nomu_filter() -> String {
+    let mem = crate::cli::parse_size(NOMU_MEM).expect("NOMU_MEM is a size");
+    let lo = crate::host::physmem::PREFERRED_BASE as u64;
+    crate::entry::seccomp::filter_hex(lo, lo + crate::mm::commit::window_for(mem) as u64)
+}
+
 /// UML's memory (its mem=): plenty for the benchmark and busybox.
 const UML_MEM: &str = "512M";
 /// gVisor platforms to try, best first. Debian 12's runsc (2022) has only
@@ -189,7 +198,7 @@ impl System {
         let mut cmd = match self.kind {
             Kind::Native => {
                 let mut c = Command::new(&ctx.bin);
-                c.args(ctx.host_args(ops));
+                c.args(["--filter".to_string(), nomu_filter()]).args(ctx.host_args(ops));
                 c
             }
             Kind::Nomu(k) => {

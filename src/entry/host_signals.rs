@@ -234,9 +234,9 @@ global_asm!(
     // The return-stack predictor still holds what nomu's handler left:
     // the guest's next `ret` (the one out of its syscall wrapper) would be
     // predicted into nomu's code, which cost 280 ns per trapped syscall on
-    // the test VM. Refilled with harmless entries, a misprediction costs a
-    // few cycles.
-    crate::host::fill_return_stack!(),
+    // the AMD test VM. Refilled with harmless entries, a misprediction
+    // costs a few cycles. On AMD only (host::init_return_stack_fill).
+    crate::host::fill_return_stack!("nomu_fill_before_guest"),
     // A kick that came while this thread ran nomu's code. The tail starts
     // once the note was read: from there on a kick is finished from the
     // GuestRegs at rbx (see finish_exit_tail).

@@ -58,15 +58,15 @@ struct SockFprog {
     filter: *const SockFilter,
 }
 
-/// Traps every syscall whose instruction pointer lies in [lo, hi) — guest
-/// memory — and every syscall of another ABI than x86-64's, wherever it
-/// comes from; allows the rest (nomu's own code). The ABI check is not
-/// redundant: an Intel CPU's `sysenter` enters the host's i386 syscall path
-/// with the instruction pointer already set to a landing pad outside guest
-/// memory, so the range check alone would let a guest's i386 syscall run on
-/// the host, past nomu's root (tests/nomu/i386_entry.c). nomu itself makes
-/// none.
-fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
+/// The filter: traps every syscall whose instruction pointer lies in [lo,
+/// hi) — guest memory — and every syscall of another ABI than x86-64's,
+/// wherever it comes from; allows the rest (nomu's own code). The ABI check
+/// is not redundant: an Intel CPU's `sysenter` enters the host's i386
+/// syscall path with the instruction pointer already set to a landing pad
+/// outside guest memory, so the range check alone would let a guest's i386
+/// syscall run on the host, past nomu's root (tests/nomu/i386_entry.c).
+/// nomu itself makes none.
+fn filter_program(lo: u64, hi: u64) -> [SockFilter; 14] {
     const LD_ABS: u16 = 0x20;
     const JEQ: u16 = 0x15;
     const JGT: u16 = 0x25;
@@ -81,7 +81,7 @@ fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
     let (lo_hi, lo_lo) = ((lo >> 32) as u32, lo as u32);
     let (hi_hi, hi_lo) = ((hi >> 32) as u32, hi as u32);
     // Jump offsets count from the next instruction; see the labels at right.
-    let prog = [
+    [
         f(LD_ABS, 0, 0, ARCH),                   // 0
         f(JEQ, 0, 10, super::AUDIT_ARCH_X86_64), // 1: another ABI -> TRAP
         f(LD_ABS, 0, 0, IP_HI),                  // 2
@@ -96,7 +96,31 @@ fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
         f(JGE, 1, 0, hi_lo),                     // 11: ip_lo >= hi_lo -> ALLOW
         f(RET, 0, 0, RET_TRAP),                  // 12
         f(RET, 0, 0, RET_ALLOW),                 // 13
-    ];
+    ]
+}
+
+/// The filter nomu installs when its guest memory is [lo, hi), as hex
+/// (struct sock_filter's bytes, 16 digits an instruction): what `nomu
+/// bench` hands the benchmark, which measures host-backed operations
+/// natively under it (the floor of nomu's in-process paths).
+pub fn filter_hex(lo: u64, hi: u64) -> String {
+    filter_program(lo, hi)
+        .iter()
+        .flat_map(|i| {
+            let mut b = [0u8; 8];
+            b[0..2].copy_from_slice(&i.code.to_ne_bytes());
+            b[2] = i.jt;
+            b[3] = i.jf;
+            b[4..8].copy_from_slice(&i.k.to_ne_bytes());
+            b
+        })
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Installs [`filter_program`] for guest memory [lo, hi) on every thread.
+fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
+    let prog = filter_program(lo, hi);
     let fprog = SockFprog { len: prog.len() as u16, filter: prog.as_ptr() };
     // SAFETY: prctl and seccomp with valid arguments; fprog outlives the call.
     unsafe {

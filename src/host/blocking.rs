@@ -40,7 +40,7 @@ global_asm!(
     ".globl nomu_interruptible_end",
     "nomu_interruptible_end:",
     // As every host call on a guest's path (see host::syscall).
-    super::fill_return_stack!(),
+    super::fill_return_stack!("nomu_fill_after_host_call"),
     "    ret",
     ".globl nomu_interruptible_cancel",
     "nomu_interruptible_cancel:",

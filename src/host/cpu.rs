@@ -69,3 +69,10 @@ pub fn xcr0() -> u64 {
     unsafe { std::arch::asm!("xgetbv", in("ecx") 0, out("eax") lo, out("edx") hi, options(nomem, nostack)) };
     (hi as u64) << 32 | lo as u64
 }
+
+/// Whether the CPU is AMD's (or Hygon's, the same design).
+pub fn is_amd() -> bool {
+    let v = __cpuid(0);
+    let vendor: Vec<u8> = [v.ebx, v.edx, v.ecx].iter().flat_map(|r| r.to_le_bytes()).collect();
+    vendor == b"AuthenticAMD" || vendor == b"HygonGenuine"
+}

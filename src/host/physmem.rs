@@ -17,7 +17,7 @@ pub const PAGE_SIZE: usize = 4096;
 /// usual ET_EXEC load address (0x400000) falls inside it, so a fixed-address
 /// program can run when its pages are free; high enough to stay clear of
 /// `vm.mmap_min_addr` and page 0 (which the zpoline entry path wants).
-const PREFERRED_BASE: usize = 0x20_0000;
+pub const PREFERRED_BASE: usize = 0x20_0000;
 
 pub struct PhysMem {
     memfd: OwnedFd,

@@ -105,6 +105,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     // split path later pins its threads to one CPU at a time, and a guest's
     // first sched_getaffinity then saw that one CPU.
     crate::host::sys::nomu_affinity();
+    crate::host::init_return_stack_fill();
     let entry = crate::entry::install(config.entry, mem, guest_mask)?;
     // A dup of nomu's stderr, kept even if the guest closes its own fd 2.
     let log = crate::host::fs::dup_raw(2).map_err(|e| format!("dup(stderr): {e}"))?;

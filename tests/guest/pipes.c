@@ -9,7 +9,10 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,8 +162,38 @@ int main(int argc, char **argv)
 		int top = f > p[0] ? f : p[0];
 		CHECK_EQ(select(top + 1, &rs, &ws, NULL, &tv), 2);
 		CHECK(FD_ISSET(f, &rs) && !FD_ISSET(p[0], &rs) && FD_ISSET(f, &ws));
+		/* Bits at or above nfds are ignored, and cleared on return. */
+		FD_ZERO(&ws);
+		FD_SET(f, &ws);
+		FD_SET(closed, &ws);
+		CHECK(closed > f);
+		CHECK_EQ(select(f + 1, NULL, &ws, NULL, &tv), 1);
+		CHECK(FD_ISSET(f, &ws) && !FD_ISSET(closed, &ws));
 		FD_SET(closed, &rs);
 		CHECK_ERR(select(closed + 1, &rs, NULL, NULL, &tv), EBADF);
+		/* A set larger than an fd_set (select's own sets are on nomu's
+		 * stack up to FD_SETSIZE): descriptor 1500 under a raised limit. */
+		struct rlimit rl;
+		CHECK_OK(getrlimit(RLIMIT_NOFILE, &rl));
+		if (rl.rlim_max >= 2048) {
+			struct rlimit raised = { 2048, rl.rlim_max };
+			CHECK_OK(setrlimit(RLIMIT_NOFILE, &raised));
+			CHECK_EQ(dup2(f, 1500), 1500);
+			unsigned long big[2048 / (8 * sizeof(unsigned long))];
+			memset(big, 0, sizeof(big));
+			big[f / 64] |= 1ul << (f % 64);
+			big[1500 / 64] |= 1ul << (1500 % 64);
+			/* Above nfds: in its last word (cleared), past it (untouched). */
+			big[1510 / 64] |= 1ul << (1510 % 64);
+			big[1700 / 64] |= 1ul << (1700 % 64);
+			CHECK_EQ(syscall(SYS_select, 1501, NULL, big, NULL, &tv), 2);
+			CHECK(big[1500 / 64] == 1ul << (1500 % 64) && big[f / 64] == 1ul << (f % 64));
+			CHECK_EQ(big[1700 / 64], 1ul << (1700 % 64));
+			big[1400 / 64] |= 1ul << (1400 % 64); /* not open */
+			CHECK_ERR(syscall(SYS_select, 1501, big, NULL, NULL, &tv), EBADF);
+			CHECK_OK(close(1500));
+			CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
+		}
 		close(f);
 		close(devnull);
 		close(p[0]);
