@@ -269,17 +269,18 @@ pub fn sys_mincore(ctx: &mut Ctx, UserPtr(start): UserPtr, len: usize, UserPtr(v
     let (mut addr, end) = (start as usize, start as usize + pages * PAGE_SIZE);
     let mut out = vec;
     while addr < end {
-        let seg_end = match ctx.space().lock().unwrap().find(addr) {
-            Some((_, v)) => v.end.min(end),
-            None => return Err(Errno::ENOMEM),
+        let (seg_end, held) = {
+            let space = ctx.space().lock().unwrap();
+            let seg_end = match space.find(addr) {
+                Some((_, v)) => v.end.min(end),
+                None => return Err(Errno::ENOMEM),
+            };
+            (seg_end, space.populated(addr, seg_end - addr))
         };
         let mut resident = vec![0u8; (seg_end - addr) / PAGE_SIZE];
-        let phys = ctx.kernel().phys;
-        if phys.contains(addr, seg_end - addr) {
-            for (a, n) in phys.populated(addr, seg_end - addr) {
-                let first = (a - addr) / PAGE_SIZE;
-                resident[first..first + n / PAGE_SIZE].fill(1);
-            }
+        for (a, n) in held {
+            let first = (a - addr) / PAGE_SIZE;
+            resident[first..first + n / PAGE_SIZE].fill(1);
         }
         ctx.mem().write_bytes(out, &resident)?;
         out += resident.len() as u64;
