@@ -958,6 +958,13 @@ impl EntryPath for ZpolineEntry {
         }
     }
 
+    fn shares_code(&self) -> bool {
+        // A rewrite-path patch is a jump to a trampoline at a fixed
+        // distance from the site: a page shown at another address would
+        // jump to somebody else's code.
+        !self.rewrite
+    }
+
     fn memory_freed(&self, addr: usize, len: usize) {
         if self.rewrite {
             super::rewrite::memory_freed(addr, len);
