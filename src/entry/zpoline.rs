@@ -548,6 +548,36 @@ fn site_page_bit(addr: usize) -> (&'static AtomicU64, u64) {
     (unsafe { &*(word as *const AtomicU64) }, 1 << (page % 64))
 }
 
+/// Code at [src, src+len) was copied to [dst, dst+len) (page-aligned, a
+/// cached page's private copy): its rewritten sites are marked there too.
+fn copy_sites(dst: usize, src: usize, len: usize) {
+    let pm = PhysMem::get();
+    if !active() || !pm.contains(src, len) || !pm.contains(dst, len) {
+        return;
+    }
+    for i in 0..len / PAGE_SIZE {
+        let (s, d) = (src + i * PAGE_SIZE, dst + i * PAGE_SIZE);
+        let (word, bit) = site_page_bit(s);
+        if word.load(Ordering::Acquire) & bit == 0 {
+            continue;
+        }
+        let (dword, dbit) = site_page_bit(d);
+        dword.fetch_or(dbit, Ordering::Release);
+        let sites = SITES.load(Ordering::Relaxed);
+        let (from, to) = (sites + (s - pm.base()) / 8, sites + (d - pm.base()) / 8);
+        for w in (0..PAGE_SIZE / 8).step_by(8) {
+            // SAFETY: inside the site bitmap (one bit per byte of physical
+            // memory, mapped for the rest of the process); each page's bits
+            // are 512 bytes at a multiple of 512, so every word is aligned.
+            let v = unsafe { &*((from + w) as *const AtomicU64) }.load(Ordering::Acquire);
+            if v != 0 {
+                // SAFETY: as above.
+                unsafe { &*((to + w) as *const AtomicU64) }.fetch_or(v, Ordering::Release);
+            }
+        }
+    }
+}
+
 /// Pages of physical memory were freed: the sites marked in them are gone
 /// with the code (a new program there may have `call *%rax` where a
 /// rewritten `syscall` was, and must not be taken for one).
@@ -963,6 +993,12 @@ impl EntryPath for ZpolineEntry {
         // distance from the site: a page shown at another address would
         // jump to somebody else's code.
         !self.rewrite
+    }
+
+    fn code_copied(&self, dst: usize, src: usize, len: usize) {
+        if !self.rewrite {
+            copy_sites(dst, src, len);
+        }
     }
 
     fn memory_freed(&self, addr: usize, len: usize) {

@@ -141,6 +141,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;
     let kernel = KERNEL.get().unwrap();
     kernel.phys.set_free_hook(Box::new(move |addr, len| kernel.entry.memory_freed(addr, len)));
+    kernel.phys.set_copy_hook(Box::new(move |dst, src, len| kernel.entry.code_copied(dst, src, len)));
     kernel.phys.commit().set_reclaim(Box::new(move || kernel.page_cache.reclaim()));
     kernel.entry.set_page_source(Box::new(move |addr, len| {
         kernel.phys.alloc_at(addr, len, crate::mm::phys::Fresh::Used).is_ok()

@@ -144,6 +144,29 @@ mod tests {
         assert_eq!(c.committed(), 0);
     }
 
+    /// A charge that does not fit first has the reclaimer give back what
+    /// nobody uses (the page cache's unused pages), then fails only if that
+    /// was not enough.
+    #[test]
+    fn a_failing_charge_reclaims_first() {
+        use std::sync::atomic::AtomicUsize;
+        use std::sync::Arc;
+        let c = Arc::new(Commit::new(100));
+        let cache = Arc::new(AtomicUsize::new(60));
+        c.charge(60, 0).unwrap(); // the cache's pages
+        let (c2, cache2) = (c.clone(), cache.clone());
+        c.set_reclaim(Box::new(move || {
+            let n = cache2.swap(0, Ordering::Relaxed);
+            c2.uncharge(n);
+            n
+        }));
+        assert!(c.charge(30, 0).is_ok(), "fits without reclaiming");
+        assert_eq!(cache.load(Ordering::Relaxed), 60);
+        assert!(c.charge(50, 0).is_ok(), "reclaimed first");
+        assert_eq!((cache.load(Ordering::Relaxed), c.committed()), (0, 80));
+        assert_eq!(c.charge(21, 0), Err(Errno::ENOMEM));
+    }
+
     #[test]
     fn the_window_leaves_room_for_reservations() {
         assert_eq!(window_for(1 << 30), 128 << 30);

@@ -30,6 +30,9 @@ use super::PAGE_SIZE;
 use crate::abi::errno::Errno;
 use crate::host::physmem::{PhysMem, Prot};
 
+/// What is told of a copy of frames: (destination, source, length).
+pub type CopyHook = Box<dyn Fn(usize, usize, usize) + Send + Sync>;
+
 /// The protection pages have while free (and when freshly allocated).
 pub const RW: Prot = libc::PROT_READ | libc::PROT_WRITE;
 
@@ -39,6 +42,9 @@ pub struct PhysicalMemory {
     /// Told of every range freed or wiped (the entry path forgets what it
     /// knew of code there).
     on_free: std::sync::OnceLock<Box<dyn Fn(usize, usize) + Send + Sync>>,
+    /// Told of every copy of pages a mapping showed (dst, src, len: the
+    /// entry path's knowledge of the code goes with it).
+    on_copy: std::sync::OnceLock<CopyHook>,
     /// What guests may fill: `--mem` (see mm::commit).
     commit: Commit,
 }
@@ -160,6 +166,7 @@ impl PhysicalMemory {
             mem,
             buddy: crate::sync::OrderedMutex::new(pages),
             on_free: std::sync::OnceLock::new(),
+            on_copy: std::sync::OnceLock::new(),
             commit: Commit::new(limit.min(mem.size())),
         }
     }
@@ -172,6 +179,22 @@ impl PhysicalMemory {
     /// Sets the function told of every range freed or wiped (once).
     pub fn set_free_hook(&self, hook: Box<dyn Fn(usize, usize) + Send + Sync>) {
         let _ = self.on_free.set(hook);
+    }
+
+    /// Sets the function told of every private copy of frames (once).
+    pub fn set_copy_hook(&self, hook: CopyHook) {
+        let _ = self.on_copy.set(hook);
+    }
+
+    /// Copies the frames [src, src+len) into the owned pages at `dst`,
+    /// zeroed first (a frames VMA's private copy, see mm::mapping); the
+    /// entry path's knowledge of the code goes with the bytes.
+    pub fn copy_frames(&self, dst: usize, src: usize, len: usize) {
+        self.zero(dst, len);
+        self.copy_within(dst, src, len);
+        if let Some(hook) = self.on_copy.get() {
+            hook(dst, src, len);
+        }
     }
 
     fn freed(&self, addr: usize, len: usize) {

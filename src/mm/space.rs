@@ -769,7 +769,8 @@ impl AddressSpace {
         self.phys.unmap_frames(s, end - s);
         let mut at = s;
         for (frame, n) in frames.runs(0, end - s) {
-            self.phys.copy_within(at, frame, n);
+            // The pages' own contents (a loader's leftovers) go first.
+            self.phys.copy_frames(at, frame, n);
             at += n;
         }
     }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,6 +220,33 @@ static void file_mappings(void)
 	CHECK_OK(unlink(path));
 }
 
+/* Text made writable gets its own copy of the page (nomu: a private copy
+ * of the cache's page), which runs as before, the syscall made there too,
+ * and again once executable only (what a loader applying text relocations
+ * does). Done by a second process of this program, after this one used the
+ * syscall site (zpoline rewrote it in the page both run). */
+static int text_writable_child(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	/* The pages of syscall()'s first 64 bytes, not used yet here. */
+	unsigned long fn = (unsigned long)(void *)syscall;
+	char *page = (char *)(fn & ~(pg - 1));
+	size_t len = ((fn + 64) & ~(pg - 1)) + pg - (unsigned long)page;
+	CHECK_OK(mprotect(page, len, PROT_READ | PROT_WRITE | PROT_EXEC));
+	CHECK_EQ(syscall(SYS_getpid), getpid());
+	CHECK_OK(mprotect(page, len, PROT_READ | PROT_EXEC));
+	CHECK_EQ(syscall(SYS_getpid), getpid());
+	return checks_done();
+}
+
+static void text_made_writable(char *self)
+{
+	printf("== text made writable and back still runs\n");
+	CHECK_EQ(syscall(SYS_getpid), getpid());
+	fflush(stdout);
+	CHECK_EQ(run(self, "text-writable", -1), 0);
+}
+
 static void drop_caches(void)
 {
 	printf("== /proc/sys/vm/drop_caches\n");
@@ -253,6 +281,8 @@ int main(int argc, char **argv)
 		printf("%s\n", marker);
 		return 0;
 	}
+	if (argc > 1 && !strcmp(argv[1], "text-writable"))
+		return text_writable_child();
 	if (argc > 1 && !strcmp(argv[1], "counter-set")) {
 		counter = 42;
 		if (write(1, "s", 1) != 1)
@@ -268,6 +298,7 @@ int main(int argc, char **argv)
 	}
 	rewritten_program(argv[0]);
 	file_mappings();
+	text_made_writable(argv[0]);
 	drop_caches();
 	return checks_done();
 }
