@@ -27,9 +27,27 @@ pub struct PhysMem {
     /// through it (loading programs, zeroing, patching code) whatever the
     /// guest's protection of the page is in the direct map.
     alias: usize,
+    /// Direct-map ranges that show other pages of the memfd than their own
+    /// (see [`map_frames`](Self::map_frames)), by start. Everything else is
+    /// identity.
+    remapped: std::sync::RwLock<std::collections::BTreeMap<usize, Remap>>,
 }
 
 static PHYSMEM: OnceLock<PhysMem> = OnceLock::new();
+
+/// A run of the direct map that shows other pages than its own.
+#[derive(Clone, Copy, Debug)]
+struct Remap {
+    end: usize,
+    /// The physical address of the page shown at the run's start.
+    frame: usize,
+    /// A guest mapping shows them (else the run is stale: left in place
+    /// for the next mapping of the same frames there, see
+    /// [`PhysMem::release_frames`]).
+    live: bool,
+    /// Its host protection.
+    prot: Prot,
+}
 
 /// Guest memory access rights, as mmap's PROT_* bits.
 pub type Prot = i32;
@@ -81,7 +99,13 @@ impl PhysMem {
             unsafe { libc::munmap(addr, size) };
             return Err(format!("mapping {size} bytes of physical memory's writable alias: {err}"));
         }
-        let pm = PhysMem { memfd, base: addr as usize, size, alias: alias as usize };
+        let pm = PhysMem {
+            memfd,
+            base: addr as usize,
+            size,
+            alias: alias as usize,
+            remapped: std::sync::RwLock::new(std::collections::BTreeMap::new()),
+        };
         PHYSMEM.set(pm).map_err(|_| "physical memory initialised twice".to_string())?;
         Ok(PHYSMEM.get().unwrap())
     }
@@ -122,6 +146,9 @@ impl PhysMem {
         // SAFETY: the range lies inside our own direct map (checked above), so
         // changing its protection cannot affect nomu's own memory.
         check(unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) } as libc::c_long)?;
+        if !self.remapped.read().unwrap().is_empty() {
+            self.note_prot(addr, len, prot);
+        }
         Ok(())
     }
 
@@ -148,6 +175,11 @@ impl PhysMem {
         }
     }
 
+    /// How many bytes from `addr` (up to `len`) translate contiguously.
+    fn run_len(&self, addr: usize, len: usize) -> usize {
+        self.physical_runs(addr, len).first().map_or(len, |&(_, n)| n)
+    }
+
     /// Where the writable alias shows the byte at direct-map address
     /// `addr` (inside physical memory), for code that keeps writing pages
     /// whose direct map is not writable (rewrite-path trampolines).
@@ -156,19 +188,224 @@ impl PhysMem {
         self.alias_of(addr)
     }
 
-    /// Where the writable alias shows the byte at direct-map address `addr`.
+    /// Where the writable alias shows the byte at direct-map address
+    /// `addr`: the alias of the physical page the direct map shows there
+    /// (its own, or a frame [`map_frames`](Self::map_frames) put there).
     fn alias_of(&self, addr: usize) -> usize {
-        self.alias + (addr - self.base)
+        self.alias + (self.translate(addr) - self.base)
+    }
+
+    /// The physical address whose memfd page nomu's direct map shows at
+    /// `addr` for the guest mapping there (`addr` itself unless a live
+    /// frames mapping is there; a stale one, see
+    /// [`release_frames`](Self::release_frames), is nobody's).
+    pub fn translate(&self, addr: usize) -> usize {
+        let map = self.remapped.read().unwrap();
+        match map.range(..=addr).next_back() {
+            Some((&s, r)) if addr < r.end && r.live => r.frame + (addr - s),
+            _ => addr,
+        }
+    }
+
+    /// The bytes of [addr, addr+len) as runs of physical addresses
+    /// (translated, see [`translate`](Self::translate)), in order.
+    pub fn physical_runs(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
+        let map = self.remapped.read().unwrap();
+        let end = addr + len;
+        let mut runs = Vec::new();
+        let mut at = addr;
+        let push = |runs: &mut Vec<(usize, usize)>, p: usize, n: usize| match runs.last_mut() {
+            Some((s, l)) if *s + *l == p => *l += n,
+            _ => runs.push((p, n)),
+        };
+        let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
+        for (&s, r) in map.range(first..end) {
+            if r.end <= at || !r.live {
+                continue;
+            }
+            if s > at {
+                push(&mut runs, at, s - at);
+                at = s;
+            }
+            let stop = r.end.min(end);
+            push(&mut runs, r.frame + (at - s), stop - at);
+            at = stop;
+        }
+        if at < end {
+            push(&mut runs, at, end - at);
+        }
+        runs
+    }
+
+    /// Makes the direct map at [addr, addr+len) show the memfd's pages at
+    /// physical address `frame` (another run of physical memory: a page
+    /// cache's, a secret file's), in place of its own pages (whose
+    /// contents stay, unseen). Whole pages. Returns the protection the
+    /// range has now: `prot` when it was mapped now, or that of a stale
+    /// mapping of the same frames found there and taken up again (no host
+    /// call: a program exec'd again lands where it was).
+    pub fn map_frames(&self, addr: usize, frame: usize, len: usize, prot: Prot) -> Result<Option<Prot>, Errno> {
+        self.assert_pages(addr, len);
+        self.assert_pages(frame, len);
+        let mut map = self.remapped.write().unwrap();
+        let end = addr + len;
+        if let Some((&s, r)) = map.range(..=addr).next_back() {
+            if !r.live && end <= r.end && r.frame + (addr - s) == frame {
+                let old = r.prot;
+                Self::carve(&mut map, addr, end);
+                map.insert(addr, Remap { end, frame, live: true, prot: old });
+                return Ok(Some(old));
+            }
+        }
+        let flags = libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_NORESERVE;
+        // SAFETY: [addr, addr+len) lies inside our own direct map (checked
+        // above), which holds no Rust object, so replacing its pages there
+        // with other pages of the same memfd (inside its size, checked
+        // above) affects guest memory only.
+        let r = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                len,
+                prot,
+                flags,
+                self.memfd.as_raw_fd(),
+                (frame - self.base) as libc::off_t,
+            )
+        };
+        if r == libc::MAP_FAILED {
+            return Err(last_errno());
+        }
+        Self::carve(&mut map, addr, end);
+        map.insert(addr, Remap { end, frame, live: true, prot });
+        Ok(None)
+    }
+
+    /// Notes a protection set on a frames mapping (host::physmem::protect
+    /// was called on it).
+    fn note_prot(&self, addr: usize, len: usize, prot: Prot) {
+        let mut map = self.remapped.write().unwrap();
+        let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
+        let hits: Vec<usize> = map.range(first..addr + len).filter(|(_, r)| r.end > addr).map(|(&s, _)| s).collect();
+        for s in hits {
+            let r = map[&s];
+            let (a, b) = (s.max(addr), r.end.min(addr + len));
+            Self::carve(&mut map, a, b);
+            map.insert(a, Remap { end: b, frame: r.frame + (a - s), prot, ..r });
+        }
+    }
+
+    /// The guest mapping of frames at [addr, addr+len) is gone: the direct
+    /// map may go on showing them until the range's own pages are wanted
+    /// ([`restore`](Self::restore)) or the frames are freed
+    /// ([`restore_frames_of`](Self::restore_frames_of)); nothing translates
+    /// through it meanwhile.
+    pub fn release_frames(&self, addr: usize, len: usize) {
+        let mut map = self.remapped.write().unwrap();
+        let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
+        let hits: Vec<usize> = map.range(first..addr + len).filter(|(_, r)| r.end > addr).map(|(&s, _)| s).collect();
+        for s in hits {
+            let r = map[&s];
+            let (a, b) = (s.max(addr), r.end.min(addr + len));
+            Self::carve(&mut map, a, b);
+            map.insert(a, Remap { end: b, frame: r.frame + (a - s), live: false, ..r });
+        }
+    }
+
+    /// Puts the direct map at [addr, addr+len) back to its own pages
+    /// (read-write, as pages are when free) wherever frames are mapped
+    /// there; returns the runs it changed.
+    pub fn restore(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
+        self.assert_pages(addr, len);
+        {
+            let map = self.remapped.read().unwrap();
+            let hit = map.range(..addr + len).next_back().is_some_and(|(_, r)| r.end > addr);
+            if !hit {
+                return Vec::new();
+            }
+        }
+        let mut map = self.remapped.write().unwrap();
+        let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
+        let runs: Vec<(usize, usize)> = map
+            .range(first..addr + len)
+            .filter(|(_, r)| r.end > addr)
+            .map(|(&s, r)| (s.max(addr), r.end.min(addr + len)))
+            .collect();
+        for &(a, b) in &runs {
+            self.identity(a, b - a);
+            Self::carve(&mut map, a, b);
+        }
+        runs.into_iter().map(|(a, b)| (a, b - a)).collect()
+    }
+
+    /// The frames [frame, frame+len) are being freed: every mapping of them
+    /// still in the direct map (stale ones: a live one would be a bug) is
+    /// put back to its own pages; returns those runs.
+    pub fn restore_frames_of(&self, frame: usize, len: usize) -> Vec<(usize, usize)> {
+        let mut map = self.remapped.write().unwrap();
+        let hits: Vec<(usize, Remap)> = map
+            .iter()
+            .filter(|(&s, r)| r.frame < frame + len && frame < r.frame + (r.end - s))
+            .map(|(&s, r)| (s, *r))
+            .collect();
+        let mut runs = Vec::new();
+        for (s, r) in hits {
+            debug_assert!(!r.live, "frames freed while a mapping shows them");
+            self.identity(s, r.end - s);
+            map.remove(&s);
+            runs.push((s, r.end - s));
+        }
+        runs
+    }
+
+    /// Maps the direct map's own pages at [addr, addr+len), read-write.
+    fn identity(&self, addr: usize, len: usize) {
+        let flags = libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_NORESERVE;
+        // SAFETY: inside our own direct map (the callers' ranges come from
+        // the remap table, whose entries were checked), which holds no Rust
+        // object; the pages mapped are the range's own, as PhysMem::init
+        // mapped them.
+        let r = unsafe {
+            libc::mmap(
+                addr as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                self.memfd.as_raw_fd(),
+                (addr - self.base) as libc::off_t,
+            )
+        };
+        // Replacing a shared file mapping by another of the same file, same
+        // size, cannot fail but for lack of host memory for its records,
+        // which leaves the old mapping in place: nothing safe remains.
+        assert!(r != libc::MAP_FAILED, "physical memory: restoring the direct map failed: {}", last_errno());
+    }
+
+    /// Removes [s, e) from the remap table, keeping the parts of entries
+    /// outside it.
+    fn carve(map: &mut std::collections::BTreeMap<usize, Remap>, s: usize, e: usize) {
+        let first = map.range(..=s).next_back().map_or(s, |(&k, _)| k);
+        let hits: Vec<(usize, Remap)> = map.range(first..e).filter(|(_, r)| r.end > s).map(|(&k, r)| (k, *r)).collect();
+        for (k, r) in hits {
+            map.remove(&k);
+            if k < s {
+                map.insert(k, Remap { end: s, ..r });
+            }
+            if r.end > e {
+                map.insert(e, Remap { frame: r.frame + (e - k), ..r });
+            }
+        }
     }
 
     /// Zeroes bytes of physical memory (through the writable alias, so the
     /// guest's protection of the pages does not matter).
     pub fn zero(&self, addr: usize, len: usize) {
         assert!(self.contains(addr, len));
-        // SAFETY: the range lies inside physical memory, so its alias lies
-        // inside our alias mapping, which is always writable; nothing in nomu
-        // holds a Rust reference into guest memory.
-        unsafe { std::ptr::write_bytes(self.alias_of(addr) as *mut u8, 0, len) };
+        for (p, n) in self.physical_runs(addr, len) {
+            // SAFETY: the run lies inside physical memory, so its alias lies
+            // inside our alias mapping, which is always writable; nothing in
+            // nomu holds a Rust reference into guest memory.
+            unsafe { std::ptr::write_bytes((self.alias + (p - self.base)) as *mut u8, 0, n) };
+        }
     }
 
     /// Stores `bytes` at `addr` one byte at a time through the writable
@@ -179,7 +416,7 @@ impl PhysMem {
         for (i, &b) in bytes.iter().enumerate() {
             // SAFETY: inside physical memory (checked above), so inside the
             // always-writable alias; a volatile byte store, as code may run there.
-            unsafe { std::ptr::write_volatile((self.alias_of(addr) + i) as *mut u8, b) };
+            unsafe { std::ptr::write_volatile(self.alias_of(addr + i) as *mut u8, b) };
         }
     }
 
@@ -216,9 +453,16 @@ impl PhysMem {
     /// writable alias: neither range needs to be accessible to the guest.
     pub fn copy_within(&self, dst: usize, src: usize, len: usize) {
         assert!(self.contains(dst, len) && self.contains(src, len));
-        // SAFETY: both ranges lie inside physical memory, so inside the alias
-        // mapping (readable and writable); ptr::copy handles overlap.
-        unsafe { std::ptr::copy(self.alias_of(src) as *const u8, self.alias_of(dst) as *mut u8, len) };
+        // A run at a time on each side (each may show frames).
+        let mut done = 0;
+        while done < len {
+            let (s, d) = (self.alias_of(src + done), self.alias_of(dst + done));
+            let n = self.run_len(src + done, len - done).min(self.run_len(dst + done, len - done));
+            // SAFETY: both runs lie inside physical memory, so inside the
+            // alias mapping (readable and writable); ptr::copy handles overlap.
+            unsafe { std::ptr::copy(s as *const u8, d as *mut u8, n) };
+            done += n;
+        }
     }
 }
 
@@ -261,7 +505,15 @@ impl GuestRange {
 
     pub(super) fn ptr(&self) -> *mut libc::c_void {
         let pm = PhysMem::get();
-        let addr = if self.through_alias { pm.alias_of(self.addr) } else { self.addr };
+        let addr = if self.through_alias {
+            // One host call, one pointer: the range must be one run of
+            // physical memory (nomu's own filling is of fresh pages, and
+            // write-back goes a run at a time).
+            assert_eq!(pm.run_len(self.addr, self.len), self.len, "an alias range spans remapped pages");
+            pm.alias_of(self.addr)
+        } else {
+            self.addr
+        };
         addr as *mut libc::c_void
     }
 }

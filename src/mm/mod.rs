@@ -3,7 +3,9 @@
 //! process's address space of VMAs, and checked access to guest memory.
 
 pub mod buddy;
+pub mod cache;
 pub mod commit;
+pub mod mapping;
 pub mod phys;
 pub mod space;
 pub mod uaccess;

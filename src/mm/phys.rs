@@ -30,6 +30,9 @@ use super::PAGE_SIZE;
 use crate::abi::errno::Errno;
 use crate::host::physmem::{PhysMem, Prot};
 
+/// What is told of a copy of frames: (destination, source, length).
+pub type CopyHook = Box<dyn Fn(usize, usize, usize) + Send + Sync>;
+
 /// The protection pages have while free (and when freshly allocated).
 pub const RW: Prot = libc::PROT_READ | libc::PROT_WRITE;
 
@@ -39,6 +42,9 @@ pub struct PhysicalMemory {
     /// Told of every range freed or wiped (the entry path forgets what it
     /// knew of code there).
     on_free: std::sync::OnceLock<Box<dyn Fn(usize, usize) + Send + Sync>>,
+    /// Told of every copy of pages a mapping showed (dst, src, len: the
+    /// entry path's knowledge of the code goes with it).
+    on_copy: std::sync::OnceLock<CopyHook>,
     /// What guests may fill: `--mem` (see mm::commit).
     commit: Commit,
 }
@@ -160,6 +166,7 @@ impl PhysicalMemory {
             mem,
             buddy: crate::sync::OrderedMutex::new(pages),
             on_free: std::sync::OnceLock::new(),
+            on_copy: std::sync::OnceLock::new(),
             commit: Commit::new(limit.min(mem.size())),
         }
     }
@@ -172,6 +179,22 @@ impl PhysicalMemory {
     /// Sets the function told of every range freed or wiped (once).
     pub fn set_free_hook(&self, hook: Box<dyn Fn(usize, usize) + Send + Sync>) {
         let _ = self.on_free.set(hook);
+    }
+
+    /// Sets the function told of every private copy of frames (once).
+    pub fn set_copy_hook(&self, hook: CopyHook) {
+        let _ = self.on_copy.set(hook);
+    }
+
+    /// Copies the frames [src, src+len) into the owned pages at `dst`,
+    /// zeroed first (a frames VMA's private copy, see mm::mapping); the
+    /// entry path's knowledge of the code goes with the bytes.
+    pub fn copy_frames(&self, dst: usize, src: usize, len: usize) {
+        self.zero(dst, len);
+        self.copy_within(dst, src, len);
+        if let Some(hook) = self.on_copy.get() {
+            hook(dst, src, len);
+        }
     }
 
     fn freed(&self, addr: usize, len: usize) {
@@ -256,6 +279,7 @@ impl PhysicalMemory {
     /// Pages just taken from the buddy allocator made as `alloc` promises:
     /// zeroed and read-write (given back if that fails).
     fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) -> Result<(), Errno> {
+        self.restore_locked(pages, self.addr(pfn), count * PAGE_SIZE);
         self.clean(pages, pfn, count, fresh);
         self.set_prot_locked(pages, pfn, count, RW).inspect_err(|_| pages.buddy.free(pfn, count))
     }
@@ -264,7 +288,9 @@ impl PhysicalMemory {
     /// protection: the caller writes (through the alias) or
     /// [`zero`](Self::zero)es every byte and sets the protection before
     /// anyone else can see them (the loader, which overwrites most with the
-    /// file and wants the protection a program there had last time).
+    /// file and wants the protection a program there had last time). A
+    /// stale frames mapping stays too: the caller maps the same frames
+    /// there again or [`restore`](Self::restore)s the pages.
     pub fn alloc_unzeroed(&self, len: usize, align: usize) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
@@ -352,6 +378,7 @@ impl PhysicalMemory {
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
     pub fn scrub(&self, addr: usize, len: usize) {
+        self.restore(addr, len);
         self.freed(addr, len);
         // Making our own direct map read-write cannot fail.
         let _ = self.set_prot(addr, len, RW);
@@ -381,6 +408,74 @@ impl PhysicalMemory {
             p = e;
         }
         Ok(())
+    }
+
+    /// Makes the direct map at [addr, addr+len) (owned pages) show the
+    /// physical pages at `frame` with protection `prot` (see mm::mapping).
+    /// A stale mapping of the same frames left there is taken up again
+    /// without a host call (see [`release_frames`](Self::release_frames)).
+    pub fn map_frames(&self, addr: usize, frame: usize, len: usize, prot: Prot) -> Result<(), Errno> {
+        let mut pages = self.buddy.lock().unwrap();
+        let pfn = self.pfn(addr);
+        match self.mem.map_frames(addr, frame, len, prot)? {
+            None => pages.prot[pfn..pfn + len / PAGE_SIZE].fill(prot_code(prot)),
+            // Taken up again: the pages' record is that mapping's protection.
+            Some(_) => self.set_prot_locked(&mut pages, pfn, len / PAGE_SIZE, prot)?,
+        }
+        Ok(())
+    }
+
+    /// Puts the direct map at [addr, addr+len) back to the range's own
+    /// pages now, read-write (see mm::mapping).
+    pub fn unmap_frames(&self, addr: usize, len: usize) {
+        let mut pages = self.buddy.lock().unwrap();
+        self.restore_locked(&mut pages, addr, len);
+    }
+
+    /// The frames mapping at [addr, addr+len) is no guest's any more: the
+    /// direct map is put back to the range's own pages only when they are
+    /// allocated or scrubbed again, or the frames freed (so a program
+    /// exec'd again at the same place, which the allocator's
+    /// lowest-address-first order makes the usual case, finds its text
+    /// mapped already: no host call either way).
+    pub fn release_frames(&self, addr: usize, len: usize) {
+        self.mem.release_frames(addr, len);
+    }
+
+    /// Puts back the direct map's own pages wherever frames are still
+    /// mapped in [addr, addr+len), noting them read-write.
+    fn restore_locked(&self, pages: &mut Pages, addr: usize, len: usize) {
+        for (a, n) in self.mem.restore(addr, len) {
+            let pfn = self.pfn(a);
+            pages.prot[pfn..pfn + n / PAGE_SIZE].fill(prot_code(RW));
+        }
+    }
+
+    /// Puts back the direct map's own pages in [addr, addr+len) (pages the
+    /// caller took with [`alloc_unzeroed`](Self::alloc_unzeroed), which
+    /// leaves stale frames mappings in place).
+    pub fn restore(&self, addr: usize, len: usize) {
+        let mut pages = self.buddy.lock().unwrap();
+        self.restore_locked(&mut pages, addr, len);
+    }
+
+    /// Frees pages a frames source held (mm::mapping): wherever the direct
+    /// map still shows them, its own pages are put back first.
+    pub fn free_frames(&self, addr: usize, len: usize) {
+        {
+            let mut pages = self.buddy.lock().unwrap();
+            for (a, n) in self.mem.restore_frames_of(addr, len) {
+                let pfn = self.pfn(a);
+                pages.prot[pfn..pfn + n / PAGE_SIZE].fill(prot_code(RW));
+            }
+        }
+        self.free(addr, len);
+    }
+
+    /// The physical address whose page nomu's direct map shows at `addr`.
+    #[allow(dead_code)] // users: memfd_secret, fork
+    pub fn translate(&self, addr: usize) -> usize {
+        self.mem.translate(addr)
     }
 
     /// Copies [src, src+len) to fresh (zeroed) pages at `dst`: only the
@@ -550,6 +645,97 @@ mod tests {
         phys.free(kept + 2 * PAGE_SIZE, PAGE_SIZE);
         pinned_pages_stay_owned(phys);
         reservations_hold_nothing(phys);
+        frames_mappings(phys);
+    }
+
+    /// A VMA showing frames held elsewhere (mm::mapping): the guest address
+    /// reaches them through the host MMU and nomu through the translation;
+    /// unmapping a part puts that part's own pages back; making a
+    /// copy-on-write source's VMA writable copies it, charged; the handle
+    /// goes with the address space.
+    fn frames_mappings(phys: &'static PhysicalMemory) {
+        use crate::mm::mapping::{Frames, OwnedFrames};
+        use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
+        let len = 4 * PAGE_SIZE;
+        let src = OwnedFrames::new(phys, len, true).unwrap();
+        fill(src.start(), len, 0x5a);
+        let c0 = phys.commit().committed();
+        let mut space = AddressSpace::new(phys);
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), 0));
+        let a = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, len, vma).unwrap();
+        assert_ne!(a, src.start());
+        assert_eq!(phys.commit().committed(), c0, "a frames VMA was charged");
+        let mut got = vec![0u8; len];
+        assert_eq!(copy_from_guest(&mut got, a), len);
+        assert!(got.iter().all(|&x| x == 0x5a), "the guest address does not show the frames");
+        assert_eq!(space.frame_of(a + PAGE_SIZE + 5), Some(src.start() + PAGE_SIZE + 5));
+        assert_eq!(phys.translate(a + PAGE_SIZE + 5), src.start() + PAGE_SIZE + 5);
+        // nomu's alias writes reach the frame.
+        phys.mem.poke(a + 3 * PAGE_SIZE - 1, &[1, 2]);
+        let mut two = [0u8; 2];
+        assert_eq!(copy_from_guest(&mut two, src.start() + 3 * PAGE_SIZE - 1), 2);
+        assert_eq!(two, [1, 2]);
+        assert!(phys.mem.populated(a, len).is_empty(), "the VMA's own pages hold memory");
+        // Unmapping a page in the middle puts the direct map back there only.
+        space.unmap(a + PAGE_SIZE, PAGE_SIZE);
+        assert_eq!(phys.translate(a + PAGE_SIZE), a + PAGE_SIZE);
+        assert_eq!(space.frame_of(a + 2 * PAGE_SIZE), Some(src.start() + 2 * PAGE_SIZE));
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], a + 2 * PAGE_SIZE), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE - 1].iter().all(|&x| x == 0x5a));
+        // Writable: a private copy, charged; the frame keeps its bytes.
+        space.protect(a, PAGE_SIZE, PROT_READ | PROT_WRITE).unwrap();
+        assert_eq!(phys.commit().committed(), c0 + PAGE_SIZE);
+        assert_eq!(space.frame_of(a), Some(a));
+        fill(a, 16, 0x11);
+        assert_eq!(copy_from_guest(&mut got[..32], a), 32);
+        assert!(got[..16].iter().all(|&x| x == 0x11) && got[16..32].iter().all(|&x| x == 0x5a));
+        assert_eq!(copy_from_guest(&mut got[..16], src.start()), 16);
+        assert!(got[..16].iter().all(|&x| x == 0x5a), "a private write reached the source");
+        // mremap growing a copy-on-write frames VMA copies it too.
+        let moved = space.remap(a + 2 * PAGE_SIZE, 2 * PAGE_SIZE, 8 * PAGE_SIZE, true).unwrap();
+        assert_eq!(space.frame_of(moved), Some(moved));
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], moved), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE - 1].iter().all(|&x| x == 0x5a));
+        // MAP_FIXED over a frames VMA takes its own pages back.
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), PAGE_SIZE));
+        let b = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, 2 * PAGE_SIZE, vma).unwrap();
+        let rw = Vma::new(0, PROT_READ | PROT_WRITE, VmaKind::Anon);
+        space.map(Placement::Fixed(b), PAGE_SIZE, rw, |_| Ok(())).unwrap();
+        assert!(all_zero(b, PAGE_SIZE) && phys.translate(b) == b);
+        assert_eq!(space.frame_of(b + PAGE_SIZE), Some(src.start() + 2 * PAGE_SIZE));
+        assert_eq!(std::sync::Arc::strong_count(&src), 2);
+        drop(space);
+        assert_eq!(std::sync::Arc::strong_count(&src), 1, "a frames handle outlived its address space");
+        assert_eq!(phys.translate(b + PAGE_SIZE), b + PAGE_SIZE);
+        assert_eq!(phys.commit().committed(), c0);
+        assert!(phys.is_free(a, PAGE_SIZE) && phys.is_free(b, 2 * PAGE_SIZE));
+        // The same frames mapped at the same place again take up the stale
+        // host mapping; the pages allocated for anything else get their own.
+        let mut space = AddressSpace::new(phys);
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), PAGE_SIZE));
+        let c = space.map_frames(Placement::Fixed(b + PAGE_SIZE), PAGE_SIZE, vma).unwrap();
+        assert_eq!(space.frame_of(c), Some(src.start() + PAGE_SIZE));
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], c), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE].iter().all(|&x| x == 0x5a));
+        drop(space);
+        let d = b;
+        phys.alloc_at(d, 2 * PAGE_SIZE, Fresh::Used).unwrap();
+        assert!(all_zero(d, 2 * PAGE_SIZE), "a stale frames mapping survived allocation");
+        fill(d, 2 * PAGE_SIZE, 0x22);
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], src.start() + PAGE_SIZE), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE].iter().all(|&x| x == 0x5a), "a write went to the frames");
+        phys.free(d, 2 * PAGE_SIZE);
+        // Frames freed: no stale mapping of them is left anywhere.
+        let mut space = AddressSpace::new(phys);
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), 0));
+        let e = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, PAGE_SIZE, vma).unwrap();
+        drop(space);
+        drop(src);
+        assert!(all_zero(e, PAGE_SIZE), "the direct map still shows freed frames");
     }
 
     /// A reservation's pages are holes, even where freed pages held data;
