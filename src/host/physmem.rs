@@ -125,6 +125,26 @@ impl PhysMem {
         Ok(())
     }
 
+    /// Sets the host protection of whole pages in nomu's writable alias:
+    /// PROT_NONE while they are UNMAPPED (mm::phys), else read-write.
+    pub fn protect_alias(&self, addr: usize, len: usize, prot: Prot) -> Result<(), Errno> {
+        self.assert_pages(addr, len);
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the alias of a range inside physical memory lies inside our
+        // alias mapping (checked above); nothing in nomu holds a reference
+        // into it, and every access through it is by address, fault-safe or
+        // to pages the caller knows to be mapped.
+        check(unsafe { libc::mprotect(self.alias_of(addr) as *mut libc::c_void, len, prot) } as libc::c_long)?;
+        Ok(())
+    }
+
+    /// The memfd (for the mermap's mappings of its pages).
+    pub(super) fn memfd_raw(&self) -> std::os::fd::RawFd {
+        self.memfd.as_raw_fd()
+    }
+
     /// Zeroes whole pages and returns their memory to the host.
     pub fn discard(&self, addr: usize, len: usize) {
         self.assert_pages(addr, len);
