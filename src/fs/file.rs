@@ -71,6 +71,9 @@ pub enum FileType {
     /// A socket: the host's, with nomu's translation of AF_UNIX names and
     /// of descriptors in control messages (fs::socket).
     Socket,
+    /// A memfd_secret file: nomu's UNMAPPED pages (fs::secretmem); the host
+    /// descriptor is an idle host memfd_secret, never mapped.
+    SecretMem,
 }
 
 /// The state of a file nomu serves itself, beside its host descriptor.
@@ -79,6 +82,7 @@ pub enum FileObject {
     Epoll(Arc<super::epoll::Epoll>),
     SignalFd(super::eventfd::SignalFd),
     Socket(super::socket::Socket),
+    SecretMem(super::secretmem::SecretMem),
 }
 
 /// Which file, in which version: equal identities mean the same bytes
@@ -174,6 +178,13 @@ impl OpenFile {
     pub fn signalfd(&self) -> Option<&super::eventfd::SignalFd> {
         match &self.object {
             Some(FileObject::SignalFd(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn secretmem(&self) -> Option<&super::secretmem::SecretMem> {
+        match &self.object {
+            Some(FileObject::SecretMem(s)) => Some(s),
             _ => None,
         }
     }

@@ -7,5 +7,6 @@ pub mod file;
 pub mod locks;
 pub mod path;
 pub mod procfs;
+pub mod secretmem;
 pub mod socket;
 pub mod text_busy;

@@ -84,7 +84,7 @@ impl FreeType {
 
     /// The name /proc/pagetypeinfo shows.
     pub fn name(self) -> &'static str {
-        ["Guest", "Shared", "Guest-unmapped", "Shared-unmapped"][self.index()]
+        ["Guest", "Shared", "Guest-Unmap", "Shared-Unmap"][self.index()]
     }
 }
 

@@ -303,12 +303,13 @@ impl PhysicalMemory {
                 Ok(())
             }),
         };
+        // Counted before a failure's free_secret, which uncounts them.
+        pages.secret += n;
         if let Err(e) = placed {
             drop(pages);
             self.free_secret(self.addr(pfn), len);
             return Err(e);
         }
-        pages.secret += n;
         Ok(self.addr(pfn))
     }
 
@@ -318,7 +319,7 @@ impl PhysicalMemory {
     pub fn free_secret(&self, addr: usize, len: usize) {
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
-        pages.secret = pages.secret.saturating_sub(n);
+        pages.secret -= n;
         if self.unmapped_policy() == UnmappedPolicy::PerPage {
             for p in pfn..pfn + n {
                 if pages.prot[p] == prot_code(libc::PROT_NONE) {
@@ -343,8 +344,8 @@ impl PhysicalMemory {
     }
 
     /// Zeroes the dirty pages of an UNMAPPED allocation through the mermap
-    /// (one map per run of up to a pageblock); a failed map gives the
-    /// pages back dirty.
+    /// (one map per run of up to a pageblock). On a failed map the caller
+    /// frees the allocation, which marks every page dirty again.
     fn clean_unmapped(&self, pages: &mut Pages, pfn: usize, count: usize) -> Result<(), Errno> {
         let runs = pages.take_dirty(pfn, count);
         let mut result = Ok(());
@@ -354,11 +355,6 @@ impl PhysicalMemory {
                 for (a, l) in self.mem.populated(self.addr(start), n * PAGE_SIZE) {
                     result = result.and_then(|_| crate::host::mermap::zero(a, l));
                 }
-            }
-        }
-        if result.is_err() {
-            for &(start, n) in &runs {
-                pages.mark_dirty(start, n);
             }
         }
         result
