@@ -46,9 +46,8 @@ struct Region {
 }
 
 static REGION: OnceLock<Result<Region, Errno>> = OnceLock::new();
+/// Maps asked for so far (fault injection counts them).
 static MAPS: AtomicUsize = AtomicUsize::new(0);
-static UNMAPS: AtomicUsize = AtomicUsize::new(0);
-static FAILED: AtomicUsize = AtomicUsize::new(0);
 
 fn region() -> Result<&'static Region, Errno> {
     REGION
@@ -112,11 +111,6 @@ pub fn live() -> usize {
     LIVE.with(|l| l.get())
 }
 
-/// Maps and unmaps so far, and failures injected: (maps, unmaps, failed).
-pub fn stats() -> (usize, usize, usize) {
-    (MAPS.load(Ordering::Relaxed), UNMAPS.load(Ordering::Relaxed), FAILED.load(Ordering::Relaxed))
-}
-
 /// Checks that nothing is mapped in this thread's slot: the thread's
 /// count, and with NOMU_MERMAP_CHECK=1 the host's view (mincore: a page of
 /// the memfd mapped there would show as resident). Called after every
@@ -155,7 +149,6 @@ impl Mapping {
         let r = region()?;
         let n = MAPS.fetch_add(1, Ordering::Relaxed) + 1;
         if r.fail_every > 0 && n.is_multiple_of(r.fail_every) {
-            FAILED.fetch_add(1, Ordering::Relaxed);
             return Err(Errno::ENOMEM);
         }
         let slot = slot_addr()?;
@@ -167,7 +160,9 @@ impl Mapping {
                 slot as *mut libc::c_void,
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
+                // Populated: the use touches every page, and one call fills
+                // the page tables instead of a host fault per page.
+                libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_POPULATE,
                 pm.memfd_raw(),
                 (addr - pm.base()) as libc::off_t,
             )
@@ -185,6 +180,7 @@ impl Mapping {
     }
 
     /// Copies `buf.len()` bytes from `off` into the mapping.
+    #[cfg(test)]
     pub fn write(&self, off: usize, buf: &[u8]) {
         assert!(off + buf.len() <= self.len);
         // SAFETY: inside the mapped, writable slot (checked above).
@@ -192,6 +188,7 @@ impl Mapping {
     }
 
     /// Copies `buf.len()` bytes at `off` out of the mapping.
+    #[cfg(test)]
     pub fn read(&self, off: usize, buf: &mut [u8]) {
         assert!(off + buf.len() <= self.len);
         // SAFETY: inside the mapped, readable slot (checked above).
@@ -214,7 +211,6 @@ impl Drop for Mapping {
             )
         };
         assert!(p != libc::MAP_FAILED, "cannot unmap a mermap slot: {}", last_errno());
-        UNMAPS.fetch_add(1, Ordering::Relaxed);
         LIVE.with(|l| l.set(l.get() - 1));
     }
 }

@@ -57,7 +57,6 @@ const NOT_FREE: u8 = 0;
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
 pub struct FreeType(u8);
 
-pub const NR_BASE: usize = 2;
 pub const NR_FREETYPES: usize = 4;
 const FLAG_UNMAPPED: u8 = 2;
 
@@ -156,6 +155,7 @@ impl BuddyAllocator {
     }
 
     /// Free pages of every freetype.
+    #[cfg(test)]
     pub fn free_pages(&self) -> usize {
         self.nr_free.iter().sum()
     }
@@ -231,7 +231,7 @@ impl BuddyAllocator {
         (0..=MAX_ORDER).find_map(|o| {
             let h = pfn & !((1 << o) - 1);
             let b = self.head_order[h];
-            (b != NOT_FREE && head_order_of(b) == o).then(|| (h, o, FreeType(b >> 5)))
+            (b != NOT_FREE && head_order_of(b) == o).then_some((h, o, FreeType(b >> 5)))
         })
     }
 
@@ -331,7 +331,7 @@ impl BuddyAllocator {
                 break;
             }
             let mut o = 31 - mask.leading_zeros() as usize;
-            let mut pfn = *self.free_lists[list(ft, o)].last().unwrap();
+            let pfn = *self.free_lists[list(ft, o)].last().unwrap();
             self.remove(pfn, o, ft);
             // Keep the lower halves that still fit under `keep`, revert
             // the rest.

@@ -44,6 +44,8 @@ pub struct PhysicalMemory {
     commit: Commit,
     /// How secret (memfd_secret) pages leave the direct map.
     policy: std::sync::atomic::AtomicU8,
+    /// Bytes of free UNMAPPED pageblocks kept (see UNMAPPED_POOL_MIN).
+    pool: usize,
 }
 
 /// How pages for secret memory leave the direct map (`nomu run
@@ -180,9 +182,12 @@ const ZERO_MAX: usize = 16 << 20;
 const MAX_DIRTY_FREE: usize = 64 << 20;
 
 /// Free UNMAPPED memory kept as a pool (seed 003's pageblocks stay
-/// unmapped while free, so the next secret allocation costs no host call);
-/// past it, whole free pageblocks are wiped and mapped again.
-pub const UNMAPPED_POOL: usize = 16 << 20;
+/// unmapped while free, so the next secret allocation costs no host call,
+/// and their pages stay the host's, zeroed through the mermap when taken
+/// again): a quarter of `--mem`, between these bounds. Past it, whole free
+/// pageblocks are wiped and mapped again.
+const UNMAPPED_POOL_MIN: usize = 16 << 20;
+const UNMAPPED_POOL_MAX: usize = 1 << 30;
 
 impl PhysicalMemory {
     /// The allocator over all of `mem`'s window, with `limit` bytes
@@ -205,6 +210,7 @@ impl PhysicalMemory {
             on_free: std::sync::OnceLock::new(),
             commit: Commit::new(limit.min(mem.size())),
             policy: std::sync::atomic::AtomicU8::new(UnmappedPolicy::Pooled as u8),
+            pool: (limit / 4).clamp(UNMAPPED_POOL_MIN, UNMAPPED_POOL_MAX),
         }
     }
 
@@ -255,9 +261,17 @@ impl PhysicalMemory {
         }
     }
 
+    /// Whether dirty free memory, besides what the UNMAPPED pool may hold
+    /// (the sweep leaves the pool alone), is past MAX_DIRTY_FREE.
+    fn too_dirty(&self, pages: &Pages) -> bool {
+        let pool =
+            pages.buddy.free_pages_of(FreeType::GUEST_UNMAPPED) + pages.buddy.free_pages_of(FreeType::SHARED_UNMAPPED);
+        pages.dirty_free.saturating_sub(pool) * PAGE_SIZE > MAX_DIRTY_FREE
+    }
+
     /// Gives free UNMAPPED pageblocks past the pool back to the direct map.
     fn trim_unmapped(&self, pages: &mut Pages) {
-        let keep = UNMAPPED_POOL / PAGE_SIZE;
+        let keep = self.pool / PAGE_SIZE;
         for ft in [FreeType::GUEST_UNMAPPED, FreeType::SHARED_UNMAPPED] {
             if pages.buddy.free_pages_of(ft) > keep {
                 pages.buddy.revert_free_pageblocks(ft, keep);
@@ -303,6 +317,11 @@ impl PhysicalMemory {
                 Ok(())
             }),
         };
+        // Eager, as no-MMU has no faults to be lazy with: the host
+        // allocates every page in one call, not a fault per page.
+        if placed.is_ok() {
+            self.mem.allocate(self.addr(pfn), len);
+        }
         // Counted before a failure's free_secret, which uncounts them.
         pages.secret += n;
         if let Err(e) = placed {
@@ -338,7 +357,7 @@ impl PhysicalMemory {
         pages.dirty_free += pages.mark_dirty(pfn, n);
         pages.buddy.free(pfn, n);
         self.trim_unmapped(&mut pages);
-        if pages.dirty_free * PAGE_SIZE > MAX_DIRTY_FREE {
+        if self.too_dirty(&pages) {
             self.sweep(&mut pages);
         }
     }
@@ -358,6 +377,12 @@ impl PhysicalMemory {
             }
         }
         result
+    }
+
+    /// Prefaults the host page tables of a secret mapping at [addr,
+    /// addr+len) for writing (one host call, not a fault per page).
+    pub fn populate_mapping(&self, addr: usize, len: usize) {
+        self.mem.populate_write(addr, len);
     }
 
     /// Secret pages in use (/proc/meminfo's SecretMem), and free pages of
@@ -446,10 +471,15 @@ impl PhysicalMemory {
             if p >= hi {
                 break;
             }
-            let Some((head, order)) = pages.buddy.free_block_of(p) else {
+            let Some((head, order, ft)) = pages.buddy.free_block_typed(p) else {
                 p += 1; // in use
                 continue;
             };
+            if ft.unmapped() {
+                // The pool keeps its pages (bounded by trim_unmapped).
+                p = (head + (1 << order)).min(hi);
+                continue;
+            }
             let end = (head + (1 << order)).min(hi);
             for (start, n) in pages.take_dirty(p, end - p) {
                 pages.dirty_free -= n;
@@ -566,7 +596,7 @@ impl PhysicalMemory {
         let mut pages = self.buddy.lock().unwrap();
         pages.dirty_free += pages.mark_dirty(pfn, n);
         pages.buddy.free(pfn, n);
-        if pages.dirty_free * PAGE_SIZE > MAX_DIRTY_FREE {
+        if self.too_dirty(&pages) {
             self.sweep(&mut pages);
         }
     }
@@ -860,7 +890,7 @@ mod tests {
     /// Secret pages: taken from UNMAPPED pageblocks converted whole, zeroed
     /// through the mermap, pooled while free, wiped when reverted.
     fn secret_pages_leave_the_direct_map(phys: &'static PhysicalMemory) {
-        let pool = UNMAPPED_POOL / PAGE_SIZE;
+        let pool = phys.pool / PAGE_SIZE;
         let a = phys.alloc_secret(3 * PAGE_SIZE).unwrap();
         assert!(phys.mem.populated(a, 3 * PAGE_SIZE).is_empty() || read_secret(a).iter().all(|&b| b == 0));
         check_unmapped_against_host(phys);
@@ -875,14 +905,14 @@ mod tests {
         check_unmapped_against_host(phys);
         // A large allocation converts a run of pageblocks; freed past the
         // pool, the pageblocks are wiped and mapped again.
-        let big = phys.alloc_secret(UNMAPPED_POOL + 8 * PAGEBLOCK_PAGES * PAGE_SIZE).unwrap();
+        let big = phys.alloc_secret(phys.pool + 8 * PAGEBLOCK_PAGES * PAGE_SIZE).unwrap();
         check_unmapped_against_host(phys);
-        let last = big + UNMAPPED_POOL + 8 * PAGEBLOCK_PAGES * PAGE_SIZE - PAGE_SIZE;
+        let last = big + phys.pool + 8 * PAGEBLOCK_PAGES * PAGE_SIZE - PAGE_SIZE;
         crate::host::mermap::Mapping::new(last, PAGE_SIZE).unwrap().write(0, &[0xcd; PAGE_SIZE]);
-        phys.free_secret(big, UNMAPPED_POOL + 8 * PAGEBLOCK_PAGES * PAGE_SIZE);
+        phys.free_secret(big, phys.pool + 8 * PAGEBLOCK_PAGES * PAGE_SIZE);
         phys.free_secret(b, 3 * PAGE_SIZE);
         let (used, pooled) = phys.secret_stats();
-        assert!(used == 0 && pooled > 0 && pooled <= UNMAPPED_POOL, "pool of {pooled}");
+        assert!(used == 0 && pooled > 0 && pooled <= phys.pool, "pool of {pooled}");
         assert!(phys.buddy.lock().unwrap().buddy.free_pages_of(FreeType::SHARED_UNMAPPED) <= pool);
         check_unmapped_against_host(phys);
         // What was secret reads as zero through the direct map once mapped.

@@ -168,7 +168,11 @@ fn map_secret(
     vma.image_file = Some(Backing { file: f.clone(), offset: off });
     vma.frames = Some(crate::mm::mapping::Frames::new(pages, off as usize));
     let place = if fixed { Placement::Fixed(addr) } else { Placement::Anywhere { align: PAGE_SIZE } };
-    Ok(space.map_frames(place, len, vma)? as u64)
+    let start = space.map_frames(place, len, vma)?;
+    if prot & libc::PROT_WRITE != 0 {
+        ctx.kernel().phys.populate_mapping(start, len);
+    }
+    Ok(start as u64)
 }
 
 const CAP_IPC_LOCK: u32 = 14;
