@@ -581,8 +581,15 @@ impl PhysicalMemory {
         self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh)
     }
 
+    /// Whether [addr, addr+len) is free for anyone to claim (`alloc_at`):
+    /// free pages of UNMAPPED pageblocks are secret memory's only.
     pub fn is_free(&self, addr: usize, len: usize) -> bool {
-        self.mem.contains(addr, len) && self.buddy.lock().unwrap().buddy.range_is_free(self.pfn(addr), len / PAGE_SIZE)
+        if !self.mem.contains(addr, len) {
+            return false;
+        }
+        let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
+        let pages = self.buddy.lock().unwrap();
+        pages.buddy.range_is_free(pfn, n) && !pages.buddy.any_pageblock(pfn, n, |t| t.unmapped())
     }
 
     /// Returns pages to the allocator (zeroed when next allocated; their
@@ -922,6 +929,7 @@ mod tests {
         let g = phys.alloc(PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
         assert!(!phys.buddy.lock().unwrap().buddy.pageblock_type(phys.pfn(g)).unmapped());
         assert_eq!(phys.alloc_at(b, PAGE_SIZE, Fresh::Used), Err(Errno::ENOMEM), "MAP_FIXED into the pool");
+        assert!(!phys.is_free(b, PAGE_SIZE), "a pooled page counts as free for anyone");
         phys.free(g, PAGE_SIZE);
         // The naive policies (bench baselines) work too.
         for policy in [UnmappedPolicy::PerPage, UnmappedPolicy::Never] {
