@@ -268,6 +268,15 @@ pub fn sys_madvise(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, advice: i3
         return Err(Errno::EINVAL);
     }
     let len = page_up(len).filter(|&l| addr.checked_add(l).is_some()).ok_or(Errno::EINVAL)?;
+    // A memfd_secret mapping is VM_LOCKED: Linux refuses to drop or age its
+    // pages (can_madv_lru_vma).
+    if matches!(advice, libc::MADV_DONTNEED | libc::MADV_FREE | 20 | 21)
+        && ctx.space().lock().unwrap().vmas().any(|(s, v)| {
+            s < addr + len && addr < v.end && v.image_file.as_ref().is_some_and(|b| b.file.secretmem().is_some())
+        })
+    {
+        return Err(Errno::EINVAL);
+    }
     match advice {
         libc::MADV_DONTNEED | libc::MADV_REMOVE => {
             if len > 0 {

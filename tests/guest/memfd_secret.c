@@ -82,6 +82,10 @@ int main(void)
 	CHECK(q != MAP_FAILED);
 	CHECK(strcmp((char *)q, "a secret") == 0);
 	CHECK_ERR(mprotect(q, pg, PROT_READ | PROT_EXEC), EACCES);
+	/* Locked memory: its pages are neither dropped nor freed early. */
+	CHECK_ERR(madvise(q, pg, MADV_DONTNEED), EINVAL);
+	CHECK_ERR(madvise(q, pg, MADV_FREE), EINVAL);
+	CHECK(strcmp((char *)q, "a secret") == 0);
 	CHECK_OK(munmap(q, pg));
 
 	/* read() and write() with a buffer in secret memory. */
