@@ -52,6 +52,7 @@ pub enum Top {
     PidMax,
     SysVm,
     OvercommitMemory,
+    DropCaches,
     SysvIpc,
     SysvIpcMsg,
     SysvIpcSem,
@@ -70,7 +71,7 @@ const fn top(name: &'static str, node: Top, parent: Top, mode: u32) -> TopEntry 
 }
 
 /// /proc's own entries, each under its parent directory.
-const TOP: [TopEntry; 21] = [
+const TOP: [TopEntry; 22] = [
     top("buddyinfo", Top::BuddyInfo, Top::Root, REG | 0o444),
     top("cpuinfo", Top::CpuInfo, Top::Root, REG | 0o444),
     top("loadavg", Top::LoadAvg, Top::Root, REG | 0o444),
@@ -88,6 +89,7 @@ const TOP: [TopEntry; 21] = [
     top("pid_max", Top::PidMax, Top::SysKernel, REG | 0o644),
     top("vm", Top::SysVm, Top::Sys, DIR | 0o555),
     top("overcommit_memory", Top::OvercommitMemory, Top::SysVm, REG | 0o644),
+    top("drop_caches", Top::DropCaches, Top::SysVm, REG | 0o200),
     top("sysvipc", Top::SysvIpc, Top::Root, DIR | 0o555),
     top("msg", Top::SysvIpcMsg, Top::SysvIpc, REG | 0o444),
     top("sem", Top::SysvIpcSem, Top::SysvIpc, REG | 0o444),
@@ -531,6 +533,7 @@ pub fn xattr(kernel: &Kernel, node: Node, name: Option<&[u8]>, write: bool, cred
                 | Top::PidMax
                 | Top::SysVm
                 | Top::OvercommitMemory
+                | Top::DropCaches
         )
     );
     if write && sysctl && (cred.euid != 0 || node.mode() & 0o200 == 0) {

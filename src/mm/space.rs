@@ -380,7 +380,7 @@ impl AddressSpace {
                     self.uncharge(v.end - s);
                 }
                 if v.frames.is_some() {
-                    self.phys.unmap_frames(s, v.end - s);
+                    self.phys.release_frames(s, v.end - s);
                 }
                 // A segment's pages stay the segment's: dropping the VMA
                 // (its handle) detaches it.
@@ -511,7 +511,6 @@ impl AddressSpace {
     /// the direct map shows the frames with `vma.prot`. Not charged (the
     /// source accounts for its pages). `Placement::Allocated` pages must
     /// be holes the caller took for it.
-    #[allow(dead_code)] // users: the page cache, memfd_secret, fork
     pub fn map_frames(&mut self, place: Placement, len: usize, mut vma: Vma) -> Result<usize, Errno> {
         debug_assert!(len > 0 && is_page_aligned(len));
         let frames = vma.frames.clone().expect("a frames VMA");
@@ -547,10 +546,10 @@ impl AddressSpace {
     }
 
     /// Makes the VMAs of [addr, addr+len) (ordinary ones, this address
-    /// space's own, wholly covering it) show `frames` instead of their own
-    /// pages, which are emptied (the loader, for pages a page cache holds).
+    /// space's own, wholly covering it, and not yet accessed: the loader's,
+    /// for pages a page cache holds) show `frames` instead of their own
+    /// pages.
     /// Their charges go: the source accounts for its pages.
-    #[allow(dead_code)] // users: the page cache
     pub fn replace_with_frames(&mut self, addr: usize, len: usize, frames: Frames) -> Result<(), Errno> {
         let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
         if frames.offset.checked_add(len).is_none_or(|e| e > frames.source.len()) {
@@ -566,12 +565,12 @@ impl AddressSpace {
         self.split_at(addr);
         self.split_at(end);
         let keys: Vec<usize> = self.vmas.range(addr..end).map(|(&s, _)| s).collect();
-        let phys = self.phys;
         for s in keys {
             let v = self.vmas.get(&s).unwrap();
             let (e, prot, charged) = (v.end, v.prot, v.charged);
             let piece = Frames::new(frames.source.clone(), frames.offset + (s - addr));
-            phys.scrub(s, e - s);
+            // The pages' own contents stay, unseen, until they are freed
+            // (and zeroed when allocated again).
             self.show_frames(s, &piece, e - s, prot)?;
             if charged {
                 self.uncharge(e - s);
@@ -587,13 +586,33 @@ impl AddressSpace {
     /// space (its own page, or the frame its VMA shows there); None where
     /// nothing is mapped. Where nomu reaches this address space's memory
     /// other than at its guest addresses, it goes through this.
-    #[allow(dead_code)] // users: the page cache, fork
+    #[allow(dead_code)] // users: the tests, fork (issue 18)
     pub fn frame_of(&self, addr: usize) -> Option<usize> {
         let (s, v) = self.find(addr)?;
         Some(match &v.frames {
             Some(f) => f.frame_of(addr - s),
             None => addr,
         })
+    }
+
+    /// The runs of whole pages of [addr, addr+len) (inside one VMA) that
+    /// hold data, as guest addresses: its own pages', or the frames' it
+    /// shows (mincore).
+    pub fn populated(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
+        if !self.phys.contains(addr, len) {
+            return Vec::new();
+        }
+        let Some(frames) = self.find(addr).and_then(|(s, v)| v.frames.as_ref().map(|f| (s, f))) else {
+            return self.phys.populated(addr, len);
+        };
+        let (s, f) = frames;
+        let mut out = Vec::new();
+        let mut at = addr;
+        for (frame, n) in f.runs(addr - s, len) {
+            out.extend(self.phys.populated(frame, n).into_iter().map(|(p, m)| (at + (p - frame), m)));
+            at += n;
+        }
+        out
     }
 
     /// Makes [addr, addr+len) this process's, zeroed, writable and unmapped:
@@ -684,8 +703,7 @@ impl AddressSpace {
                     }
                     // A frames VMA is charged only when it gets private
                     // copies (made writable, see mm::mapping).
-                    let privatized =
-                        v.frames.as_ref().is_some_and(|f| f.source.copy_on_write()) && prot & PROT_WRITE != 0;
+                    let privatized = v.frames.as_ref().is_some_and(|f| Self::copies_for(f, prot));
                     if !v.charged && v.shm.is_none() && (v.frames.is_none() || privatized) {
                         uncharged += v.end.min(end) - s.max(addr);
                     }
@@ -700,16 +718,14 @@ impl AddressSpace {
         }
         self.split_at(addr);
         self.split_at(end);
-        if prot & PROT_WRITE != 0 {
-            let cow: Vec<usize> = self
-                .vmas
-                .range(addr..end)
-                .filter(|(_, v)| v.frames.as_ref().is_some_and(|f| f.source.copy_on_write()))
-                .map(|(&s, _)| s)
-                .collect();
-            for s in cow {
-                self.privatize(s);
-            }
+        let cow: Vec<usize> = self
+            .vmas
+            .range(addr..end)
+            .filter(|(_, v)| v.frames.as_ref().is_some_and(|f| Self::copies_for(f, prot)))
+            .map(|(&s, _)| s)
+            .collect();
+        for s in cow {
+            self.privatize(s);
         }
         let mut shared = Vec::new();
         for (&s, v) in self.vmas.range_mut(addr..end) {
@@ -734,6 +750,12 @@ impl AddressSpace {
             at = e;
         }
         self.phys.set_prot(at, end - at, host_prot(prot))
+    }
+
+    /// Whether a VMA showing `f` needs private copies to take `prot`
+    /// (mm::mapping).
+    fn copies_for(f: &Frames, prot: i32) -> bool {
+        (prot & PROT_WRITE != 0 && f.source.copy_on_write()) || (prot & PROT_EXEC != 0 && !f.source.executable())
     }
 
     /// Gives the frames VMA at `s` private copies of its pages, in its own
@@ -935,7 +957,7 @@ impl AddressSpace {
             if v.frames.is_some() {
                 // Its own pages were never touched; the source keeps (or
                 // frees) the frames as the handle goes.
-                self.phys.unmap_frames(s, v.end - s);
+                self.phys.release_frames(s, v.end - s);
                 self.phys.free(s, v.end - s);
                 continue;
             }
