@@ -257,6 +257,7 @@ fn secret_memory_is_absent_from_the_direct_map(e: Entry) {
          mapping address is not the direct-map address: yes\n\
          at the mapping: data\n\
          at the direct map: fault\n\
+         a second mapping, unmapped, at its old address: no data\n\
          owner exited: 0; its page at the direct map: no data\n\
          after the pool shrank: no data\n\
          SecretMem: 16 kB\n\

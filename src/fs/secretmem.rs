@@ -47,6 +47,16 @@ impl crate::mm::mapping::PageSource for SecretPages {
     fn copy_on_write(&self) -> bool {
         false
     }
+
+    /// Its mount is noexec (mmap and mprotect refuse PROT_EXEC first).
+    fn executable(&self) -> bool {
+        false
+    }
+
+    /// No stale mapping may show secret pages where nobody maps them.
+    fn lingers(&self) -> bool {
+        false
+    }
 }
 
 impl Drop for SecretPages {

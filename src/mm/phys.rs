@@ -338,6 +338,12 @@ impl PhysicalMemory {
     pub fn free_secret(&self, addr: usize, len: usize) {
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
+        // Wherever the direct map still shows them (mm::mapping), its own
+        // pages go back first (secret sources never linger: none should).
+        for (a, l) in self.mem.restore_frames_of(addr, len) {
+            let p = self.pfn(a);
+            pages.prot[p..p + l / PAGE_SIZE].fill(prot_code(RW));
+        }
         pages.secret -= n;
         if self.unmapped_policy() == UnmappedPolicy::PerPage {
             for p in pfn..pfn + n {
@@ -686,6 +692,17 @@ impl PhysicalMemory {
     /// mapped already: no host call either way).
     pub fn release_frames(&self, addr: usize, len: usize) {
         self.mem.release_frames(addr, len);
+    }
+
+    /// A frames VMA at [addr, addr+len) went: its source's pages may stay
+    /// shown there, stale ([`release_frames`](Self::release_frames)), if
+    /// the source `lingers`; else the range's own pages are put back now.
+    pub fn frames_gone(&self, addr: usize, len: usize, lingers: bool) {
+        if lingers {
+            self.release_frames(addr, len);
+        } else {
+            self.unmap_frames(addr, len);
+        }
     }
 
     /// Puts back the direct map's own pages wherever frames are still

@@ -7,7 +7,8 @@
  *   - /proc/meminfo counts SecretMem and Unmapped, /proc/pagetypeinfo an
  *     UNMAPPED pageblock;
  *   - the page is reachable at the mapping's address, and reading it at
- *     its direct-map address faults;
+ *     its direct-map address faults; once a mapping is gone, its old
+ *     address does not show the page either;
  *   - after its owner (a child) exits, that address never shows its data,
  *     neither while the page waits in the pool nor once enough secret
  *     memory came and went for its pageblock to be mapped again;
@@ -148,6 +149,11 @@ int main(int argc, char **argv)
 	printf("mapping address is not the direct-map address: %s\n", (unsigned long)p != phys ? "yes" : "no");
 	printf("at the mapping: %s\n", probe((unsigned long)p + 4096));
 	printf("at the direct map: %s\n", probe(phys + 4096));
+	/* Unmapped (the file lives on), the old address shows nothing of it. */
+	char *q = mmap(NULL, 4 * 4096, PROT_READ, MAP_SHARED, fd, 0);
+	munmap(q, 4 * 4096);
+	printf("a second mapping, unmapped, at its old address: %s\n",
+	       strcmp(probe((unsigned long)q + 4096), "data") ? "no data" : "DATA");
 
 	/* A child owns a secret page and exits. */
 	int out[2];
