@@ -30,7 +30,7 @@ GLIBC_CFLAGS := $(GUEST_CFLAGS) -Wno-stringop-overflow -Wno-stringop-overread -W
 NOMU_SRC     := $(wildcard tests/nomu/*.c)
 NOMU_BINS    := $(patsubst tests/nomu/%.c,$(BUILD)/nomu-tests/%,$(NOMU_SRC))
 EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high $(BUILD)/guest/exec/far_exit
-BENCH_BINS   := $(BUILD)/bench/syscall_bench
+BENCH_BINS   := $(BUILD)/bench/syscall_bench $(BUILD)/bench/secret_populate
 DEMO         := $(BUILD)/guest/static/demo
 
 .PHONY: all setup nomu guests bench-bins run demo test bench clean lint fuzz
@@ -88,6 +88,10 @@ $(BUILD)/guest/exec/far_exit: tests/nomu/far_exit.S
 	gcc -nostdlib -static -no-pie -Wl,-Ttext-segment=0x7e0000000000 $< -o $@
 
 $(BUILD)/bench/syscall_bench: bench/syscall_bench.c $(STATIC_PIE_SPECS)
+	@mkdir -p $(@D)
+	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@
+
+$(BUILD)/bench/secret_populate: bench/secret_populate.c $(STATIC_PIE_SPECS)
 	@mkdir -p $(@D)
 	gcc -specs=$(STATIC_PIE_SPECS) -fPIE $(GUEST_CFLAGS) $< -o $@
 

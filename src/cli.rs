@@ -28,6 +28,9 @@ Options:
   --json FILE, --svg FILE   where the results go
   --bin PATH      the benchmark program (default: build/bench/syscall_bench)
   --timeout SECS  how long one system's run may take
+  --populate      instead: seed 003's populate benchmark of memfd_secret
+                  memory (64 and 256 MiB, one thread and with a second one
+                  spinning) under each `nomu run --unmapped` policy
 ";
 
 const DEFAULT_MEM: usize = 1 << 30;
@@ -97,6 +100,13 @@ fn command() -> Command {
                         .value_name("SIZE")
                         .value_parser(parse_mem)
                         .help("Guest physical memory, as UML's mem= (e.g. 512M, 2G, 1T; default 1G)"),
+                )
+                .arg(
+                    Arg::new("unmapped")
+                        .long("unmapped")
+                        .value_name("POLICY")
+                        .value_parser(PossibleValuesParser::new(["pooled", "per-page", "never"]))
+                        .help("How memfd_secret's pages leave the direct map: pooled pageblocks (default), page by page, or never (the benchmark's baselines)"),
                 )
                 .arg(
                     Arg::new("trace")
@@ -192,6 +202,10 @@ fn run(m: &ArgMatches) -> i32 {
     let root = m.get_one::<PathBuf>("root").unwrap().clone();
     let mem = m.get_one::<usize>("mem").copied().unwrap_or(DEFAULT_MEM);
     let trace = m.get_flag("trace");
+    let unmapped = m
+        .get_one::<String>("unmapped")
+        .and_then(|p| crate::mm::phys::UnmappedPolicy::parse(p))
+        .unwrap_or(crate::mm::phys::UnmappedPolicy::Pooled);
     let entry = m.get_one::<String>("entry").map(|n| EntryKind::parse(n).unwrap());
     let env_overrides: Vec<Vec<u8>> = m.get_many::<Vec<u8>>("env").into_iter().flatten().cloned().collect();
     let program = m.get_one::<OsString>("program").unwrap();
@@ -214,7 +228,7 @@ fn run(m: &ArgMatches) -> i32 {
         set_env(&mut envp, kv);
     }
 
-    let kernel = match kernel::boot(Config { root, mem, trace, entry }) {
+    let kernel = match kernel::boot(Config { root, mem, trace, entry, unmapped }) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("nomu: {e}");

@@ -234,6 +234,50 @@ fn reservations_are_free_and_access_is_charged_to_mem(e: Entry) {
     assert!(text(&out.stdout).ends_with("commit: all checks passed\n"), "{}", text(&out.stdout));
 }
 
+/// memfd_secret's pages are absent from the direct map (a test-only ioctl
+/// gives their direct-map address, which Linux gives no process): reading
+/// there faults, an exited owner's data never shows there, a plain read
+/// kills with SIGSEGV; /proc/meminfo and /proc/pagetypeinfo count them; no
+/// mermap mapping outlives a syscall (checked against the host after every
+/// one); a failed mermap map is the guest's ENOMEM, never nomu's crash:
+/// tests/nomu/secret_direct.c.
+fn secret_memory_is_absent_from_the_direct_map(e: Entry) {
+    let prog = bin("nomu-tests/secret_direct");
+    let out = e
+        .command()
+        .env("NOMU_TEST_SECRET_PHYS", "1")
+        .env("NOMU_MERMAP_CHECK", "1")
+        .args(["--", s(&prog)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "SecretMem before: 0 kB\n\
+         SecretMem: 16 kB, Unmapped at least a pageblock: yes, UNMAPPED pageblocks: yes\n\
+         mapping address is not the direct-map address: yes\n\
+         at the mapping: data\n\
+         at the direct map: fault\n\
+         a second mapping, unmapped, at its old address: no data\n\
+         owner exited: 0; its page at the direct map: no data\n\
+         after the pool shrank: no data\n\
+         SecretMem: 16 kB\n\
+         reading the direct map\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(128 + 11));
+    assert!(text(&out.stderr).contains("Segmentation fault"), "{}", text(&out.stderr));
+    let out = e.command().env("NOMU_MERMAP_FAIL", "1").args(["--", s(&prog), "inject"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "inject: an allocation failed with ENOMEM: yes; other errors: 0\ninject: SecretMem after: 0 kB\n"
+    );
+    // Without the test switch, the ioctl is Linux's ENOTTY.
+    let out = e.run(&["--", s(&prog)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+}
+
 fn too_little_memory_for_the_program_is_enomem(e: Entry) {
     let out = e.run(&["--mem", "1M", "--", s(&bin("guest/static/hello"))]);
     assert_eq!(out.status.code(), Some(126));
@@ -926,6 +970,7 @@ entry_matrix!(
     fixed_address_program_outside_memory_fails_clearly,
     fixed_address_program_above_mem_runs_inside_the_window,
     reservations_are_free_and_access_is_charged_to_mem,
+    secret_memory_is_absent_from_the_direct_map,
     too_little_memory_for_the_program_is_enomem,
     exit_statuses_are_what_a_shell_reports,
     relative_program_paths_start_from_the_callers_directory,

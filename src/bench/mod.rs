@@ -10,6 +10,7 @@
 //! - `svg`: the chart.
 
 mod ops;
+mod populate;
 mod report;
 mod svg;
 mod systems;
@@ -24,7 +25,8 @@ use systems::{Ctx, System};
 
 const USAGE: &str = "\
 usage: nomu bench [--cpu N] [--rounds N] [--iters N | --time-ms N] [--reps N] [--systems A,B] [--ops A,B]
-                  [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]";
+                  [--json FILE] [--svg FILE] [--bin PATH] [--timeout SECS] [--list]
+       nomu bench --populate [--rounds N]    (memfd_secret's populate benchmark, seed 003)";
 
 struct Options {
     bin: Option<PathBuf>,
@@ -37,6 +39,7 @@ struct Options {
     ops: Option<Vec<String>>,
     timeout: Duration,
     list: bool,
+    populate: bool,
 }
 
 fn parse_args(args: &[std::ffi::OsString]) -> Result<Options, String> {
@@ -51,6 +54,7 @@ fn parse_args(args: &[std::ffi::OsString]) -> Result<Options, String> {
         ops: None,
         timeout: Duration::from_secs(600),
         list: false,
+        populate: false,
     };
     // Passed to the benchmark as they are.
     let (mut count, mut reps) = (None, None);
@@ -58,6 +62,10 @@ fn parse_args(args: &[std::ffi::OsString]) -> Result<Options, String> {
     while let Some(a) = it.next() {
         if a == "--list" {
             o.list = true;
+            continue;
+        }
+        if a == "--populate" {
+            o.populate = true;
             continue;
         }
         let v = it.next().ok_or(format!("{a} needs a value"))?;
@@ -160,6 +168,16 @@ pub fn main(args: &[std::ffi::OsString]) -> i32 {
     }
     let build = build_dir();
     let out_dir = build.join("bench");
+    if opts.populate {
+        let prog = out_dir.join("secret_populate");
+        if !prog.exists() {
+            eprintln!("nomu bench: {} not found (run `make bench-bins`)", prog.display());
+            return 1;
+        }
+        let prog = std::fs::canonicalize(&prog).unwrap_or(prog);
+        let nomu = std::env::current_exe().unwrap_or_else(|_| "nomu".into());
+        return populate::main(&nomu, &prog, opts.rounds);
+    }
     let bin = opts.bin.clone().unwrap_or_else(|| out_dir.join("syscall_bench"));
     if !bin.exists() {
         eprintln!("nomu bench: {} not found (run `make bench-bins`, or pass --bin)", bin.display());

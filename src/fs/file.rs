@@ -74,6 +74,9 @@ pub enum FileType {
     /// A pidfd: the process or thread it names (fs::pidfd); the host
     /// descriptor is an idle host eventfd.
     PidFd,
+    /// A memfd_secret file: nomu's UNMAPPED pages (fs::secretmem); the host
+    /// descriptor is an idle host memfd_secret, never mapped.
+    SecretMem,
 }
 
 /// The state of a file nomu serves itself, beside its host descriptor.
@@ -83,6 +86,7 @@ pub enum FileObject {
     SignalFd(super::eventfd::SignalFd),
     Socket(super::socket::Socket),
     PidFd(super::pidfd::PidFd),
+    SecretMem(super::secretmem::SecretMem),
 }
 
 /// Which file, in which version: equal identities mean the same bytes
@@ -185,6 +189,13 @@ impl OpenFile {
     pub fn pidfd(&self) -> Option<&super::pidfd::PidFd> {
         match &self.object {
             Some(FileObject::PidFd(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub fn secretmem(&self) -> Option<&super::secretmem::SecretMem> {
+        match &self.object {
+            Some(FileObject::SecretMem(s)) => Some(s),
             _ => None,
         }
     }

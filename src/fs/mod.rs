@@ -8,5 +8,6 @@ pub mod locks;
 pub mod path;
 pub mod pidfd;
 pub mod procfs;
+pub mod secretmem;
 pub mod socket;
 pub mod text_busy;

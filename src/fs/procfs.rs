@@ -37,9 +37,11 @@ pub enum Top {
     Root,
     SelfLink,
     Mounts,
+    BuddyInfo,
     CpuInfo,
     LoadAvg,
     MemInfo,
+    PageTypeInfo,
     Stat,
     Uptime,
     Sys,
@@ -69,11 +71,13 @@ const fn top(name: &'static str, node: Top, parent: Top, mode: u32) -> TopEntry 
 }
 
 /// /proc's own entries, each under its parent directory.
-const TOP: [TopEntry; 20] = [
+const TOP: [TopEntry; 22] = [
+    top("buddyinfo", Top::BuddyInfo, Top::Root, REG | 0o444),
     top("cpuinfo", Top::CpuInfo, Top::Root, REG | 0o444),
     top("loadavg", Top::LoadAvg, Top::Root, REG | 0o444),
     top("meminfo", Top::MemInfo, Top::Root, REG | 0o444),
     top("mounts", Top::Mounts, Top::Root, LNK | 0o777),
+    top("pagetypeinfo", Top::PageTypeInfo, Top::Root, REG | 0o400),
     top("self", Top::SelfLink, Top::Root, LNK | 0o777),
     top("stat", Top::Stat, Top::Root, REG | 0o444),
     top("sys", Top::Sys, Top::Root, DIR | 0o555),

@@ -24,6 +24,17 @@ fn raw(fd: BorrowedFd) -> u64 {
     fd.as_raw_fd() as u64
 }
 
+/// A host memfd_secret descriptor (close-on-exec on the host), never
+/// mapped: the idle host object behind a guest's memfd_secret, which gives
+/// it Linux's fstat, F_GETFL, /proc/self/fd, read/write/lseek answers and
+/// size rules (nomu's pages hold the memory, see fs::secretmem). ENOSYS
+/// where the host has no secretmem, as a Linux built without it.
+pub fn memfd_secret() -> R<OwnedFd> {
+    // SAFETY: one integer argument.
+    let fd = unsafe { syscall(447, args([libc::O_CLOEXEC as u64])) }?;
+    Ok(owned(fd))
+}
+
 /// A host eventfd (always close-on-exec on the host); `flags` may add
 /// EFD_NONBLOCK and EFD_SEMAPHORE.
 pub fn eventfd(initval: u32, flags: i32) -> R<OwnedFd> {

@@ -69,6 +69,7 @@ pub mod blocking;
 pub mod cpu;
 pub mod events;
 pub mod fs;
+pub mod mermap;
 pub mod net;
 pub mod physmem;
 pub mod pod;

@@ -152,6 +152,53 @@ impl PhysMem {
         Ok(())
     }
 
+    /// Sets the host protection of whole pages in nomu's writable alias:
+    /// PROT_NONE while they are UNMAPPED (mm::phys), else read-write.
+    pub fn protect_alias(&self, addr: usize, len: usize, prot: Prot) -> Result<(), Errno> {
+        self.assert_pages(addr, len);
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: the alias of a range inside physical memory lies inside our
+        // alias mapping (checked above); nothing in nomu holds a reference
+        // into it, and every access through it is by address, fault-safe or
+        // to pages the caller knows to be mapped.
+        check(unsafe { libc::mprotect(self.alias_of(addr) as *mut libc::c_void, len, prot) } as libc::c_long)?;
+        Ok(())
+    }
+
+    /// Has the host allocate whole pages of physical memory now (a hole
+    /// becomes a zeroed page; a page held keeps its bytes): one call
+    /// instead of a host page fault per page at first touch.
+    pub fn allocate(&self, addr: usize, len: usize) {
+        self.assert_pages(addr, len);
+        if len == 0 {
+            return;
+        }
+        // SAFETY: fallocate (mode 0: allocate, keep contents) on our own
+        // memfd, inside its size. A failure (the host is short of memory)
+        // only leaves the pages to be allocated at first touch.
+        unsafe { libc::fallocate(self.memfd.as_raw_fd(), 0, (addr - self.base) as libc::off_t, len as libc::off_t) };
+    }
+
+    /// Fills the host page tables of [addr, addr+len) of nomu's own
+    /// address space (a mapping of physical memory) for writing now
+    /// (MADV_POPULATE_WRITE), so the guest's first touch of each page takes
+    /// no host fault. Best effort.
+    pub fn populate_write(&self, addr: usize, len: usize) {
+        self.assert_pages(addr, len);
+        // SAFETY: madvise on a range inside our direct map (checked above):
+        // it only prefaults pages the mapping already allows writing.
+        unsafe {
+            libc::madvise(addr as *mut libc::c_void, len, 23 /* MADV_POPULATE_WRITE */)
+        };
+    }
+
+    /// The memfd (for the mermap's mappings of its pages).
+    pub(super) fn memfd_raw(&self) -> std::os::fd::RawFd {
+        self.memfd.as_raw_fd()
+    }
+
     /// Zeroes whole pages and returns their memory to the host.
     pub fn discard(&self, addr: usize, len: usize) {
         self.assert_pages(addr, len);

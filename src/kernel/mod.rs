@@ -34,6 +34,8 @@ pub struct Config {
     pub trace: bool,
     /// The entry path asked for; None picks the fastest that works.
     pub entry: Option<crate::entry::EntryKind>,
+    /// How memfd_secret's pages leave the direct map (`--unmapped`).
+    pub unmapped: crate::mm::phys::UnmappedPolicy,
 }
 
 pub struct Kernel {
@@ -98,6 +100,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     // space), --mem alone, with no room for reservations beyond it.
     let mem = PhysMem::init(crate::mm::commit::window_for(config.mem)).or_else(|_| PhysMem::init(config.mem))?;
     let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem, config.mem)));
+    phys.set_unmapped_policy(config.unmapped);
     // Signals the host sends nomu (a terminal's Ctrl-C, a `kill` of nomu)
     // are the guest's: a forwarder thread takes them; every other thread,
     // guest code included, keeps them blocked.

@@ -74,6 +74,14 @@ pub trait PageSource: Send + Sync {
     fn executable(&self) -> bool {
         true
     }
+    /// Whether the direct map may keep showing its pages where a VMA of
+    /// them went (a stale mapping, taken up again for free by the next
+    /// mapping of them there). A secret file's pages may not: no address
+    /// that nobody maps may show them, so the VMA's own pages are put back
+    /// at once.
+    fn lingers(&self) -> bool {
+        true
+    }
 }
 
 /// A VMA's pages, when they are not the identity pages at its address.

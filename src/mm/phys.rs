@@ -24,7 +24,8 @@
 //! them. nomu itself writes through the writable alias, so no page has to
 //! be made writable for nomu's sake.
 
-use super::buddy::BuddyAllocator;
+use super::buddy::{BuddyAllocator, Conversion};
+pub use super::buddy::{FreeType, NR_FREETYPES, PAGEBLOCK_PAGES};
 use super::commit::Commit;
 use super::PAGE_SIZE;
 use crate::abi::errno::Errno;
@@ -47,6 +48,35 @@ pub struct PhysicalMemory {
     on_copy: std::sync::OnceLock<CopyHook>,
     /// What guests may fill: `--mem` (see mm::commit).
     commit: Commit,
+    /// How secret (memfd_secret) pages leave the direct map.
+    policy: std::sync::atomic::AtomicU8,
+    /// Bytes of free UNMAPPED pageblocks kept (see UNMAPPED_POOL_MIN).
+    pool: usize,
+}
+
+/// How pages for secret memory leave the direct map (`nomu run
+/// --unmapped`, for the populate benchmark).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum UnmappedPolicy {
+    /// Seed 003's design: UNMAPPED pageblocks, converted whole (one host
+    /// call per view per run of pageblocks) and pooled while free.
+    Pooled = 0,
+    /// The naive baseline: each page taken out of both views, and put
+    /// back, with host calls of its own.
+    PerPage = 1,
+    /// Never unmapped (the skip-flush upper bound: no protection at all).
+    Never = 2,
+}
+
+impl UnmappedPolicy {
+    pub fn parse(s: &str) -> Option<UnmappedPolicy> {
+        match s {
+            "pooled" => Some(UnmappedPolicy::Pooled),
+            "per-page" => Some(UnmappedPolicy::PerPage),
+            "never" => Some(UnmappedPolicy::Never),
+            _ => None,
+        }
+    }
 }
 
 /// What pages just allocated are for.
@@ -72,6 +102,14 @@ struct Pages {
     /// Each page's protection in the host's direct map, XOR [`RW`] (so a
     /// page never touched, zero, is RW as the memfd was mapped).
     prot: Vec<u8>,
+    /// Conversions the host refused (it ran out of mappings): retried
+    /// before the next UNMAPPED allocation, which fails while any is left,
+    /// so no page of an UNMAPPED pageblock is handed out while the direct
+    /// map still shows it.
+    pending: Vec<Conversion>,
+    /// Secret pages (memfd_secret) in use, and pages unmapped one by one
+    /// (the per-page policy).
+    secret: usize,
 }
 
 /// How `Pages::prot` stores a protection.
@@ -149,6 +187,14 @@ const ZERO_MAX: usize = 16 << 20;
 /// Dirty free memory beyond which it all goes back to the host.
 const MAX_DIRTY_FREE: usize = 64 << 20;
 
+/// Free UNMAPPED memory kept as a pool (seed 003's pageblocks stay
+/// unmapped while free, so the next secret allocation costs no host call,
+/// and their pages stay the host's, zeroed through the mermap when taken
+/// again): a quarter of `--mem`, between these bounds. Past it, whole free
+/// pageblocks are wiped and mapped again.
+const UNMAPPED_POOL_MIN: usize = 16 << 20;
+const UNMAPPED_POOL_MAX: usize = 1 << 30;
+
 impl PhysicalMemory {
     /// The allocator over all of `mem`'s window, with `limit` bytes
     /// (`--mem`) for guests to commit.
@@ -161,6 +207,8 @@ impl PhysicalMemory {
             dirty_lo: npages,
             dirty_hi: 0,
             prot: vec![0; npages],
+            pending: Vec::new(),
+            secret: 0,
         };
         PhysicalMemory {
             mem,
@@ -168,7 +216,213 @@ impl PhysicalMemory {
             on_free: std::sync::OnceLock::new(),
             on_copy: std::sync::OnceLock::new(),
             commit: Commit::new(limit.min(mem.size())),
+            policy: std::sync::atomic::AtomicU8::new(UnmappedPolicy::Pooled as u8),
+            pool: (limit / 4).clamp(UNMAPPED_POOL_MIN, UNMAPPED_POOL_MAX),
         }
+    }
+
+    /// Sets how secret pages leave the direct map (before any is taken).
+    pub fn set_unmapped_policy(&self, p: UnmappedPolicy) {
+        self.policy.store(p as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn unmapped_policy(&self) -> UnmappedPolicy {
+        match self.policy.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => UnmappedPolicy::Pooled,
+            1 => UnmappedPolicy::PerPage,
+            _ => UnmappedPolicy::Never,
+        }
+    }
+
+    /// Applies the allocator's conversions to the host's direct map: a run
+    /// of pageblocks going UNMAPPED is made PROT_NONE in both views (one
+    /// call each); one coming back is wiped first (a hole punched in the
+    /// memfd: its old contents are gone before any view shows it) and made
+    /// read-write again. Refused ones are kept to retry.
+    fn apply_conversions(&self, pages: &mut Pages) {
+        let mut todo = std::mem::take(&mut pages.pending);
+        todo.extend(pages.buddy.take_conversions());
+        for c in todo {
+            let (addr, len) = (self.addr(c.pfn), c.npages * PAGE_SIZE);
+            let done = match (c.from.unmapped(), c.to.unmapped()) {
+                (false, true) => self
+                    .mem
+                    .protect(addr, len, libc::PROT_NONE)
+                    .and_then(|_| self.mem.protect_alias(addr, len, libc::PROT_NONE))
+                    .map(|_| pages.prot[c.pfn..c.pfn + c.npages].fill(prot_code(libc::PROT_NONE))),
+                (true, false) => {
+                    for (_, n) in pages.take_dirty(c.pfn, c.npages) {
+                        pages.dirty_free -= n;
+                    }
+                    self.mem.discard(addr, len);
+                    self.mem
+                        .protect_alias(addr, len, RW)
+                        .and_then(|_| self.mem.protect(addr, len, RW))
+                        .map(|_| pages.prot[c.pfn..c.pfn + c.npages].fill(prot_code(RW)))
+                }
+                _ => Ok(()),
+            };
+            if done.is_err() {
+                pages.pending.push(c);
+            }
+        }
+    }
+
+    /// Whether dirty free memory, besides what the UNMAPPED pool may hold
+    /// (the sweep leaves the pool alone), is past MAX_DIRTY_FREE.
+    fn too_dirty(&self, pages: &Pages) -> bool {
+        let pool =
+            pages.buddy.free_pages_of(FreeType::GUEST_UNMAPPED) + pages.buddy.free_pages_of(FreeType::SHARED_UNMAPPED);
+        pages.dirty_free.saturating_sub(pool) * PAGE_SIZE > MAX_DIRTY_FREE
+    }
+
+    /// Gives free UNMAPPED pageblocks past the pool back to the direct map.
+    fn trim_unmapped(&self, pages: &mut Pages) {
+        let keep = self.pool / PAGE_SIZE;
+        for ft in [FreeType::GUEST_UNMAPPED, FreeType::SHARED_UNMAPPED] {
+            if pages.buddy.free_pages_of(ft) > keep {
+                pages.buddy.revert_free_pageblocks(ft, keep);
+            }
+        }
+        if pages.buddy.has_conversions() {
+            self.apply_conversions(pages);
+        }
+    }
+
+    /// Allocates `len` bytes (a page multiple) of secret memory: zeroed
+    /// pages no direct-map address reaches (the policy says how they leave
+    /// it), for a memfd_secret file. Only the mermap reaches them then.
+    pub fn alloc_secret(&self, len: usize) -> Result<usize, Errno> {
+        let n = len / PAGE_SIZE;
+        let mut pages = self.buddy.lock().unwrap();
+        let policy = self.unmapped_policy();
+        let ft = if policy == UnmappedPolicy::Pooled { FreeType::SHARED_UNMAPPED } else { FreeType::SHARED };
+        if ft.unmapped() && !pages.pending.is_empty() {
+            self.apply_conversions(&mut pages);
+            if !pages.pending.is_empty() {
+                return Err(Errno::ENOMEM);
+            }
+        }
+        let pfn = pages.buddy.alloc_typed(n, 1, ft).ok_or(Errno::ENOMEM)?;
+        self.apply_conversions(&mut pages);
+        let placed = match policy {
+            UnmappedPolicy::Pooled
+                if pages.buddy.any_pageblock(pfn, n, |t| !t.unmapped()) || !pages.pending.is_empty() =>
+            {
+                Err(Errno::ENOMEM)
+            }
+            UnmappedPolicy::Pooled => self.clean_unmapped(&mut pages, pfn, n),
+            UnmappedPolicy::Never => self.make_fresh(&mut pages, pfn, n, Fresh::Used),
+            UnmappedPolicy::PerPage => self.make_fresh(&mut pages, pfn, n, Fresh::Used).and_then(|_| {
+                // Page by page, as an allocator without pageblocks would.
+                for p in pfn..pfn + n {
+                    let a = self.addr(p);
+                    self.mem.protect(a, PAGE_SIZE, libc::PROT_NONE)?;
+                    self.mem.protect_alias(a, PAGE_SIZE, libc::PROT_NONE)?;
+                    pages.prot[p] = prot_code(libc::PROT_NONE);
+                }
+                Ok(())
+            }),
+        };
+        // Eager, as no-MMU has no faults to be lazy with: the host
+        // allocates every page in one call, not a fault per page.
+        if placed.is_ok() {
+            self.mem.allocate(self.addr(pfn), len);
+        }
+        // Counted before a failure's free_secret, which uncounts them.
+        pages.secret += n;
+        if let Err(e) = placed {
+            drop(pages);
+            self.free_secret(self.addr(pfn), len);
+            return Err(e);
+        }
+        Ok(self.addr(pfn))
+    }
+
+    /// Frees secret pages. Pooled: they stay unmapped, dirty (zeroed
+    /// through the mermap when taken again), in their pageblocks' pool.
+    /// Per-page: each is wiped and mapped again. Never: as any page.
+    pub fn free_secret(&self, addr: usize, len: usize) {
+        let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
+        let mut pages = self.buddy.lock().unwrap();
+        // Wherever the direct map still shows them (mm::mapping), its own
+        // pages go back first (secret sources never linger: none should).
+        for (a, l) in self.mem.restore_frames_of(addr, len) {
+            let p = self.pfn(a);
+            pages.prot[p..p + l / PAGE_SIZE].fill(prot_code(RW));
+        }
+        pages.secret -= n;
+        if self.unmapped_policy() == UnmappedPolicy::PerPage {
+            for p in pfn..pfn + n {
+                if pages.prot[p] == prot_code(libc::PROT_NONE) {
+                    let a = self.addr(p);
+                    self.mem.discard(a, PAGE_SIZE);
+                    // Our own views back to read-write: cannot fail short
+                    // of the host running out of mappings, and then the
+                    // page stays unreadable, never readable with data.
+                    let _ = self.mem.protect_alias(a, PAGE_SIZE, RW);
+                    if self.mem.protect(a, PAGE_SIZE, RW).is_ok() {
+                        pages.prot[p] = prot_code(RW);
+                    }
+                }
+            }
+        }
+        pages.dirty_free += pages.mark_dirty(pfn, n);
+        pages.buddy.free(pfn, n);
+        self.trim_unmapped(&mut pages);
+        if self.too_dirty(&pages) {
+            self.sweep(&mut pages);
+        }
+    }
+
+    /// Zeroes the dirty pages of an UNMAPPED allocation through the mermap
+    /// (one map per run of up to a pageblock). On a failed map the caller
+    /// frees the allocation, which marks every page dirty again.
+    fn clean_unmapped(&self, pages: &mut Pages, pfn: usize, count: usize) -> Result<(), Errno> {
+        let runs = pages.take_dirty(pfn, count);
+        let mut result = Ok(());
+        for &(start, n) in &runs {
+            pages.dirty_free -= n;
+            if result.is_ok() {
+                for (a, l) in self.mem.populated(self.addr(start), n * PAGE_SIZE) {
+                    result = result.and_then(|_| crate::host::mermap::zero(a, l));
+                }
+            }
+        }
+        result
+    }
+
+    /// Prefaults the host page tables of a secret mapping at [addr,
+    /// addr+len) for writing (one host call, not a fault per page).
+    pub fn populate_mapping(&self, addr: usize, len: usize) {
+        self.mem.populate_write(addr, len);
+    }
+
+    /// Secret pages in use (/proc/meminfo's SecretMem), and free pages of
+    /// UNMAPPED pageblocks (the pool).
+    pub fn secret_stats(&self) -> (usize, usize) {
+        let pages = self.buddy.lock().unwrap();
+        let pool =
+            pages.buddy.free_pages_of(FreeType::GUEST_UNMAPPED) + pages.buddy.free_pages_of(FreeType::SHARED_UNMAPPED);
+        (pages.secret * PAGE_SIZE, pool * PAGE_SIZE)
+    }
+
+    /// Pages whose pageblock is UNMAPPED (free or not): /proc/meminfo.
+    pub fn unmapped_bytes(&self) -> usize {
+        let pages = self.buddy.lock().unwrap();
+        let c = pages.buddy.pageblock_counts();
+        (c[FreeType::GUEST_UNMAPPED.index()] + c[FreeType::SHARED_UNMAPPED.index()]) * PAGEBLOCK_PAGES * PAGE_SIZE
+    }
+
+    /// Free blocks per freetype and order, and pageblocks per freetype
+    /// (/proc/buddyinfo and /proc/pagetypeinfo).
+    pub fn free_block_counts(&self) -> (Vec<Vec<usize>>, [usize; NR_FREETYPES]) {
+        let pages = self.buddy.lock().unwrap();
+        let counts = FreeType::ALL
+            .iter()
+            .map(|&ft| (0..=super::buddy::MAX_ORDER).map(|o| pages.buddy.count(ft, o)).collect())
+            .collect();
+        (counts, pages.buddy.pageblock_counts())
     }
 
     /// The commit account (`--mem`).
@@ -246,10 +500,15 @@ impl PhysicalMemory {
             if p >= hi {
                 break;
             }
-            let Some((head, order)) = pages.buddy.free_block_of(p) else {
+            let Some((head, order, ft)) = pages.buddy.free_block_typed(p) else {
                 p += 1; // in use
                 continue;
             };
+            if ft.unmapped() {
+                // The pool keeps its pages (bounded by trim_unmapped).
+                p = (head + (1 << order)).min(hi);
+                continue;
+            }
             let end = (head + (1 << order)).min(hi);
             for (start, n) in pages.take_dirty(p, end - p) {
                 pages.dirty_free -= n;
@@ -272,6 +531,9 @@ impl PhysicalMemory {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
+        if pages.buddy.has_conversions() {
+            self.apply_conversions(&mut pages);
+        }
         self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh)?;
         Ok(self.addr(pfn))
     }
@@ -295,6 +557,9 @@ impl PhysicalMemory {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
+        if pages.buddy.has_conversions() {
+            self.apply_conversions(&mut pages);
+        }
         for (_, n) in pages.take_dirty(pfn, len / PAGE_SIZE) {
             pages.dirty_free -= n;
         }
@@ -339,14 +604,24 @@ impl PhysicalMemory {
         }
         let pfn = self.pfn(addr);
         let mut pages = self.buddy.lock().unwrap();
-        if !pages.buddy.alloc_at(pfn, len / PAGE_SIZE) {
+        // Pages of UNMAPPED pageblocks are only ever secret memory's.
+        if pages.buddy.any_pageblock(pfn, len / PAGE_SIZE, |t| t.unmapped())
+            || !pages.buddy.alloc_at(pfn, len / PAGE_SIZE)
+        {
             return Err(Errno::ENOMEM);
         }
         self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh)
     }
 
+    /// Whether [addr, addr+len) is free for anyone to claim (`alloc_at`):
+    /// free pages of UNMAPPED pageblocks are secret memory's only.
     pub fn is_free(&self, addr: usize, len: usize) -> bool {
-        self.mem.contains(addr, len) && self.buddy.lock().unwrap().buddy.range_is_free(self.pfn(addr), len / PAGE_SIZE)
+        if !self.mem.contains(addr, len) {
+            return false;
+        }
+        let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
+        let pages = self.buddy.lock().unwrap();
+        pages.buddy.range_is_free(pfn, n) && !pages.buddy.any_pageblock(pfn, n, |t| t.unmapped())
     }
 
     /// Returns pages to the allocator (zeroed when next allocated; their
@@ -360,7 +635,7 @@ impl PhysicalMemory {
         let mut pages = self.buddy.lock().unwrap();
         pages.dirty_free += pages.mark_dirty(pfn, n);
         pages.buddy.free(pfn, n);
-        if pages.dirty_free * PAGE_SIZE > MAX_DIRTY_FREE {
+        if self.too_dirty(&pages) {
             self.sweep(&mut pages);
         }
     }
@@ -440,6 +715,17 @@ impl PhysicalMemory {
     /// mapped already: no host call either way).
     pub fn release_frames(&self, addr: usize, len: usize) {
         self.mem.release_frames(addr, len);
+    }
+
+    /// A frames VMA at [addr, addr+len) went: its source's pages may stay
+    /// shown there, stale ([`release_frames`](Self::release_frames)), if
+    /// the source `lingers`; else the range's own pages are put back now.
+    pub fn frames_gone(&self, addr: usize, len: usize, lingers: bool) {
+        if lingers {
+            self.release_frames(addr, len);
+        } else {
+            self.unmap_frames(addr, len);
+        }
     }
 
     /// Puts back the direct map's own pages wherever frames are still
@@ -533,6 +819,8 @@ mod tests {
             dirty_lo: npages,
             dirty_hi: 0,
             prot: vec![],
+            pending: Vec::new(),
+            secret: 0,
         };
         let mut model = vec![false; npages];
         let mut seed = 12345u64;
@@ -645,7 +933,101 @@ mod tests {
         phys.free(kept + 2 * PAGE_SIZE, PAGE_SIZE);
         pinned_pages_stay_owned(phys);
         reservations_hold_nothing(phys);
+        secret_pages_leave_the_direct_map(phys);
         frames_mappings(phys);
+    }
+
+    /// The host's protection of the page at `addr`, from /proc/self/maps
+    /// ("rw-", "---"...).
+    fn host_perms(addr: usize) -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for l in maps.lines() {
+            let (range, rest) = l.split_once(' ').unwrap();
+            let (s, e) = range.split_once('-').unwrap();
+            let (s, e) = (usize::from_str_radix(s, 16).unwrap(), usize::from_str_radix(e, 16).unwrap());
+            if s <= addr && addr < e {
+                return rest[..3].to_string();
+            }
+        }
+        panic!("{addr:#x} not mapped")
+    }
+
+    /// No page of an UNMAPPED pageblock is accessible through either view
+    /// of the direct map, as the host sees it; every other pageblock is.
+    fn check_unmapped_against_host(phys: &PhysicalMemory) {
+        let types: Vec<(usize, FreeType)> = {
+            let pages = phys.buddy.lock().unwrap();
+            let n = pages.buddy.pageblock_counts().iter().sum::<usize>();
+            (0..n).map(|pb| (pb, pages.buddy.pageblock_type(pb * PAGEBLOCK_PAGES))).collect()
+        };
+        for (pb, ft) in types {
+            for p in [0, PAGEBLOCK_PAGES - 1] {
+                let a = phys.addr(pb * PAGEBLOCK_PAGES + p);
+                let (direct, alias) = (host_perms(a), host_perms(phys.mem.alias_addr(a)));
+                if ft.unmapped() {
+                    assert!(direct == "---" && alias == "---", "UNMAPPED page {a:#x} is {direct}/{alias}");
+                } else {
+                    assert_eq!(alias, "rw-", "the alias of {a:#x} stayed unmapped");
+                }
+            }
+        }
+    }
+
+    fn read_secret(a: usize) -> Vec<u8> {
+        let m = crate::host::mermap::Mapping::new(a, PAGE_SIZE).unwrap();
+        let mut buf = vec![0u8; PAGE_SIZE];
+        m.read(0, &mut buf);
+        buf
+    }
+
+    /// Secret pages: taken from UNMAPPED pageblocks converted whole, zeroed
+    /// through the mermap, pooled while free, wiped when reverted.
+    fn secret_pages_leave_the_direct_map(phys: &'static PhysicalMemory) {
+        let pool = phys.pool / PAGE_SIZE;
+        let a = phys.alloc_secret(3 * PAGE_SIZE).unwrap();
+        assert!(phys.mem.populated(a, 3 * PAGE_SIZE).is_empty() || read_secret(a).iter().all(|&b| b == 0));
+        check_unmapped_against_host(phys);
+        assert_eq!(phys.secret_stats().0, 3 * PAGE_SIZE);
+        crate::host::mermap::Mapping::new(a, 3 * PAGE_SIZE).unwrap().write(PAGE_SIZE, &[0xee; 100]);
+        assert_eq!(crate::host::mermap::live(), 0, "a mermap mapping outlived its use");
+        phys.free_secret(a, 3 * PAGE_SIZE);
+        // Pooled: the same pages come back, still unmapped, zeroed.
+        let b = phys.alloc_secret(3 * PAGE_SIZE).unwrap();
+        assert_eq!(a, b);
+        assert!(read_secret(b + PAGE_SIZE).iter().all(|&x| x == 0), "a secret page came back dirty");
+        check_unmapped_against_host(phys);
+        // A large allocation converts a run of pageblocks; freed past the
+        // pool, the pageblocks are wiped and mapped again.
+        let big = phys.alloc_secret(phys.pool + 8 * PAGEBLOCK_PAGES * PAGE_SIZE).unwrap();
+        check_unmapped_against_host(phys);
+        let last = big + phys.pool + 8 * PAGEBLOCK_PAGES * PAGE_SIZE - PAGE_SIZE;
+        crate::host::mermap::Mapping::new(last, PAGE_SIZE).unwrap().write(0, &[0xcd; PAGE_SIZE]);
+        phys.free_secret(big, phys.pool + 8 * PAGEBLOCK_PAGES * PAGE_SIZE);
+        phys.free_secret(b, 3 * PAGE_SIZE);
+        let (used, pooled) = phys.secret_stats();
+        assert!(used == 0 && pooled > 0 && pooled <= phys.pool, "pool of {pooled}");
+        assert!(phys.buddy.lock().unwrap().buddy.free_pages_of(FreeType::SHARED_UNMAPPED) <= pool);
+        check_unmapped_against_host(phys);
+        // What was secret reads as zero through the direct map once mapped.
+        assert_eq!(host_perms(last), "rw-");
+        assert!(all_zero(last, PAGE_SIZE), "secret data readable through the direct map");
+        // Guest allocations never get pooled pages.
+        let g = phys.alloc(PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
+        assert!(!phys.buddy.lock().unwrap().buddy.pageblock_type(phys.pfn(g)).unmapped());
+        assert_eq!(phys.alloc_at(b, PAGE_SIZE, Fresh::Used), Err(Errno::ENOMEM), "MAP_FIXED into the pool");
+        assert!(!phys.is_free(b, PAGE_SIZE), "a pooled page counts as free for anyone");
+        phys.free(g, PAGE_SIZE);
+        // The naive policies (bench baselines) work too.
+        for policy in [UnmappedPolicy::PerPage, UnmappedPolicy::Never] {
+            phys.set_unmapped_policy(policy);
+            let s = phys.alloc_secret(4 * PAGE_SIZE).unwrap();
+            let want = if policy == UnmappedPolicy::PerPage { "---" } else { "rw-" };
+            assert_eq!(host_perms(s + PAGE_SIZE), want);
+            assert_eq!(host_perms(phys.mem.alias_addr(s + PAGE_SIZE)), want);
+            phys.free_secret(s, 4 * PAGE_SIZE);
+            assert_eq!(host_perms(s + PAGE_SIZE), "rw-");
+        }
+        phys.set_unmapped_policy(UnmappedPolicy::Pooled);
     }
 
     /// A VMA showing frames held elsewhere (mm::mapping): the guest address

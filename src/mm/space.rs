@@ -379,8 +379,8 @@ impl AddressSpace {
                 if v.charged {
                     self.uncharge(v.end - s);
                 }
-                if v.frames.is_some() {
-                    self.phys.release_frames(s, v.end - s);
+                if let Some(f) = &v.frames {
+                    self.phys.frames_gone(s, v.end - s, f.source.lingers());
                 }
                 // A segment's pages stay the segment's: dropping the VMA
                 // (its handle) detaches it.
@@ -955,10 +955,10 @@ impl AddressSpace {
             if v.shm.is_some() {
                 continue; // detached as `v` goes
             }
-            if v.frames.is_some() {
+            if let Some(f) = &v.frames {
                 // Its own pages were never touched; the source keeps (or
                 // frees) the frames as the handle goes.
-                self.phys.release_frames(s, v.end - s);
+                self.phys.frames_gone(s, v.end - s, f.source.lingers());
                 self.phys.free(s, v.end - s);
                 continue;
             }

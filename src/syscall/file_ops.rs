@@ -38,6 +38,8 @@ pub enum MapSource {
     File,
     /// Zeroed pages, as anonymous memory (/dev/zero).
     Anonymous,
+    /// A memfd_secret file's pages (only MAP_SHARED).
+    Secret,
 }
 
 pub trait FileOps: Sync {
@@ -134,6 +136,11 @@ pub trait FileOps: Sync {
     fn ioctl(&self, _ctx: &Ctx, _f: &OpenFile, _req: u64, _arg: u64) -> SysResult {
         Err(Errno::ENOTTY)
     }
+
+    /// ftruncate(2) to `length` (not negative).
+    fn ftruncate(&self, _ctx: &Ctx, f: &OpenFile, length: i64) -> SysResult {
+        hostfs::ftruncate(f.fd(), length).map(|_| 0)
+    }
 }
 
 /// The operations of `f`'s type.
@@ -153,6 +160,7 @@ pub fn of(f: &OpenFile) -> &'static dyn FileOps {
         FileType::SignalFd => &SignalFdOps,
         FileType::Socket => &SocketOps,
         FileType::PidFd => &PidFdOps,
+        FileType::SecretMem => &SecretMemOps,
     }
 }
 
@@ -502,6 +510,78 @@ struct ZeroDevice;
 impl FileOps for ZeroDevice {
     fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
         Ok(MapSource::Anonymous)
+    }
+}
+
+/// The test-only ioctl of a memfd_secret file (see SecretMemOps::ioctl).
+pub const SECRET_PHYS_IOCTL: u64 = 0x4e4d_5301;
+
+/// A memfd_secret file (fs::secretmem): nomu's pages, mapped only
+/// MAP_SHARED. Linux's secretmem has no read, write or poll methods:
+/// read/write are EINVAL (before the buffer is looked at, as vfs_read
+/// checks FMODE_CAN_READ first); lseek and pread are the host
+/// descriptor's ESPIPE, fstat its attributes (mode 0600, the size).
+struct SecretMemOps;
+
+impl SecretMemOps {
+    fn secret(f: &OpenFile) -> &crate::fs::secretmem::SecretMem {
+        f.secretmem().expect("a secret file's state")
+    }
+}
+
+impl FileOps for SecretMemOps {
+    fn read(&self, _ctx: &Ctx, _f: &OpenFile, _buf: u64, _len: usize) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn write(&self, _ctx: &Ctx, _f: &OpenFile, _buf: u64, _len: usize) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn readv(&self, _ctx: &Ctx, _f: &OpenFile, _ranges: &[GuestRange]) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn writev(&self, _ctx: &Ctx, _f: &OpenFile, _ranges: &[GuestRange]) -> SysResult {
+        Err(Errno::EINVAL)
+    }
+
+    fn always_ready(&self, _f: &OpenFile) -> bool {
+        true
+    }
+
+    fn readiness(&self, _f: &OpenFile) -> Readiness {
+        Readiness::Never
+    }
+
+    fn mmap(&self, f: &OpenFile) -> Result<MapSource, Errno> {
+        let _ = Self::secret(f);
+        Ok(MapSource::Secret)
+    }
+
+    /// Linux's secretmem has no ioctls (ENOTTY). For tests only, with
+    /// NOMU_TEST_SECRET_PHYS=1 in nomu's environment: [`SECRET_PHYS_IOCTL`]
+    /// writes the direct-map address of the file's first page (what Linux's
+    /// /proc/self/pagemap would give root), so a test can check that the
+    /// address faults and never shows the data.
+    fn ioctl(&self, ctx: &Ctx, f: &OpenFile, req: u64, arg: u64) -> SysResult {
+        if req != SECRET_PHYS_IOCTL || std::env::var_os("NOMU_TEST_SECRET_PHYS").is_none_or(|v| v != "1") {
+            return Err(Errno::ENOTTY);
+        }
+        let pages = Self::secret(f).pages().ok_or(Errno::ENXIO)?;
+        ctx.mem().write(arg, &(pages.start() as u64))?;
+        Ok(0)
+    }
+
+    /// The size can be set once (secretmem_setattr); the pages are taken
+    /// then (fs::secretmem).
+    fn ftruncate(&self, _ctx: &Ctx, f: &OpenFile, length: i64) -> SysResult {
+        let size = hostfs::fstat(f.fd())?.st_size;
+        if size != 0 {
+            return Err(Errno::EINVAL);
+        }
+        Self::secret(f).set_size(length as u64, || hostfs::ftruncate(f.fd(), length).map(drop))?;
+        Ok(0)
     }
 }
 

@@ -265,7 +265,7 @@ pub fn sys_ftruncate(ctx: &mut Ctx, fd: Fd, length: i64) -> SysResult {
         return Err(Errno::EINVAL);
     }
     let f = ctx.io_file(fd)?;
-    hostfs::ftruncate(f.fd(), length).map(|_| 0)
+    file_ops::of(&f).ftruncate(ctx, &f, length)
 }
 
 pub fn sys_getdents64(ctx: &mut Ctx, fd: Fd, UserPtr(dirent): UserPtr, len: u32) -> SysResult {
@@ -359,6 +359,22 @@ pub fn sys_memfd_create(ctx: &mut Ctx, UserPtr(name): UserPtr, Hex(flags): Hex<u
     let host = hostfs::memfd_create(&name, flags & !MFD_CLOEXEC)?;
     let path = [b"/memfd:", name.as_bytes()].concat();
     ctx.install_fd(Arc::new(OpenFile::new(host, path, false)), flags & MFD_CLOEXEC != 0)
+}
+
+/// memfd_secret(2): a file of secret memory (fs::secretmem).
+pub fn sys_memfd_secret(ctx: &mut Ctx, Hex(flags): Hex<u32>) -> SysResult {
+    if flags & !(libc::O_CLOEXEC as u32) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let host = crate::host::events::memfd_secret()?;
+    let state = crate::fs::secretmem::SecretMem::new(ctx.kernel().phys);
+    let file = OpenFile::new_special(
+        host,
+        "/secretmem (deleted)",
+        FileType::SecretMem,
+        Some(crate::fs::file::FileObject::SecretMem(state)),
+    );
+    ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC as u32 != 0)
 }
 
 fn dup_from(ctx: &Ctx, fd: Fd, min: u32, cloexec: bool) -> SysResult {

@@ -102,6 +102,7 @@ pub fn sys_mmap(
                 Some(f)
             }
             MapSource::Anonymous => None,
+            MapSource::Secret => return map_secret(ctx, &f, addr, len, prot, flags, shared, off),
         }
     } else {
         None
@@ -125,6 +126,64 @@ pub fn sys_mmap(
     })?;
     Ok(start as u64)
 }
+
+/// mmap of a memfd_secret file (Linux's secretmem_mmap): MAP_SHARED only
+/// (EINVAL), never executable (its mount is noexec: EPERM), counted as
+/// locked memory against RLIMIT_MEMLOCK (EAGAIN) unless CAP_IPC_LOCK. The
+/// VMA shows the file's pages (mm::mapping), which no direct-map address
+/// reaches (fs::secretmem). nomu took them when ftruncate sized the file,
+/// so a mapping must lie within that size (ENXIO).
+#[allow(clippy::too_many_arguments)]
+fn map_secret(
+    ctx: &Ctx,
+    f: &std::sync::Arc<crate::fs::file::OpenFile>,
+    addr: usize,
+    len: usize,
+    prot: i32,
+    flags: i32,
+    shared: bool,
+    off: u64,
+) -> SysResult {
+    if prot & libc::PROT_EXEC != 0 {
+        return Err(Errno::EPERM);
+    }
+    if !shared {
+        return Err(Errno::EINVAL);
+    }
+    let secret = f.secretmem().expect("a secret file's state");
+    let mut space = ctx.space().lock().unwrap();
+    if !ctx.t.thread.cred().capable(CAP_IPC_LOCK) {
+        let locked: usize = space
+            .vmas()
+            .filter(|(_, v)| v.image_file.as_ref().is_some_and(|b| b.file.secretmem().is_some()))
+            .map(|(s, v)| v.end - s)
+            .sum();
+        let limit = ctx.process().rlimit(libc::RLIMIT_MEMLOCK).rlim_cur;
+        if (locked + len) as u64 > limit {
+            return Err(Errno::EAGAIN);
+        }
+    }
+    let pages = secret.pages().ok_or(Errno::ENXIO)?;
+    if off.checked_add(len as u64).is_none_or(|e| e > pages.len() as u64) {
+        return Err(Errno::ENXIO);
+    }
+    if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
+        return Err(Errno::EEXIST);
+    }
+    let fixed = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0;
+    let mut vma = Vma::new(0, prot, VmaKind::File);
+    vma.shared = true;
+    vma.image_file = Some(Backing { file: f.clone(), offset: off });
+    vma.frames = Some(crate::mm::mapping::Frames::new(pages, off as usize));
+    let place = if fixed { Placement::Fixed(addr) } else { Placement::Anywhere { align: PAGE_SIZE } };
+    let start = space.map_frames(place, len, vma)?;
+    if prot & libc::PROT_WRITE != 0 {
+        ctx.kernel().phys.populate_mapping(start, len);
+    }
+    Ok(start as u64)
+}
+
+const CAP_IPC_LOCK: u32 = 14;
 
 /// The page cache's pages for a private, read-only (readable or
 /// executable, not writable) mapping of a regular file that lies within the
@@ -176,7 +235,18 @@ pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot
     if prot & !((PROT_ALL | PROT_SEM) as u64 | grows) != 0 {
         return Err(Errno::EINVAL);
     }
-    ctx.space().lock().unwrap().protect(addr, len, prot as i32 & PROT_ALL)?;
+    let mut space = ctx.space().lock().unwrap();
+    // A memfd_secret mapping may never execute (its mount is noexec: no
+    // VM_MAYEXEC, so mprotect_fixup refuses with EACCES).
+    if prot as i32 & libc::PROT_EXEC != 0
+        && space.vmas().any(|(s, v)| {
+            s < addr + len && addr < v.end && v.image_file.as_ref().is_some_and(|b| b.file.secretmem().is_some())
+        })
+    {
+        return Err(Errno::EACCES);
+    }
+    space.protect(addr, len, prot as i32 & PROT_ALL)?;
+    drop(space);
     if prot as i32 & libc::PROT_WRITE != 0 {
         ctx.kernel().entry.code_made_writable(addr, len);
     }
@@ -228,6 +298,15 @@ pub fn sys_madvise(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, advice: i3
         return Err(Errno::EINVAL);
     }
     let len = page_up(len).filter(|&l| addr.checked_add(l).is_some()).ok_or(Errno::EINVAL)?;
+    // A memfd_secret mapping is VM_LOCKED: Linux refuses to drop or age its
+    // pages (can_madv_lru_vma).
+    if matches!(advice, libc::MADV_DONTNEED | libc::MADV_FREE | 20 | 21)
+        && ctx.space().lock().unwrap().vmas().any(|(s, v)| {
+            s < addr + len && addr < v.end && v.image_file.as_ref().is_some_and(|b| b.file.secretmem().is_some())
+        })
+    {
+        return Err(Errno::EINVAL);
+    }
     match advice {
         libc::MADV_DONTNEED | libc::MADV_REMOVE => {
             if len > 0 {

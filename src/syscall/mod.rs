@@ -81,6 +81,8 @@ pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
         Some(d) => (d.handler)(&mut ctx, &args),
         None => Err(Errno::ENOSYS),
     };
+    // Nothing the mermap mapped outlives the call (host/mermap.rs).
+    crate::host::mermap::check_empty();
     if def.is_some_and(|d| d.changes_inodes) {
         ctx.kernel().inode_changes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }

@@ -428,6 +428,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(438, pidfd::sys_pidfd_getfd(Fd, i32, Hex<u32>)),
     sys!(439, fs::sys_faccessat2(DirFd, Path, i32, AtFlags)),
     sys!(441, events::sys_epoll_pwait2(Fd, UserPtr, i32, UserPtr, UserPtr, usize)),
+    sys!(447, io::sys_memfd_secret(Hex<u32>)).partial(
+        "pages are taken when ftruncate sets the size (charged to --mem: ENOMEM there); a mapping past that size is ENXIO (Linux maps it and an access there is SIGBUS)",
+    ),
 ];
 
 /// Options that change the host's network, not the socket

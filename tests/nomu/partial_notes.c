@@ -561,6 +561,26 @@ static void check_close_range(void)
 	EXPECT(r == 0, "CLOSE_RANGE_UNSHARE alone works on both");
 }
 
+/* memfd_secret's pages are nomu's from ftruncate on: a mapping must lie
+ * within the size. */
+static void check_memfd_secret(void)
+{
+	int fd = syscall(447, 0);
+	if (fd < 0) {
+		EXPECT(0, "memfd_secret");
+		return;
+	}
+	EXPECT(ftruncate(fd, 4096) == 0, "ftruncate sets the size");
+	void *p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (on_linux)
+		EXPECT(p != MAP_FAILED, "a mapping past the size is made");
+	else
+		EXPECT(p == MAP_FAILED && errno == ENXIO, "a mapping past the size: ENXIO");
+	if (p != MAP_FAILED)
+		munmap(p, 2 * 4096);
+	close(fd);
+}
+
 /* A segment has one address; its pages' protection is the segment's. */
 static void check_shmat(void)
 {
@@ -787,6 +807,9 @@ static const struct note {
 	  check_recvmmsg },
 	{ "close_range", "CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)",
 	  check_close_range },
+	{ "memfd_secret",
+	  "pages are taken when ftruncate sets the size (charged to --mem: ENOMEM there); a mapping past that size is ENXIO (Linux maps it and an access there is SIGBUS)",
+	  check_memfd_secret },
 };
 
 int main(int argc, char **argv)

@@ -26,14 +26,20 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
             let cached = kernel.page_cache.bytes();
             let available = free + kernel.page_cache.unused_bytes();
             let committed = kernel.phys.commit().committed().saturating_sub(cached);
+            // SecretMem: memfd_secret's pages in use (Linux's NR_SECRETMEM);
+            // Unmapped: nomu's, the pages of UNMAPPED pageblocks (absent
+            // from the direct map: secret memory and its free pool).
+            let (secret, _) = kernel.phys.secret_stats();
             format!(
-                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:         {:8} kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nCommitLimit:    {:8} kB\nCommitted_AS:   {:8} kB\n",
+                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:         {:8} kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nCommitLimit:    {:8} kB\nCommitted_AS:   {:8} kB\nSecretMem:      {:8} kB\nUnmapped:       {:8} kB\n",
                 kb(total),
                 kb(free),
                 kb(available),
                 kb(cached),
                 kb(total),
-                kb(committed)
+                kb(committed),
+                kb(secret),
+                kb(kernel.phys.unmapped_bytes())
             )
             .into_bytes()
         }
@@ -48,6 +54,8 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
             let n = kernel.tasks.all_live().len();
             format!("0.00 0.00 0.00 1/{n} {}\n", kernel.pids.last()).into_bytes()
         }
+        Top::BuddyInfo => buddyinfo(kernel).into_bytes(),
+        Top::PageTypeInfo => pagetypeinfo(kernel).into_bytes(),
         Top::OsType => field(&kernel.uname().sysname),
         Top::OsRelease => field(&kernel.uname().release),
         Top::Hostname => field(&kernel.uname().nodename),
@@ -61,6 +69,52 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
         Top::SysvIpcShm => kernel.ipc.shm.proc_lines(),
         _ => return Err(Errno::EINVAL),
     })
+}
+
+/// Free blocks per order, in Linux's format (mm/vmstat.c frag_show): one
+/// node, one zone, and nomu's orders (up to MAX_ORDER: a block may be far
+/// larger than Linux's 4 MiB).
+fn buddyinfo(kernel: &Kernel) -> String {
+    let (counts, _) = kernel.phys.free_block_counts();
+    let mut out = format!("Node {}, zone {:>8} ", 0, "Normal");
+    for o in 0..counts[0].len() {
+        out += &format!("{:6} ", counts.iter().map(|c| c[o]).sum::<usize>());
+    }
+    out + "\n"
+}
+
+/// Free blocks per freetype and order, and pageblocks per freetype, in
+/// Linux's format (mm/vmstat.c pagetypeinfo_show) with nomu's freetype
+/// names where Linux names migratetypes (mm::buddy).
+fn pagetypeinfo(kernel: &Kernel) -> String {
+    use crate::mm::phys::{FreeType, PAGEBLOCK_PAGES};
+    let (counts, blocks) = kernel.phys.free_block_counts();
+    let mut out = format!(
+        "Page block order: {}\nPages per block:  {}\n\n{:<43} ",
+        PAGEBLOCK_PAGES.trailing_zeros(),
+        PAGEBLOCK_PAGES,
+        "Free pages count per migrate type at order"
+    );
+    for o in 0..counts[0].len() {
+        out += &format!("{o:6} ");
+    }
+    out.push('\n');
+    for ft in FreeType::ALL {
+        out += &format!("Node {:4}, zone {:>8}, type {:>12} ", 0, "Normal", ft.name());
+        for c in &counts[ft.index()] {
+            out += &format!("{c:6} ");
+        }
+        out.push('\n');
+    }
+    out += &format!("\n{:<23}", "Number of blocks type ");
+    for ft in FreeType::ALL {
+        out += &format!("{:>12} ", ft.name());
+    }
+    out += &format!("\nNode {}, zone {:>8} ", 0, "Normal");
+    for ft in FreeType::ALL {
+        out += &format!("{:12} ", blocks[ft.index()]);
+    }
+    out + "\n"
 }
 
 /// The host's /proc/stat (its CPUs' time counters, interrupts, context
