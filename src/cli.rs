@@ -99,6 +99,12 @@ fn command() -> Command {
                         .help("Guest physical memory, as UML's mem= (e.g. 512M, 2G, 1T; default 1G)"),
                 )
                 .arg(
+                    Arg::new("no-fork")
+                        .long("no-fork")
+                        .action(ArgAction::SetTrue)
+                        .help("Strict no-MMU: fork and clone without CLONE_VM fail with EINVAL"),
+                )
+                .arg(
                     Arg::new("trace")
                         .long("trace")
                         .action(ArgAction::SetTrue)
@@ -192,6 +198,7 @@ fn run(m: &ArgMatches) -> i32 {
     let root = m.get_one::<PathBuf>("root").unwrap().clone();
     let mem = m.get_one::<usize>("mem").copied().unwrap_or(DEFAULT_MEM);
     let trace = m.get_flag("trace");
+    let fork = !m.get_flag("no-fork");
     let entry = m.get_one::<String>("entry").map(|n| EntryKind::parse(n).unwrap());
     let env_overrides: Vec<Vec<u8>> = m.get_many::<Vec<u8>>("env").into_iter().flatten().cloned().collect();
     let program = m.get_one::<OsString>("program").unwrap();
@@ -214,7 +221,7 @@ fn run(m: &ArgMatches) -> i32 {
         set_env(&mut envp, kv);
     }
 
-    let kernel = match kernel::boot(Config { root, mem, trace, entry }) {
+    let kernel = match kernel::boot(Config { root, mem, trace, entry, fork }) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("nomu: {e}");

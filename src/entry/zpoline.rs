@@ -584,6 +584,28 @@ fn forget_sites(addr: usize, len: usize) {
     }
 }
 
+/// Guest pages [addr, addr+len) were copied to `frame` (fork): the copy
+/// gets `syscall` back at every rewritten site (a forked child runs in a
+/// host process of its own, where page 0 would enter nomu's stub in its
+/// copy of nomu; its syscalls trap instead).
+fn restore_copy(addr: usize, frame: usize, len: usize) {
+    let pm = PhysMem::get();
+    if !active() || !pm.contains(addr, len) {
+        return;
+    }
+    for page in (addr..addr + len).step_by(PAGE_SIZE) {
+        let (word, bit) = site_page_bit(page);
+        if word.load(Ordering::Acquire) & bit == 0 {
+            continue;
+        }
+        for site in page..page + PAGE_SIZE - 1 {
+            if is_site(site as u64) {
+                pm.poke(frame + (site - addr), &SYSCALL);
+            }
+        }
+    }
+}
+
 /// Whether `site` is a `syscall` instruction this path rewrote.
 fn is_site(site: u64) -> bool {
     site_bit(site).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0)
@@ -925,6 +947,14 @@ impl EntryPath for ZpolineEntry {
     fn patch_syscall_site(&self, addr: u64) {
         if self.rewrite {
             super::rewrite::patch(addr, super::rewrite::Patching::Live);
+        }
+    }
+
+    fn restore_copy(&self, addr: usize, frame: usize, len: usize) {
+        if self.rewrite {
+            super::rewrite::restore_copy(addr, frame, len);
+        } else {
+            restore_copy(addr, frame, len);
         }
     }
 

@@ -102,6 +102,16 @@ impl PhysMem {
         self.base + self.size
     }
 
+    /// The memfd (a host process made with CLONE_FILES maps frames of it).
+    pub fn memfd_raw(&self) -> i32 {
+        self.memfd.as_raw_fd()
+    }
+
+    /// Where the writable alias of physical memory starts.
+    pub fn alias_base(&self) -> usize {
+        self.alias
+    }
+
     pub fn contains(&self, addr: usize, len: usize) -> bool {
         addr >= self.base && addr.checked_add(len).is_some_and(|end| end <= self.end())
     }

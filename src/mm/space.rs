@@ -19,6 +19,9 @@ use crate::host::physmem::GuestRange;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod forked;
+pub use forked::HostOp;
+
 pub const PROT_READ: i32 = libc::PROT_READ;
 pub const PROT_WRITE: i32 = libc::PROT_WRITE;
 pub const PROT_EXEC: i32 = libc::PROT_EXEC;
@@ -104,6 +107,10 @@ pub struct Vma {
     pub charged: bool,
     /// The shared memory segment whose pages these are (VmaKind::Shm).
     pub shm: Option<Box<dyn SharedPages>>,
+    /// In an address space of its own host process (a forked child): the
+    /// physical page that holds the VMA's first page (its pages are the
+    /// run from there). None: the pages at the VMA's own address.
+    pub frame: Option<usize>,
 }
 
 impl Vma {
@@ -119,7 +126,14 @@ impl Vma {
             image_file: None,
             charged: false,
             shm: None,
+            frame: None,
         }
+    }
+
+    /// The physical page holding the byte at `addr` of this VMA (which
+    /// starts at `start`).
+    pub fn frame_of(&self, start: usize, addr: usize) -> usize {
+        self.frame.map_or(addr, |f| f + (addr - start))
     }
 
     /// Whether the VMA's pages may hold data: it is accessible, or its
@@ -178,6 +192,11 @@ pub struct AddressSpace {
     deferred: Vec<(usize, usize)>,
     /// Bytes this address space's VMAs have charged to the commit account.
     committed: usize,
+    /// A forked child's address space, run in a host process of its own
+    /// (see forked.rs): every VMA's pages are frames elsewhere, and each
+    /// change is also queued for that host process's own memory map.
+    own_host: bool,
+    host_ops: Vec<HostOp>,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -195,6 +214,8 @@ impl AddressSpace {
             pins: Vec::new(),
             deferred: Vec::new(),
             committed: 0,
+            own_host: false,
+            host_ops: Vec::new(),
         }
     }
 
@@ -347,6 +368,9 @@ impl AddressSpace {
         if let Some(b) = tail.image_file.as_mut() {
             b.offset += (addr - start) as u64;
         }
+        if let Some(f) = tail.frame.as_mut() {
+            *f += addr - start;
+        }
         self.vmas.get_mut(&start).unwrap().end = addr;
         self.vmas.insert(addr, tail);
     }
@@ -383,7 +407,8 @@ impl AddressSpace {
         if len > 0 {
             // Through the alias: pages the guest made PROT_NONE since it
             // wrote them are written back too, as Linux does.
-            let _ = b.file.write_at_from(GuestRange::new(start, len).unwrap().through_alias(), b.offset);
+            let at = v.frame_of(start, start);
+            let _ = b.file.write_at_from(GuestRange::new(at, len).unwrap().through_alias(), b.offset);
         }
     }
 
@@ -451,6 +476,9 @@ impl AddressSpace {
         freeing: usize,
     ) -> Result<usize, Errno> {
         debug_assert!(len > 0 && is_page_aligned(len));
+        if self.own_host {
+            return self.forked_map(place, len, vma, fill, freeing);
+        }
         vma.charged = vma.needs_charge();
         if vma.charged {
             if let Err(e) = self.charge(len, freeing) {
@@ -536,6 +564,9 @@ impl AddressSpace {
     /// munmap: frees the pages of every mapping in the range.
     pub fn unmap(&mut self, addr: usize, len: usize) {
         let end = addr.saturating_add(len);
+        if self.own_host {
+            return self.forked_unmap(addr, end);
+        }
         for (s, e, charged) in self.take_range(addr, end) {
             self.release_pages(s, e, charged);
         }
@@ -608,6 +639,9 @@ impl AddressSpace {
         // A shared memory segment's pages keep the protection its
         // attachments, in every process, together allow: the VMA's binds
         // only what syscalls may do with them.
+        if self.own_host {
+            return self.forked_protect(addr, end, prot);
+        }
         let mut at = addr;
         for (s, e) in shared {
             self.phys.set_prot(at, s - at, host_prot(prot))?;
@@ -631,13 +665,16 @@ impl AddressSpace {
                 p = run_end;
                 continue;
             }
-            self.vmas.get_mut(&s).unwrap().origin = None;
-            self.phys.scrub(p, run_end - p);
+            let v = self.vmas.get_mut(&s).unwrap();
+            v.origin = None;
+            // The pages (a forked child's frames are elsewhere).
+            let f = v.frame_of(s, p);
+            self.phys.scrub(f, run_end - p);
             if let Some(b) = backing {
-                let range = GuestRange::new(p, run_end - p).unwrap();
+                let range = GuestRange::new(f, run_end - p).unwrap();
                 let _ = b.file.read_at_into(range, b.offset + (p - s) as u64);
             }
-            self.phys.set_prot(p, run_end - p, host_prot(prot))?;
+            self.phys.set_prot(f, run_end - p, host_prot(prot))?;
             p = run_end;
         }
         Ok(())
@@ -658,6 +695,9 @@ impl AddressSpace {
         if new_len <= old_len {
             self.unmap(old + new_len, old_len - new_len);
             return Ok(old);
+        }
+        if self.own_host {
+            return self.forked_grow(old, old_len, new_len, vma, start, may_move);
         }
         let grow = new_len - old_len;
         // A charged mapping's growth is charged (a move only its growth:
@@ -713,6 +753,9 @@ impl AddressSpace {
         if self.vmas.range(..end).next_back().is_some_and(|(_, v)| v.end > start) {
             return Err(Errno::EINVAL);
         }
+        if self.own_host {
+            self.host_ops.push(HostOp::Map { addr: start, len, prot: host_prot(vma.prot), frame: start });
+        }
         self.vmas.insert(start, Vma { end, ..vma });
         Ok(start)
     }
@@ -731,7 +774,11 @@ impl AddressSpace {
             .map(|(&s, _)| s)
             .collect();
         for k in keys {
-            self.vmas.remove(&k);
+            if let Some(v) = self.vmas.remove(&k) {
+                if self.own_host {
+                    self.host_ops.push(HostOp::Unmap { addr: k, len: v.end - k });
+                }
+            }
         }
         Ok(())
     }
@@ -748,6 +795,9 @@ impl AddressSpace {
     pub fn set_brk(&mut self, new: usize) -> usize {
         if self.brk_start == 0 || new < self.brk_start {
             return self.brk;
+        }
+        if self.own_host {
+            return self.forked_set_brk(new);
         }
         let Some(new_end) = page_up(new) else { return self.brk };
         let old_end = page_up(self.brk).unwrap();
@@ -779,6 +829,9 @@ impl AddressSpace {
 
     /// Frees every page this address space owns.
     pub fn release_all(&mut self) {
+        if self.own_host {
+            return self.forked_release_all();
+        }
         let vmas = std::mem::take(&mut self.vmas);
         for (s, v) in vmas {
             if v.shm.is_some() {

@@ -1,0 +1,286 @@
+//! A forked child's address space: it runs in a host process of its own
+//! (src/entry/fork.rs), so its addresses need not be the physical
+//! addresses of its pages. Every VMA of such a space holds `frame`: the
+//! physical page of its first page, its pages the run from there. nomu
+//! reaches the pages there (uaccess translates every guest address, see
+//! [`AddressSpace::translate`]); the child's host process maps them at the
+//! VMA's address, from the changes queued here ([`HostOp`]) and carried out
+//! by that process before it runs guest code again.
+//!
+//! fork copies: each of the parent's VMAs gets frames of its own, and the
+//! parts of the parent's pages that hold data (holes are skipped: a page
+//! never touched costs nothing) are copied into them through the writable
+//! alias. The copy is charged to the commit account like any mapping, so
+//! `--mem` refuses a fork that does not fit (ENOMEM to the parent).
+
+use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
+use crate::abi::errno::Errno;
+use crate::host::physmem::GuestRange;
+use crate::mm::phys::Fresh;
+use crate::mm::{page_up, PAGE_SIZE};
+
+/// A change to a forked child's host memory map, queued by its address
+/// space and carried out by its host process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostOp {
+    /// Maps the physical pages from `frame` at `addr`.
+    Map { addr: usize, len: usize, prot: i32, frame: usize },
+    Unmap { addr: usize, len: usize },
+    Protect { addr: usize, len: usize, prot: i32 },
+}
+
+impl AddressSpace {
+    /// Whether this is a forked child's address space (its own host process).
+    pub fn own_host(&self) -> bool {
+        self.own_host
+    }
+
+    /// Takes the changes to carry out in the host process.
+    pub fn take_host_ops(&mut self) -> Vec<HostOp> {
+        std::mem::take(&mut self.host_ops)
+    }
+
+    /// The physical run behind [addr, addr+len): the frame of `addr` and
+    /// how many bytes from there are contiguous (at most `len`, at most to
+    /// the end of the VMA), or None when `addr` is in no VMA.
+    pub fn translate(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
+        if !self.own_host {
+            return Some((addr, len));
+        }
+        let (s, v) = self.find(addr)?;
+        Some((v.frame_of(s, addr), len.min(v.end - addr)))
+    }
+
+    /// A copy of this address space for a forked child: the same VMAs,
+    /// each with frames of its own holding a copy of its data. `restore`
+    /// is told each copy (guest address, frame, length) so that an entry
+    /// path may put back the original bytes of syscall sites it rewrote.
+    /// ENOMEM when the copies do not fit in `--mem` or physical memory.
+    pub fn fork_copy(&self, restore: &dyn Fn(usize, usize, usize)) -> Result<AddressSpace, Errno> {
+        let mut child = AddressSpace::new(self.phys);
+        child.own_host = true;
+        let pm = crate::host::physmem::PhysMem::get();
+        // Nothing of the parent's heap reservation beyond the break comes
+        // along: the child grows its heap with frames of its own.
+        child.brk_start = self.brk_start;
+        child.brk = self.brk;
+        child.brk_owned_end = if self.brk_start == 0 { 0 } else { page_up(self.brk).unwrap_or(self.brk) };
+        for (&s, v) in &self.vmas {
+            let len = v.end - s;
+            let mut copy = v.clone();
+            if v.shm.is_some() {
+                // A System V segment stays shared: the same pages.
+                copy.frame = Some(v.frame_of(s, s));
+                child.host_ops.push(HostOp::Map {
+                    addr: s,
+                    len,
+                    prot: host_prot(v.prot),
+                    frame: v.frame_of(s, s),
+                });
+                child.vmas.insert(s, copy);
+                continue;
+            }
+            if v.charged {
+                child.charge(len, 0)?;
+            }
+            let fresh = if v.charged { Fresh::Used } else { Fresh::Reserved };
+            let frame = child.phys.alloc(len, PAGE_SIZE, fresh).inspect_err(|_| {
+                if v.charged {
+                    child.uncharge(len);
+                }
+            })?;
+            copy.frame = Some(frame);
+            if v.charged {
+                let src = v.frame_of(s, s);
+                for (at, n) in pm.populated(src, len) {
+                    pm.copy_within(frame + (at - src), at, n);
+                }
+                restore(s, frame, len);
+            }
+            // nomu's own view of the frames keeps the guest's protection,
+            // so its checked copies fault where the guest's would.
+            let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
+            child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
+            child.vmas.insert(s, copy);
+        }
+        Ok(child)
+    }
+
+    /// The lowest free range of `len` bytes, aligned, inside physical
+    /// memory's window (where the child's host process has nothing else).
+    fn forked_gap(&self, len: usize, align: usize) -> Result<usize, Errno> {
+        let align = align.max(PAGE_SIZE);
+        let up = |a: usize| a.div_ceil(align) * align;
+        let pm = crate::host::physmem::PhysMem::get();
+        let (lo, hi) = (pm.base(), pm.end());
+        let mut at = up(lo);
+        for (&s, v) in self.vmas.range(lo..) {
+            if at + len <= s {
+                break;
+            }
+            at = at.max(up(v.end));
+        }
+        if at.checked_add(len).is_some_and(|e| e <= hi) {
+            Ok(at)
+        } else {
+            Err(Errno::ENOMEM)
+        }
+    }
+
+    pub(super) fn forked_map(
+        &mut self,
+        place: Placement,
+        len: usize,
+        mut vma: Vma,
+        fill: impl FnOnce(GuestRange) -> Result<(), Errno>,
+        freeing: usize,
+    ) -> Result<usize, Errno> {
+        vma.charged = vma.needs_charge();
+        let addr = match place {
+            Placement::Fixed(a) => {
+                if !self.phys.contains(a, len) {
+                    return Err(Errno::ENOMEM);
+                }
+                a
+            }
+            Placement::Anywhere { align } => self.forked_gap(len, align)?,
+            Placement::Allocated(_) => unreachable!("the loader maps only fresh address spaces"),
+        };
+        if vma.charged {
+            self.charge(len, freeing)?;
+        }
+        let fresh = if vma.charged { Fresh::Used } else { Fresh::Reserved };
+        let frame = match self.phys.alloc(len, PAGE_SIZE, fresh) {
+            Ok(f) => f,
+            Err(e) => {
+                if vma.charged {
+                    self.uncharge(len);
+                }
+                return Err(e);
+            }
+        };
+        let range = GuestRange::new(frame, len).expect("allocated pages lie in physical memory");
+        let done = fill(range).and_then(|()| self.phys.set_prot(frame, len, host_prot(vma.prot)));
+        if let Err(e) = done {
+            self.phys.free(frame, len);
+            if vma.charged {
+                self.uncharge(len);
+            }
+            return Err(e);
+        }
+        if let Placement::Fixed(a) = place {
+            self.forked_unmap(a, a + len);
+        }
+        self.host_ops.push(HostOp::Map { addr, len, prot: host_prot(vma.prot), frame });
+        self.vmas.insert(addr, Vma { end: addr + len, frame: Some(frame), ..vma });
+        Ok(addr)
+    }
+
+    pub(super) fn forked_unmap(&mut self, start: usize, end: usize) {
+        if start >= end {
+            return;
+        }
+        self.split_at(start);
+        self.split_at(end);
+        let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
+        for s in keys {
+            let v = self.vmas.remove(&s).unwrap();
+            Self::write_back_vma(s, &v);
+            let len = v.end - s;
+            self.host_ops.push(HostOp::Unmap { addr: s, len });
+            if v.charged {
+                self.uncharge(len);
+            }
+            if v.shm.is_some() {
+                continue;
+            }
+            let f = v.frame_of(s, s);
+            if v.charged {
+                self.free_pages(f, f + len);
+            } else {
+                self.phys.free_untouched(f, len);
+            }
+        }
+    }
+
+    /// The VMAs of [start, end) have their new protection: the frames and
+    /// the host process follow.
+    pub(super) fn forked_protect(&mut self, start: usize, end: usize, prot: i32) -> Result<(), Errno> {
+        let pieces: Vec<(usize, usize, usize)> =
+            self.vmas.range(start..end).map(|(&s, v)| (s, v.end, v.frame_of(s, s))).collect();
+        for (s, e, f) in pieces {
+            self.phys.set_prot(f, e - s, host_prot(prot))?;
+        }
+        self.host_ops.push(HostOp::Protect { addr: start, len: end - start, prot: host_prot(prot) });
+        Ok(())
+    }
+
+    /// mremap growth: always a move to new frames (the old ones are
+    /// copied), which Linux allows whenever MREMAP_MAYMOVE is given.
+    pub(super) fn forked_grow(
+        &mut self,
+        old: usize,
+        old_len: usize,
+        new_len: usize,
+        vma: Vma,
+        start: usize,
+        may_move: bool,
+    ) -> Result<usize, Errno> {
+        if !may_move {
+            return Err(Errno::ENOMEM);
+        }
+        let mut moved = vma.clone();
+        for b in [moved.backing.as_mut(), moved.image_file.as_mut()].into_iter().flatten() {
+            b.offset += (old - start) as u64;
+        }
+        moved.frame = None;
+        let src = vma.frame_of(start, old);
+        let phys = self.phys;
+        let freeing = if vma.charged { old_len } else { 0 };
+        let new = self.forked_map(
+            Placement::Anywhere { align: PAGE_SIZE },
+            new_len,
+            moved,
+            |dst| {
+                phys.copy_within(dst.addr(), src, old_len);
+                Ok(())
+            },
+            freeing,
+        )?;
+        self.forked_unmap(old, old + old_len);
+        Ok(new)
+    }
+
+    /// brk: the heap grows by a VMA with frames of its own, and shrinks
+    /// as an unmap.
+    pub(super) fn forked_set_brk(&mut self, new: usize) -> usize {
+        let Some(new_end) = page_up(new) else { return self.brk };
+        let old_end = page_up(self.brk).unwrap();
+        if new_end > old_end {
+            if self.vmas.range(old_end..new_end).next().is_some() {
+                return self.brk;
+            }
+            let heap = Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap);
+            if self.forked_map(Placement::Fixed(old_end), new_end - old_end, heap, |_| Ok(()), 0).is_err() {
+                return self.brk;
+            }
+        } else if new_end < old_end {
+            self.forked_unmap(new_end, old_end);
+        }
+        self.brk_owned_end = new_end;
+        self.brk = new;
+        self.brk
+    }
+
+    pub(super) fn forked_release_all(&mut self) {
+        let end = self.vmas.iter().next_back().map_or(0, |(_, v)| v.end);
+        self.forked_unmap(0, end);
+        self.host_ops.clear();
+        for (s, e) in std::mem::take(&mut self.deferred) {
+            self.phys.free(s, e - s);
+        }
+        self.brk_start = 0;
+        self.brk = 0;
+        self.brk_owned_end = 0;
+    }
+}
