@@ -128,10 +128,15 @@ fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64) 
         if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
             return Err(Errno::EINVAL);
         }
+        if ctx.t.mm.lock().unwrap().own_host() {
+            // One guest thread per host process of its own, for now.
+            ctx.note("a forked child cannot make threads yet");
+            return Err(Errno::EAGAIN);
+        }
         return spawn_thread(ctx, flags, stack, ptid, ctid, tls);
     }
     if flags & CLONE_VM == 0 && !ctx.kernel().fork {
-        ctx.note("clone without CLONE_VM needs an MMU (nomu run --no-fork); use CLONE_VM|CLONE_VFORK");
+        ctx.note("fork needs an MMU (nomu run --no-fork); use vfork or posix_spawn");
         return Err(Errno::EINVAL);
     }
     if flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS | CLONE_PARENT) != 0 {
