@@ -15,9 +15,39 @@
 
 use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
 use crate::abi::errno::Errno;
+use crate::mm::mapping::{Frames, PageSource};
+use std::sync::Arc;
 use crate::host::physmem::GuestRange;
 use crate::mm::phys::Fresh;
 use crate::mm::{page_up, PAGE_SIZE};
+
+/// A forked child's VMA's own run of physical pages (its copy, or new
+/// pages it mapped). The address space frees them itself as the VMA goes
+/// (deferred while a pin covers them, as for any page), so the handle
+/// frees nothing. A System V segment's pages are shown the same way and
+/// never freed by the address space.
+struct ChildFrames {
+    start: usize,
+    len: usize,
+}
+
+impl PageSource for ChildFrames {
+    fn frames(&self, offset: usize) -> (usize, usize) {
+        (self.start + offset, self.len - offset)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn copy_on_write(&self) -> bool {
+        false
+    }
+}
+
+fn child_frames(start: usize, len: usize) -> Option<Frames> {
+    Some(Frames::new(Arc::new(ChildFrames { start, len }), 0))
+}
 
 /// A change to a forked child's host memory map, queued by its address
 /// space and carried out by its host process.
@@ -70,7 +100,7 @@ impl AddressSpace {
             let mut copy = v.clone();
             if v.shm.is_some() {
                 // A System V segment stays shared: the same pages.
-                copy.frame = Some(v.frame_of(s, s));
+                copy.frames = child_frames(v.frame_of(s, s), len);
                 child.host_ops.push(HostOp::Map {
                     addr: s,
                     len,
@@ -80,22 +110,36 @@ impl AddressSpace {
                 child.vmas.insert(s, copy);
                 continue;
             }
-            if v.charged {
+            // What may hold data is copied and charged (a frames VMA of a
+            // normal space, mm::mapping, is not charged there).
+            let holds = v.charged || (v.frames.is_some() && !self.own_host);
+            copy.charged = holds;
+            if holds {
                 child.charge(len, 0)?;
             }
-            let fresh = if v.charged { Fresh::Used } else { Fresh::Reserved };
+            let fresh = if holds { Fresh::Used } else { Fresh::Reserved };
             let frame = child.phys.alloc(len, PAGE_SIZE, fresh).inspect_err(|_| {
-                if v.charged {
+                if holds {
                     child.uncharge(len);
                 }
             })?;
-            copy.frame = Some(frame);
-            if v.charged {
-                let src = v.frame_of(s, s);
-                for (at, n) in pm.populated(src, len) {
-                    pm.copy_within(frame + (at - src), at, n);
+            copy.frames = child_frames(frame, len);
+            if holds {
+                if v.frames.is_some() && !self.own_host {
+                    // Frames the direct map shows (mm::mapping): copied
+                    // through it.
+                    pm.copy_within(frame, s, len);
+                } else {
+                    // Only what holds data: holes stay holes.
+                    let src = v.frame_of(s, s);
+                    for (at, n) in pm.populated(src, len) {
+                        pm.copy_within(frame + (at - src), at, n);
+                    }
                 }
-                restore(s, frame, len);
+                // A forked parent's code has its sites' bytes already.
+                if !self.own_host {
+                    restore(s, frame, len);
+                }
             }
             // nomu's own view of the frames keeps the guest's protection,
             // so its checked copies fault where the guest's would.
@@ -172,7 +216,7 @@ impl AddressSpace {
             self.forked_unmap(a, a + len);
         }
         self.host_ops.push(HostOp::Map { addr, len, prot: host_prot(vma.prot), frame });
-        self.vmas.insert(addr, Vma { end: addr + len, frame: Some(frame), ..vma });
+        self.vmas.insert(addr, Vma { end: addr + len, frames: child_frames(frame, len), ..vma });
         Ok(addr)
     }
 
@@ -185,7 +229,7 @@ impl AddressSpace {
         let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
         for s in keys {
             let v = self.vmas.remove(&s).unwrap();
-            Self::write_back_vma(s, &v);
+            Self::write_back_pages(s, &v);
             let len = v.end - s;
             self.host_ops.push(HostOp::Unmap { addr: s, len });
             if v.charged {
@@ -233,7 +277,7 @@ impl AddressSpace {
         for b in [moved.backing.as_mut(), moved.image_file.as_mut()].into_iter().flatten() {
             b.offset += (old - start) as u64;
         }
-        moved.frame = None;
+        moved.frames = None;
         let src = vma.frame_of(start, old);
         let phys = self.phys;
         let freeing = if vma.charged { old_len } else { 0 };
