@@ -68,6 +68,13 @@ pub trait PageSource: Send + Sync {
     /// cache's under a private mapping): making it writable copies first.
     /// False for pages the VMA shares with whoever else maps them.
     fn copy_on_write(&self) -> bool;
+    /// Whether these are a MAP_SHARED mapping's pages that a fork made
+    /// shared between parent and child (src/mm/space/forked.rs): the VMAs
+    /// are still that mapping (written back to its file, if any), and the
+    /// last handle frees the pages.
+    fn shared_at_fork(&self) -> bool {
+        false
+    }
 }
 
 /// A VMA's pages, when they are not the identity pages at its address.

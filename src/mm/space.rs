@@ -409,7 +409,7 @@ impl AddressSpace {
     /// Copies a shared, writable file mapping's pages back to its file
     /// (never past the file's current end, which a mapping cannot extend).
     fn write_back_vma(start: usize, v: &Vma) {
-        if v.frames.is_none() {
+        if v.frames.as_ref().is_none_or(|f| f.source.shared_at_fork()) {
             Self::write_back_pages(start, v);
         }
     }

@@ -96,6 +96,63 @@ static void memory_is_copied(void)
 	close(back[1]);
 }
 
+/* MAP_SHARED mappings stay shared with the child (anonymous, and a
+ * file's), both ways; a private one does not. */
+static void shared_mappings(void)
+{
+	int *anon = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(anon != MAP_FAILED);
+	anon[0] = 1;
+	char path[] = "/tmp/nomu-fork-shared-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	CHECK_OK(ftruncate(fd, 4096));
+	int *file = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(file != MAP_FAILED);
+	file[0] = 10;
+	int *priv = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	priv[0] = 100;
+	int go[2], back[2];
+	CHECK_OK(pipe(go));
+	CHECK_OK(pipe(back));
+	pid_t p = fork();
+	if (p == 0) {
+		int ok = anon[0] == 1 && file[0] == 10 && priv[0] == 100;
+		anon[0] = 2;
+		anon[1024] = 3;
+		file[0] = 11;
+		priv[0] = 101;
+		char c;
+		if (write(back[1], "w", 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(3);
+		ok = ok && anon[0] == 4 && file[0] == 12 && priv[0] == 101;
+		_exit(ok ? 0 : 1);
+	}
+	char c;
+	CHECK_EQ(read(back[0], &c, 1), 1);
+	CHECK_EQ(anon[0], 2);
+	CHECK_EQ(anon[1024], 3);
+	CHECK_EQ(file[0], 11);
+	CHECK_EQ(priv[0], 100);
+	anon[0] = 4;
+	file[0] = 12;
+	CHECK_EQ(write(go[1], "g", 1), 1);
+	CHECK_EQ(wait_status(p), 0);
+	/* What both wrote reaches the file. */
+	CHECK_OK(munmap(file, 4096));
+	int v = 0;
+	CHECK_EQ(pread(fd, &v, sizeof v, 0), (long)sizeof v);
+	CHECK_EQ(v, 12);
+	close(fd);
+	unlink(path);
+	munmap(anon, 8192);
+	munmap(priv, 4096);
+	close(go[0]);
+	close(go[1]);
+	close(back[0]);
+	close(back[1]);
+}
+
 /* A child's own mappings: mmap, mprotect, munmap, brk (malloc), mremap. */
 static void child_maps_memory(void)
 {
@@ -374,6 +431,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	fork_exit_wait();
 	memory_is_copied();
+	shared_mappings();
 	child_maps_memory();
 	shared_offsets();
 	pipeline();

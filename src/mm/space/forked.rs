@@ -15,7 +15,7 @@
 
 use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
 use crate::abi::errno::Errno;
-use crate::mm::mapping::{Frames, PageSource};
+use crate::mm::mapping::{Frames, OwnedFrames, PageSource};
 use std::sync::Arc;
 use crate::host::physmem::GuestRange;
 use crate::mm::phys::Fresh;
@@ -42,6 +42,28 @@ impl PageSource for ChildFrames {
 
     fn copy_on_write(&self) -> bool {
         false
+    }
+}
+
+/// A MAP_SHARED mapping's pages after a fork: parent and child (and their
+/// later forks) show the same pages, freed with the last handle.
+struct ForkShared(Arc<OwnedFrames>);
+
+impl PageSource for ForkShared {
+    fn frames(&self, offset: usize) -> (usize, usize) {
+        self.0.frames(offset)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn copy_on_write(&self) -> bool {
+        false
+    }
+
+    fn shared_at_fork(&self) -> bool {
+        true
     }
 }
 
@@ -86,7 +108,18 @@ impl AddressSpace {
     /// is told each copy (guest address, frame, length) so that an entry
     /// path may put back the original bytes of syscall sites it rewrote.
     /// ENOMEM when the copies do not fit in `--mem` or physical memory.
-    pub fn fork_copy(&self, restore: &dyn Fn(usize, usize, usize)) -> Result<AddressSpace, Errno> {
+    pub fn fork_copy(&mut self, restore: &dyn Fn(usize, usize, usize)) -> Result<AddressSpace, Errno> {
+        // MAP_SHARED mappings stay shared: their pages become one source
+        // that this space and the child both show.
+        let shared: Vec<usize> = self
+            .vmas
+            .iter()
+            .filter(|(_, v)| v.shared && v.shm.is_none() && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork()))
+            .map(|(&s, _)| s)
+            .collect();
+        for s in shared {
+            self.share_for_fork(s)?;
+        }
         let mut child = AddressSpace::new(self.phys);
         child.own_host = true;
         let pm = crate::host::physmem::PhysMem::get();
@@ -98,6 +131,12 @@ impl AddressSpace {
         for (&s, v) in &self.vmas {
             let len = v.end - s;
             let mut copy = v.clone();
+            if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork()) {
+                copy.charged = false;
+                child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: f.frame_of(0) });
+                child.vmas.insert(s, copy);
+                continue;
+            }
             if v.shm.is_some() {
                 // A System V segment stays shared: the same pages.
                 copy.frames = child_frames(v.frame_of(s, s), len);
@@ -148,6 +187,36 @@ impl AddressSpace {
             child.vmas.insert(s, copy);
         }
         Ok(child)
+    }
+
+    /// Makes the MAP_SHARED VMA at `s` show a [`ForkShared`] copy of its
+    /// pages (its own are freed), for a fork to share.
+    fn share_for_fork(&mut self, s: usize) -> Result<(), Errno> {
+        let v = &self.vmas[&s];
+        let (len, prot, charged) = (v.end - s, v.prot, v.charged);
+        let pages = OwnedFrames::new(self.phys, len, false)?;
+        let pm = crate::host::physmem::PhysMem::get();
+        let frames = Frames::new(Arc::new(ForkShared(pages.clone())), 0);
+        if self.own_host {
+            let old = v.frame_of(s, s);
+            pm.copy_within(pages.start(), old, len);
+            if charged {
+                self.uncharge(len);
+                self.free_pages(old, old + len);
+            } else {
+                self.phys.free_untouched(old, len);
+            }
+            let _ = self.phys.set_prot(pages.start(), len, host_prot(prot));
+            self.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(prot), frame: pages.start() });
+            let v = self.vmas.get_mut(&s).unwrap();
+            v.frames = Some(frames);
+            v.charged = false;
+            Ok(())
+        } else {
+            // Through the direct map (the VMA may show frames already).
+            pm.copy_within(pages.start(), s, len);
+            self.replace_with_frames(s, len, frames)
+        }
     }
 
     /// The lowest free range of `len` bytes, aligned, inside physical
@@ -235,7 +304,8 @@ impl AddressSpace {
             if v.charged {
                 self.uncharge(len);
             }
-            if v.shm.is_some() {
+            if v.shm.is_some() || v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork()) {
+                // Pages the segment, or the last handle, frees.
                 continue;
             }
             let f = v.frame_of(s, s);
