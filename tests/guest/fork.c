@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -151,6 +152,29 @@ static void shared_mappings(void)
 	close(go[1]);
 	close(back[0]);
 	close(back[1]);
+}
+
+/* A process-shared semaphore in a MAP_SHARED mapping: a wait in one
+ * process ends on a post in the other (futexes on the shared page). */
+static void shared_futex(void)
+{
+	sem_t *sem = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(sem != MAP_FAILED);
+	CHECK_OK(sem_init(&sem[0], 1, 0));
+	CHECK_OK(sem_init(&sem[1], 1, 0));
+	pid_t p = fork();
+	if (p == 0) {
+		for (int i = 0; i < 100; i++)
+			if (sem_wait(&sem[0]) != 0 || sem_post(&sem[1]) != 0)
+				_exit(1);
+		_exit(0);
+	}
+	int ok = 1;
+	for (int i = 0; i < 100; i++)
+		ok = ok && sem_post(&sem[0]) == 0 && sem_wait(&sem[1]) == 0;
+	CHECK(ok);
+	CHECK_EQ(wait_status(p), 0);
+	munmap(sem, 4096);
 }
 
 /* A child's own mappings: mmap, mprotect, munmap, brk (malloc), mremap. */
@@ -432,6 +456,7 @@ int main(int argc, char **argv)
 	fork_exit_wait();
 	memory_is_copied();
 	shared_mappings();
+	shared_futex();
 	child_maps_memory();
 	shared_offsets();
 	pipeline();

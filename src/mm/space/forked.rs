@@ -95,12 +95,21 @@ impl AddressSpace {
     /// The physical run behind [addr, addr+len): the frame of `addr` and
     /// how many bytes from there are contiguous (at most `len`, at most to
     /// the end of the VMA), or None when `addr` is in no VMA.
+    ///
+    /// In a normal address space an address is its page, but for a VMA
+    /// that shows frames (mm::mapping): nomu's direct map shows them at
+    /// the address too, but a host futex must name the page one way for
+    /// every process that shows it (a MAP_SHARED mapping shared with a
+    /// forked child: private host futexes key on the address).
     pub fn translate(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
-        if !self.own_host {
+        let found = self.find(addr);
+        if len == 0 || (!self.own_host && found.is_none_or(|(_, v)| v.frames.is_none())) {
             return Some((addr, len));
         }
-        let (s, v) = self.find(addr)?;
-        Some((v.frame_of(s, addr), len.min(v.end - addr)))
+        let (s, v) = found?;
+        let f = v.frames.as_ref().expect("a frames VMA");
+        let (frame, run) = f.runs(addr - s, len.min(v.end - addr))[0];
+        Some((frame, run))
     }
 
     /// A copy of this address space for a forked child: the same VMAs,
