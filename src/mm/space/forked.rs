@@ -15,11 +15,11 @@
 
 use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
 use crate::abi::errno::Errno;
-use crate::mm::mapping::{Frames, OwnedFrames, PageSource};
-use std::sync::Arc;
 use crate::host::physmem::GuestRange;
+use crate::mm::mapping::{Frames, OwnedFrames, PageSource};
 use crate::mm::phys::Fresh;
 use crate::mm::{page_up, PAGE_SIZE};
+use std::sync::Arc;
 
 /// A forked child's VMA's own run of physical pages (its copy, or new
 /// pages it mapped). The address space frees them itself as the VMA goes
@@ -76,9 +76,21 @@ fn child_frames(start: usize, len: usize) -> Option<Frames> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostOp {
     /// Maps the physical pages from `frame` at `addr`.
-    Map { addr: usize, len: usize, prot: i32, frame: usize },
-    Unmap { addr: usize, len: usize },
-    Protect { addr: usize, len: usize, prot: i32 },
+    Map {
+        addr: usize,
+        len: usize,
+        prot: i32,
+        frame: usize,
+    },
+    Unmap {
+        addr: usize,
+        len: usize,
+    },
+    Protect {
+        addr: usize,
+        len: usize,
+        prot: i32,
+    },
 }
 
 impl AddressSpace {
@@ -123,7 +135,9 @@ impl AddressSpace {
         let shared: Vec<usize> = self
             .vmas
             .iter()
-            .filter(|(_, v)| v.shared && v.shm.is_none() && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork()))
+            .filter(|(_, v)| {
+                v.shared && v.shm.is_none() && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork())
+            })
             .map(|(&s, _)| s)
             .collect();
         for s in shared {
@@ -149,12 +163,7 @@ impl AddressSpace {
             if v.shm.is_some() {
                 // A System V segment stays shared: the same pages.
                 copy.frames = child_frames(v.frame_of(s, s), len);
-                child.host_ops.push(HostOp::Map {
-                    addr: s,
-                    len,
-                    prot: host_prot(v.prot),
-                    frame: v.frame_of(s, s),
-                });
+                child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: v.frame_of(s, s) });
                 child.vmas.insert(s, copy);
                 continue;
             }
