@@ -128,9 +128,10 @@ fn run_guest(
             kernel.entry.run(start, &mut ctx);
         }
         match ctx.hand_off.take() {
-            // execve in a forked child: back to the normal path, on this
-            // same host thread.
-            Some(s) if own_host && ctx.vfork_parent.is_none() && ctx.exit.is_none() => start = s,
+            // execve from or into a host process of its own (a forked
+            // child, a fixed-address program whose range is taken): the
+            // other path, on this same host thread.
+            Some(s) if ctx.vfork_parent.is_none() && ctx.exit.is_none() => start = s,
             Some(s) => return RunEnd::HandedOff(s),
             None => return RunEnd::Exit(ctx.exit.unwrap_or(ExitStatus::Code(0))),
         }

@@ -200,6 +200,12 @@ pub struct AddressSpace {
     /// change is also queued for that host process's own memory map.
     own_host: bool,
     host_ops: Vec<HostOp>,
+    /// A fixed-address image was loaded elsewhere (move_image): the space
+    /// becomes its own host process's when the loader is done.
+    moved_image: bool,
+    /// Free pages taken while loading so that nothing else of this space
+    /// lands where the moved image will show (see hold_range).
+    held: Vec<usize>,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -219,6 +225,8 @@ impl AddressSpace {
             committed: 0,
             own_host: false,
             host_ops: Vec::new(),
+            moved_image: false,
+            held: Vec::new(),
         }
     }
 
@@ -981,6 +989,10 @@ impl AddressSpace {
 
     /// Frees every page this address space owns.
     pub fn release_all(&mut self) {
+        if self.moved_image && !self.own_host {
+            // A failed exec of a moved image: its pages are frames.
+            self.become_own_host();
+        }
         if self.own_host {
             return self.forked_release_all();
         }

@@ -359,7 +359,8 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     ctx.frame.gs_base = start.gs_base;
     ctx.frame.reset_xstate = true;
     process.release_vfork_parent();
-    if ctx.t.vfork_parent.is_some() || was_forked {
+    let now_forked = ctx.t.mm.lock().unwrap().own_host();
+    if ctx.t.vfork_parent.is_some() || was_forked || now_forked {
         // It ran on its parent's host thread: it goes on on its own.
         ctx.t.hand_off = Some(start);
     }

@@ -237,6 +237,69 @@ impl AddressSpace {
         }
     }
 
+    /// Takes the free pages of [addr, addr+len) until
+    /// [`become_own_host`](Self::become_own_host), so that nothing the
+    /// loader maps next (the interpreter, the stack) lands in the range a
+    /// moved image will show.
+    pub fn hold_range(&mut self, addr: usize, len: usize) {
+        for p in (addr..addr + len).step_by(PAGE_SIZE) {
+            if self.phys.is_free(p, PAGE_SIZE) && self.phys.alloc_at(p, PAGE_SIZE, Fresh::Reserved).is_ok() {
+                self.held.push(p);
+            }
+        }
+    }
+
+    /// The image just loaded at [from, from+len) is shown at `to` instead
+    /// (a fixed-address program whose range is taken): its VMAs move there
+    /// with their pages as frames, and so does the heap after it. The
+    /// space is made its own host process's by
+    /// [`become_own_host`](Self::become_own_host).
+    pub fn move_image(&mut self, from: usize, len: usize, to: usize) {
+        let keys: Vec<usize> = self.vmas.range(from..from + len).map(|(&s, _)| s).collect();
+        for s in keys {
+            let v = self.vmas.remove(&s).unwrap();
+            let n = v.end - s;
+            let at = to + (s - from);
+            self.vmas.insert(at, Vma { end: at + n, frames: child_frames(s, n), ..v });
+        }
+        if self.brk_start == from + len {
+            let brk = to + len;
+            let owned = self.brk_owned_end - self.brk_start;
+            // Any pages owned for the heap past the image are not moved.
+            if owned > 0 {
+                self.phys.free(self.brk_start, owned);
+            }
+            (self.brk_start, self.brk, self.brk_owned_end) = (brk, brk, brk);
+        }
+        self.moved_image = true;
+    }
+
+    /// Whether [`move_image`](Self::move_image) moved an image here.
+    pub fn has_moved_image(&self) -> bool {
+        self.moved_image
+    }
+
+    /// After loading: a space with a moved image becomes its own host
+    /// process's (as a forked child's): every VMA shows its pages as
+    /// frames, the held pages go back.
+    pub fn become_own_host(&mut self) {
+        if !self.moved_image || self.own_host {
+            return;
+        }
+        for p in std::mem::take(&mut self.held) {
+            self.phys.free_untouched(p, PAGE_SIZE);
+        }
+        for (&s, v) in self.vmas.iter_mut() {
+            let len = v.end - s;
+            if v.frames.is_none() {
+                v.frames = child_frames(s, len);
+            }
+            let frame = v.frame_of(s, s);
+            self.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
+        }
+        self.own_host = true;
+    }
+
     /// The lowest free range of `len` bytes, aligned, inside physical
     /// memory's window (where the child's host process has nothing else).
     fn forked_gap(&self, len: usize, align: usize) -> Result<usize, Errno> {
