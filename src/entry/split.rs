@@ -538,7 +538,16 @@ impl Child {
         // only the asm above, which never returns into Rust code; the tid
         // word it clears on exit is the mailbox's state, which lives as long
         // as the block (unmapped only after the child is reaped).
+        //
+        // The child starts with every signal blocked: until its start code
+        // has its own handlers, a signal (a kick sent as soon as it is in
+        // the table) would find nomu's dispositions, and SIGUSR2's default
+        // kills it. A forked child's death is not seen through its tid
+        // word (the host clears it only for a memory map still in use), so
+        // such a death would leave its nomu thread waiting for good.
+        let creator_mask = crate::host::sys::block_mask(!0);
         let tid = unsafe { nomu_split_clone(flags, (area + MBOX_OFFSET) as u64, 0, mb as u64) };
+        crate::host::sys::swap_sigmask(creator_mask);
         if tid < 0 {
             unmap_area(area);
             unmap_shared(ops, OPS_SIZE);
