@@ -109,6 +109,12 @@ fn command() -> Command {
                         .help("How memfd_secret's pages leave the direct map: pooled pageblocks (default), page by page, or never (the benchmark's baselines)"),
                 )
                 .arg(
+                    Arg::new("no-fork")
+                        .long("no-fork")
+                        .action(ArgAction::SetTrue)
+                        .help("Strict no-MMU: fork and clone without CLONE_VM fail with EINVAL"),
+                )
+                .arg(
                     Arg::new("trace")
                         .long("trace")
                         .action(ArgAction::SetTrue)
@@ -206,6 +212,7 @@ fn run(m: &ArgMatches) -> i32 {
         .get_one::<String>("unmapped")
         .and_then(|p| crate::mm::phys::UnmappedPolicy::parse(p))
         .unwrap_or(crate::mm::phys::UnmappedPolicy::Pooled);
+    let fork = !m.get_flag("no-fork");
     let entry = m.get_one::<String>("entry").map(|n| EntryKind::parse(n).unwrap());
     let env_overrides: Vec<Vec<u8>> = m.get_many::<Vec<u8>>("env").into_iter().flatten().cloned().collect();
     let program = m.get_one::<OsString>("program").unwrap();
@@ -228,7 +235,7 @@ fn run(m: &ArgMatches) -> i32 {
         set_env(&mut envp, kv);
     }
 
-    let kernel = match kernel::boot(Config { root, mem, trace, entry, unmapped }) {
+    let kernel = match kernel::boot(Config { root, mem, trace, entry, unmapped, fork }) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("nomu: {e}");

@@ -473,11 +473,11 @@ fn garbage_syscalls_never_bring_nomu_down(e: Entry) {
     assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
 }
 
-fn fork_fails_with_einval_as_on_no_mmu_linux(e: Entry) {
-    let out = e.run(&["--trace", "--", s(&bin("nomu-tests/fork_fails"))]);
+fn no_fork_keeps_einval_as_on_no_mmu_linux(e: Entry) {
+    let out = e.run(&["--no-fork", "--trace", "--", s(&bin("nomu-tests/fork_fails"))]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "fork: -1 EINVAL\nclone without CLONE_VM: -1 EINVAL\n");
-    assert!(text(&out.stderr).contains("nomu: fork needs an MMU; use vfork or posix_spawn"));
+    assert!(text(&out.stderr).contains("nomu: fork needs an MMU (nomu run --no-fork); use vfork or posix_spawn"));
 }
 
 fn orphans_are_reparented_to_init(e: Entry) {
@@ -976,7 +976,7 @@ entry_matrix!(
     relative_program_paths_start_from_the_callers_directory,
     program_names_without_a_slash_are_looked_up_in_the_path,
     garbage_syscalls_never_bring_nomu_down,
-    fork_fails_with_einval_as_on_no_mmu_linux,
+    no_fork_keeps_einval_as_on_no_mmu_linux,
     orphans_are_reparented_to_init,
     background_reads_of_the_terminal_get_sigttin,
     proc_shows_guest_processes_and_memory,

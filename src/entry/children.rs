@@ -36,13 +36,15 @@ impl Children {
     /// Sends `sig` to the child of host thread `owner`, if it has one. The
     /// table's lock is held meanwhile, so the pid cannot have been reaped
     /// and reused by another process.
-    pub fn signal(&self, owner: i32, sig: i32) {
+    pub fn signal(&self, owner: i32, sig: i32) -> bool {
         let table = self.table();
         if let Some(&(_, pid)) = table.iter().find(|&&(o, _)| o == owner) {
             // SAFETY: a signal to our own child, not yet reaped (it is in
             // the table, under the lock); the paths handle their kick.
             unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, sig) };
+            return true;
         }
+        false
     }
 
     /// Forgets `pid`, which its owner has reaped (its own wait saw it go).

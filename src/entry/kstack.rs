@@ -62,6 +62,12 @@ const _: () = assert!(std::mem::size_of::<Tcb>() <= TCB_RESERVED);
 /// find the block's top by masking its stack pointer, with a guard page at
 /// the bottom. Returns the block's base.
 pub fn map_aligned_with_guard(size: usize) -> Result<usize, String> {
+    map_aligned_guarded(size, libc::MAP_PRIVATE)
+}
+
+/// [`map_aligned_with_guard`], MAP_SHARED (`sharing`) or MAP_PRIVATE: a
+/// shared block stays one memory in a host process made without CLONE_VM.
+pub fn map_aligned_guarded(size: usize, sharing: i32) -> Result<usize, String> {
     // Over-allocate so an aligned block fits, then trim.
     let len = 2 * size;
     // SAFETY: a fresh anonymous mapping at an address of the host's choice.
@@ -70,7 +76,7 @@ pub fn map_aligned_with_guard(size: usize) -> Result<usize, String> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            sharing | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
             0,
         )

@@ -213,6 +213,11 @@ pub enum Resume {
 /// The kernel side of a guest thread, as an entry path sees it.
 pub trait GuestKernel {
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume;
+    /// Changes to the memory map of a guest running in a host process of
+    /// its own (split::run_own_process), for it to make before it resumes.
+    fn take_host_ops(&mut self) -> Vec<crate::mm::space::HostOp> {
+        Vec::new()
+    }
 }
 
 /// The initial state of a guest thread (after execve, or for a new thread).
@@ -250,6 +255,10 @@ pub trait EntryPath: Send + Sync {
     /// ([`TrapFrame::new_site`]): patch it now, while other threads may run
     /// it (the rewrite path; zpoline rewrote it in the trap already).
     fn patch_syscall_site(&self, _addr: u64) {}
+    /// Guest pages [addr, addr+len) were copied to the physical pages at
+    /// `frame` for a forked child: the copy gets back the original bytes
+    /// of whatever the path rewrote there (the child's syscalls trap).
+    fn restore_copy(&self, _addr: usize, _frame: usize, _len: usize) {}
     /// Physical pages [addr, addr+len) were freed or wiped: whatever the
     /// path noted about code in them (zpoline's rewritten sites) is void.
     fn memory_freed(&self, _addr: usize, _len: usize) {}

@@ -842,6 +842,23 @@ fn forget_patch(st: &mut State, slot: u64) {
     }
 }
 
+/// Guest pages [addr, addr+len) were copied to `frame` (fork): the copy
+/// gets the original bytes of every patch in them (a forked child runs in
+/// a host process of its own, where a trampoline would enter nomu's stub
+/// in its copy of nomu; its syscalls trap instead).
+pub fn restore_copy(addr: usize, frame: usize, len: usize) {
+    let (lo, hi) = (addr as u64, (addr + len) as u64);
+    let st = state();
+    let pm = PhysMem::get();
+    for (_, m) in st.marks.range(lo..hi) {
+        if let Mark::Head { slot } = m {
+            if let Some(p) = st.patches.get(slot).filter(|p| p.end() <= hi) {
+                pm.poke(frame + (p.start - lo) as usize, &p.original);
+            }
+        }
+    }
+}
+
 /// Guest pages [addr, addr+len) were freed: forget what was patched there.
 pub fn memory_freed(addr: usize, len: usize) {
     let (lo, hi) = (addr as u64, (addr + len) as u64);

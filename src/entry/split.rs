@@ -72,7 +72,8 @@ use super::host_signals::{xstate_of, Ucontext, GUEST_HOST_MASK, RFLAGS_IF};
 use super::kstack::{self, ThreadKernelStack};
 use super::FAULT_SIGNALS;
 use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
-use crate::host::physmem::PAGE_SIZE;
+use crate::host::physmem::{PhysMem, PAGE_SIZE};
+use crate::mm::space::HostOp;
 use std::arch::global_asm;
 use std::cell::RefCell;
 use std::mem::offset_of;
@@ -139,9 +140,23 @@ struct Mailbox {
     ignored: [u8; 64],
     /// The mask the start code runs with: everything but the kick blocked.
     start_mask: u64,
+    /// The futex operation the child waits with: private for a CLONE_VM
+    /// child, shared for a forked one (another memory map).
+    wait_op: AtomicU64,
+    /// Host syscalls the child makes before it resumes guest code (a
+    /// forked child's memory map changes, see [`HostOp`]): `nops` entries
+    /// of [`OP_WORDS`] words (number, six arguments) at `ops`.
+    ops: AtomicU64,
+    nops: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
+
+/// Words per queued host syscall: its number and six arguments.
+const OP_WORDS: usize = 7;
+/// Room for queued host syscalls in a forked child's ops block.
+const OPS_SIZE: usize = 1 << 20;
+const MAX_OPS: usize = OPS_SIZE / (OP_WORDS * 8);
 
 const SA_RESTORER: u64 = 0x0400_0000;
 const FUTEX_WAIT: i32 = 0;
@@ -293,7 +308,7 @@ global_asm!(
     "    cmp dword ptr [rbx + {state}], {run}",
     "    je .Lsplit_woken",
     "    lea rdi, [rbx + {state}]",
-    "    mov esi, {futex_wait_private}",
+    "    mov esi, dword ptr [rbx + {wait_op}]",
     "    mov edx, {request}",
     "    xor r10d, r10d",
     "    mov eax, 202",
@@ -302,6 +317,28 @@ global_asm!(
     ".Lsplit_woken:",
     "    mov dword ptr [rbx + {child_sleeps}], 0",
     ".Lsplit_resume:",
+    // Queued host syscalls (a forked child's memory map), in order; one
+    // that fails kills the child (its guest then dies as if by SIGKILL).
+    "    mov r15, [rbx + {nops}]",
+    "    test r15, r15",
+    "    jz .Lsplit_ops_done",
+    "    mov r14, [rbx + {ops}]",
+    ".Lsplit_op:",
+    "    mov rax, [r14]",
+    "    mov rdi, [r14 + 8]",
+    "    mov rsi, [r14 + 16]",
+    "    mov rdx, [r14 + 24]",
+    "    mov r10, [r14 + 32]",
+    "    mov r8, [r14 + 40]",
+    "    mov r9, [r14 + 48]",
+    "    syscall",
+    "    cmp rax, -4095",
+    "    jae .Lsplit_die",
+    "    add r14, {op_size}",
+    "    dec r15",
+    "    jnz .Lsplit_op",
+    "    mov qword ptr [rbx + {nops}], 0",
+    ".Lsplit_ops_done:",
     "    mov rsi, [rbx + {fs}]",
     "    cmp rsi, r12",
     "    je .Lsplit_fs_done",
@@ -360,7 +397,10 @@ global_asm!(
     request = const REQUEST,
     run = const RUN,
     futex_wake = const FUTEX_WAKE,
-    futex_wait_private = const FUTEX_WAIT | FUTEX_PRIVATE,
+    wait_op = const offset_of!(Mailbox, wait_op),
+    ops = const offset_of!(Mailbox, ops),
+    nops = const offset_of!(Mailbox, nops),
+    op_size = const OP_WORDS * 8,
 );
 
 extern "C" {
@@ -389,10 +429,16 @@ fn may_spin() -> bool {
 /// Each nomu host thread's child, for `interrupt` and nomu's exit.
 static CHILDREN: Children = Children::new();
 
+/// The forked children's host processes (see [`run_own_process`]), by
+/// the nomu thread that runs each.
+static FORKED: Children = Children::new();
+
 /// A child process and its block, owned by the nomu thread that made it.
 struct Child {
     area: usize,
     tid: i32,
+    /// A forked child's ops block (MAP_SHARED; 0 for a CLONE_VM child).
+    ops: usize,
 }
 
 thread_local! {
@@ -410,7 +456,34 @@ fn futex(word: &AtomicU32, op: i32, val: u32) -> i64 {
 impl Child {
     /// Maps a block, starts the child in it and waits until it is parked.
     fn spawn() -> Result<Child, String> {
-        let area = kstack::map_aligned_with_guard(AREA_SIZE)?;
+        Child::spawn_kind(false)
+    }
+
+    /// The table of such children.
+    fn table(&self) -> &'static Children {
+        if self.ops != 0 {
+            &FORKED
+        } else {
+            &CHILDREN
+        }
+    }
+
+    /// `forked`: a host process of its own (clone without CLONE_VM), its
+    /// block and ops block shared memory; else a CLONE_VM child.
+    fn spawn_kind(forked: bool) -> Result<Child, String> {
+        let sharing = if forked { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+        let area = kstack::map_aligned_guarded(AREA_SIZE, sharing)?;
+        let ops = if forked {
+            match map_shared(OPS_SIZE) {
+                Ok(o) => o,
+                Err(e) => {
+                    unmap_area(area);
+                    return Err(e);
+                }
+            }
+        } else {
+            0
+        };
         let mb = (area + MBOX_OFFSET) as *mut Mailbox;
         let mut handled = [0u8; 16];
         for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, CHILD_KICK])) {
@@ -449,22 +522,39 @@ impl Child {
             handled,
             ignored,
             start_mask: !(1u64 << (CHILD_KICK - 1)),
+            wait_op: AtomicU64::new(if forked { FUTEX_WAIT } else { FUTEX_WAIT | FUTEX_PRIVATE } as u64),
+            ops: AtomicU64::new(ops as u64),
+            nops: AtomicU64::new(0),
         };
         // SAFETY: the mailbox slot lies at the top of our fresh mapping,
         // suitably aligned, and nobody else uses it yet.
         unsafe { mb.write(mailbox) };
-        let flags = (libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_CHILD_CLEARTID) as u64;
+        // A forked child shares nomu's descriptor table (it maps the memfd
+        // by number, and holds no second reference to any file: a pipe's
+        // reader still sees its end) but not its memory.
+        let vm = if forked { 0 } else { libc::CLONE_VM };
+        let flags = (vm | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_CHILD_CLEARTID) as u64;
         // SAFETY: the child starts on its own stack in our block and runs
         // only the asm above, which never returns into Rust code; the tid
         // word it clears on exit is the mailbox's state, which lives as long
         // as the block (unmapped only after the child is reaped).
+        //
+        // The child starts with every signal blocked: until its start code
+        // has its own handlers, a signal (a kick sent as soon as it is in
+        // the table) would find nomu's dispositions, and SIGUSR2's default
+        // kills it. A forked child's death is not seen through its tid
+        // word (the host clears it only for a memory map still in use), so
+        // such a death would leave its nomu thread waiting for good.
+        let creator_mask = crate::host::sys::block_mask(!0);
         let tid = unsafe { nomu_split_clone(flags, (area + MBOX_OFFSET) as u64, 0, mb as u64) };
+        crate::host::sys::swap_sigmask(creator_mask);
         if tid < 0 {
             unmap_area(area);
+            unmap_shared(ops, OPS_SIZE);
             return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
         }
-        let child = Child { area, tid: tid as i32 };
-        CHILDREN.register(child.tid);
+        let child = Child { area, tid: tid as i32, ops };
+        child.table().register(child.tid);
         if !child.wait_request() {
             return Err("the child died while starting".into());
         }
@@ -511,7 +601,8 @@ impl Child {
         // As in wait_request: state first, then the child's flag.
         mb.state.swap(RUN, Ordering::SeqCst);
         if mb.child_sleeps.load(Ordering::SeqCst) != 0 {
-            futex(&mb.state, FUTEX_WAKE | FUTEX_PRIVATE, 1);
+            let private = if self.ops != 0 { 0 } else { FUTEX_PRIVATE };
+            futex(&mb.state, FUTEX_WAKE | private, 1);
         }
     }
 
@@ -547,8 +638,34 @@ impl Drop for Child {
     fn drop(&mut self) {
         // Killed and reaped (unless nomu's exit did that already) before its
         // block goes.
-        CHILDREN.kill_and_reap(self.tid);
+        self.table().kill_and_reap(self.tid);
         unmap_area(self.area);
+        unmap_shared(self.ops, OPS_SIZE);
+    }
+}
+
+fn map_shared(len: usize) -> Result<usize, String> {
+    // SAFETY: a fresh shared anonymous mapping at an address of the host's choice.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", crate::host::last_errno()));
+    }
+    Ok(p as usize)
+}
+
+fn unmap_shared(at: usize, len: usize) {
+    if at != 0 {
+        // SAFETY: our own ops block, whose child is gone.
+        unsafe { libc::munmap(at as *mut libc::c_void, len) };
     }
 }
 
@@ -798,4 +915,138 @@ fn set_affinity_mask(tid: i32, mask: &[u8]) {
 fn set_affinity(tid: i32, set: &libc::cpu_set_t) {
     // SAFETY: a valid CPU set for this thread (0) or our own child.
     unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), set) };
+}
+
+/// What a forked child's host process does with a change to its memory map.
+fn op_words(op: &HostOp, pm: &PhysMem) -> [u64; OP_WORDS] {
+    let shared_fixed = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
+    match *op {
+        HostOp::Map { addr, len, prot, frame } => [
+            libc::SYS_mmap as u64,
+            addr as u64,
+            len as u64,
+            prot as u64,
+            shared_fixed,
+            pm.memfd_raw() as u64,
+            (frame - pm.base()) as u64,
+        ],
+        HostOp::Unmap { addr, len } => [libc::SYS_munmap as u64, addr as u64, len as u64, 0, 0, 0, 0],
+        HostOp::Protect { addr, len, prot } => {
+            [libc::SYS_mprotect as u64, addr as u64, len as u64, prot as u64, 0, 0, 0]
+        }
+    }
+}
+
+impl Child {
+    /// Queues host syscalls for the parked child to make before it
+    /// resumes guest code; false when they do not fit.
+    fn queue(&self, ops: &[[u64; OP_WORDS]]) -> bool {
+        let mb = self.mailbox();
+        let n = mb.nops.load(Ordering::Relaxed) as usize;
+        if n + ops.len() > MAX_OPS {
+            return false;
+        }
+        for (i, words) in ops.iter().enumerate() {
+            let at = self.ops + (n + i) * OP_WORDS * 8;
+            // SAFETY: inside our ops block (checked against MAX_OPS); the
+            // child is parked and reads it only after `release`.
+            unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), at as *mut u64, OP_WORDS) };
+        }
+        mb.nops.store((n + ops.len()) as u64, Ordering::Relaxed);
+        true
+    }
+}
+
+/// Runs a guest thread of a process whose memory is its own (a forked
+/// child: see src/mm/space/forked.rs) in a host process of its own,
+/// whatever entry path the other guests use: a clone of nomu without
+/// CLONE_VM running the same child code as this path's (its block and
+/// ops block shared memory, its futex waits shared), which first drops
+/// nomu's direct map and writable alias of physical memory and maps its
+/// own frames at its addresses, and then hands every syscall and fault
+/// over as a split child does. Changes to its memory map are queued by its
+/// address space ([`GuestKernel::take_host_ops`]) and made by the child
+/// before it resumes. Returns when the kernel answers Exit (exit, or
+/// execve, which brings the thread back to the normal entry path); the
+/// host process is then killed and reaped.
+pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::atexit(reap_forked_at_exit) };
+    });
+    let _kstack = ThreadKernelStack::enter();
+    let _kicks = super::host_signals::KicksLetThrough::new();
+    let before = crate::host::sys::guest_process();
+    let child = match Child::spawn_kind(true) {
+        Ok(c) => c,
+        Err(e) => {
+            child_lost(kernel, &format!("cannot start a forked guest's process: {e}"));
+            return;
+        }
+    };
+    crate::host::sys::set_guest_process(child.tid);
+    let pm = PhysMem::get();
+    // Nothing of nomu's physical memory stays visible but its own frames.
+    let mut pending = vec![
+        [libc::SYS_munmap as u64, pm.base() as u64, pm.size() as u64, 0, 0, 0, 0],
+        [libc::SYS_munmap as u64, pm.alias_base() as u64, pm.size() as u64, 0, 0, 0, 0],
+    ];
+    child.load(&start);
+    let mut affinity = Affinity::new();
+    loop {
+        pending.extend(kernel.take_host_ops().iter().map(|op| op_words(op, pm)));
+        if !child.queue(&pending) {
+            child_lost(kernel, "too many memory map changes at once");
+            break;
+        }
+        pending.clear();
+        affinity.before_release(child.tid);
+        child.release();
+        if !child.wait_request() {
+            // Its memory is in physical memory, but its registers are gone.
+            child_lost(kernel, "a forked guest's process died");
+            break;
+        }
+        let mb = child.mailbox();
+        // SAFETY: the child is parked until we release it; this is the
+        // only reference to its context.
+        let uc = unsafe { child.ucontext() };
+        let trap = trap_of(mb, uc);
+        let mut xstate = xstate_of(uc.mcontext.fpstate);
+        let gs = mb.gs_base.load(Ordering::Relaxed);
+        let mut frame = TrapFrame {
+            regs: &mut uc.mcontext.regs,
+            fs_base: mb.fs_base.load(Ordering::Relaxed),
+            gs_base: gs,
+            reset_xstate: false,
+            xstate: &mut xstate,
+            new_site: None,
+        };
+        let resume = kernel.on_trap(trap, &mut frame);
+        let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
+        if resume == Resume::Exit {
+            break;
+        }
+        mb.fs_base.store(fs_base, Ordering::Relaxed);
+        if gs_base != gs {
+            mb.gs_base.store(gs_base, Ordering::Relaxed);
+            mb.gs_dirty.store(1, Ordering::Relaxed);
+        }
+        if reset {
+            uc.mcontext.fpstate = 0;
+        }
+    }
+    affinity.unpin();
+    drop(child);
+    crate::host::sys::set_guest_process(before);
+}
+
+/// Kicks the forked child run by nomu thread `host_tid`, if it runs one.
+pub fn interrupt_own_process(host_tid: i32) -> bool {
+    FORKED.signal(host_tid, CHILD_KICK)
+}
+
+extern "C" fn reap_forked_at_exit() {
+    FORKED.reap_all();
 }

@@ -614,6 +614,34 @@ fn forget_sites(addr: usize, len: usize) {
     }
 }
 
+/// Guest pages [addr, addr+len) were copied to `frame` (fork): the copy
+/// gets `syscall` back at every rewritten site (a forked child runs in a
+/// host process of its own, where page 0 would enter nomu's stub in its
+/// copy of nomu; its syscalls trap instead).
+fn restore_copy(addr: usize, frame: usize, len: usize) {
+    let pm = PhysMem::get();
+    if !active() || !pm.contains(addr, len) {
+        return;
+    }
+    let page_marked = |page: usize| {
+        let (word, bit) = site_page_bit(page);
+        word.load(Ordering::Acquire) & bit != 0
+    };
+    for page in (addr..addr + len).step_by(PAGE_SIZE) {
+        // A page-cache page may have been rewritten by another process
+        // that shows it: its marks are at its physical address then.
+        let shown = pm.translate(page);
+        if !page_marked(page) && (shown == page || !page_marked(shown)) {
+            continue;
+        }
+        for site in page..page + PAGE_SIZE - 1 {
+            if is_site(site as u64) {
+                pm.poke(frame + (site - addr), &SYSCALL);
+            }
+        }
+    }
+}
+
 /// Whether `site` is a `syscall` instruction this path rewrote. A page
 /// shown at several addresses (the page cache's text, mm::mapping) keeps
 /// its rewrites, and their marks, at its physical address: a site found
@@ -998,6 +1026,14 @@ impl EntryPath for ZpolineEntry {
     fn code_copied(&self, dst: usize, src: usize, len: usize) {
         if !self.rewrite {
             copy_sites(dst, src, len);
+        }
+    }
+
+    fn restore_copy(&self, addr: usize, frame: usize, len: usize) {
+        if self.rewrite {
+            super::rewrite::restore_copy(addr, frame, len);
+        } else {
+            restore_copy(addr, frame, len);
         }
     }
 

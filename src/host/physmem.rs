@@ -126,6 +126,17 @@ impl PhysMem {
         self.base + self.size
     }
 
+    /// The memfd (a host process made with CLONE_FILES maps frames of it;
+    /// the mermap maps its pages).
+    pub fn memfd_raw(&self) -> i32 {
+        self.memfd.as_raw_fd()
+    }
+
+    /// Where the writable alias of physical memory starts.
+    pub fn alias_base(&self) -> usize {
+        self.alias
+    }
+
     pub fn contains(&self, addr: usize, len: usize) -> bool {
         addr >= self.base && addr.checked_add(len).is_some_and(|end| end <= self.end())
     }
@@ -192,11 +203,6 @@ impl PhysMem {
         unsafe {
             libc::madvise(addr as *mut libc::c_void, len, 23 /* MADV_POPULATE_WRITE */)
         };
-    }
-
-    /// The memfd (for the mermap's mappings of its pages).
-    pub(super) fn memfd_raw(&self) -> std::os::fd::RawFd {
-        self.memfd.as_raw_fd()
     }
 
     /// Zeroes whole pages and returns their memory to the host.

@@ -284,6 +284,11 @@ pub fn set_guest_process(pid: i32) {
     GUEST_PROCESS.with(|g| g.set(pid));
 }
 
+/// The host process set by [`set_guest_process`] (0: none).
+pub fn guest_process() -> i32 {
+    GUEST_PROCESS.with(|g| g.get())
+}
+
 /// The CPU time a host process has used (0 if it cannot be read).
 fn process_cpu_time(pid: i32) -> std::time::Duration {
     let mut clock: libc::clockid_t = 0;

@@ -36,12 +36,17 @@ pub struct Config {
     pub entry: Option<crate::entry::EntryKind>,
     /// How memfd_secret's pages leave the direct map (`--unmapped`).
     pub unmapped: crate::mm::phys::UnmappedPolicy,
+    /// fork and clone without CLONE_VM give the child a host process of
+    /// its own (else EINVAL, as on no-MMU Linux: `--no-fork`).
+    pub fork: bool,
 }
 
 pub struct Kernel {
     pub phys: &'static PhysicalMemory,
     pub root: Root,
     pub trace: bool,
+    /// Whether fork works (see Config::fork).
+    pub fork: bool,
     pub entry: Box<dyn EntryPath>,
     pub boot_time: Instant,
     /// nomu's own stderr, for trace lines and messages; the guest's fd 2 is
@@ -118,6 +123,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         phys,
         root,
         trace: config.trace,
+        fork: config.fork,
         entry,
         boot_time: Instant::now(),
         log,
@@ -519,11 +525,19 @@ impl Kernel {
                 thread.wake_word.fetch_add(1, Ordering::SeqCst);
                 crate::host::sys::wake_word(&thread.wake_word);
             }
+            // A forked child's guest code runs in its host process of its own.
+            Waiting::InHostCall if crate::entry::split::interrupt_own_process(host_tid) => {
+                crate::entry::host_signals::kick(host_tid);
+            }
             Waiting::InHostCall => {
                 self.entry.interrupt(host_tid);
                 self.entry.interrupt_kernel_side(host_tid);
             }
-            Waiting::No => self.entry.interrupt(host_tid),
+            Waiting::No => {
+                if !crate::entry::split::interrupt_own_process(host_tid) {
+                    self.entry.interrupt(host_tid)
+                }
+            }
         }
     }
 

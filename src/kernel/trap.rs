@@ -117,10 +117,24 @@ fn run_guest(
         hand_off: None,
         quiet_epipe: std::cell::Cell::new(false),
     };
-    kernel.entry.run(start, &mut ctx);
-    match ctx.hand_off.take() {
-        Some(s) => RunEnd::HandedOff(s),
-        None => RunEnd::Exit(ctx.exit.unwrap_or(ExitStatus::Code(0))),
+    let mut start = start;
+    loop {
+        // A forked child's memory is its own: it runs in a host process of
+        // its own, whatever the path the other guests use.
+        let own_host = ctx.mm.lock().unwrap().own_host();
+        if own_host {
+            crate::entry::split::run_own_process(start, &mut ctx);
+        } else {
+            kernel.entry.run(start, &mut ctx);
+        }
+        match ctx.hand_off.take() {
+            // execve from or into a host process of its own (a forked
+            // child, a fixed-address program whose range is taken): the
+            // other path, on this same host thread.
+            Some(s) if ctx.vfork_parent.is_none() && ctx.exit.is_none() => start = s,
+            Some(s) => return RunEnd::HandedOff(s),
+            None => return RunEnd::Exit(ctx.exit.unwrap_or(ExitStatus::Code(0))),
+        }
     }
 }
 
@@ -406,6 +420,10 @@ fn death_of(thread: &Thread) -> Option<ExitStatus> {
 }
 
 impl GuestKernel for ThreadCtx {
+    fn take_host_ops(&mut self) -> Vec<crate::mm::space::HostOp> {
+        self.mm.lock().unwrap().take_host_ops()
+    }
+
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume {
         if let Some(status) = self.must_leave() {
             self.exit = Some(status);

@@ -151,19 +151,29 @@ fn load_one(
             .alloc_unzeroed(span + reserve, align)
             .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
         (start, reserve)
-    } else {
-        phys.alloc_at(lo, span, Fresh::Used).map_err(|_| {
-            ExecError::new(
-                Errno::ENOMEM,
-                format!(
-                    "fixed-address (ET_EXEC) program wants {lo:#x}-{hi:#x}, which is outside nomu's physical memory or in use; rebuild it as PIE"
-                ),
-            )
-        })?;
+    } else if phys.alloc_at(lo, span, Fresh::Used).is_ok() {
         // The heap reservation is best effort for fixed-address programs.
         let heap = if reserve > 0 && phys.alloc_at(hi, reserve, Fresh::Used).is_ok() { reserve } else { 0 };
         (lo, heap)
+    } else if kernel.fork && phys.contains(lo, span) {
+        // Its range is taken: it runs in a host process of its own (as a
+        // forked child does), its image loaded at free pages and shown at
+        // its own addresses there (see AddressSpace::move_image).
+        let start = phys
+            .alloc(span, PAGE_SIZE, Fresh::Used)
+            .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
+        space.hold_range(lo, span);
+        (start, 0)
+    } else {
+        return Err(ExecError::new(
+            Errno::ENOMEM,
+            format!(
+                "fixed-address (ET_EXEC) program wants {lo:#x}-{hi:#x}, which is outside nomu's physical memory{}; rebuild it as PIE",
+                if kernel.fork { "" } else { " or in use (--no-fork)" }
+            ),
+        ));
     };
+    let moved = etype == ET_EXEC && start != lo;
     let bias = start - lo;
     // Page protections per segment; a page two segments share gets both.
     let ranges: Vec<(usize, usize, i32)> = loads
@@ -289,8 +299,28 @@ fn load_one(
         }
     }
 
-    prepare_known_sites(kernel, space, file, &loads, bias);
+    if moved {
+        // Its code runs at its own addresses in a host process of its
+        // own, whose syscalls trap: no site is prepared, here or in its
+        // interpreter.
+        space.move_image(start, span, lo);
+        return finish(file, &phdrs, &loads, phoff, 0, entry);
+    }
+    if !space.has_moved_image() {
+        prepare_known_sites(kernel, space, file, &loads, bias);
+    }
+    finish(file, &phdrs, &loads, phoff, bias, entry)
+}
 
+/// What load_one returns for an image whose addresses are `bias` + its own.
+fn finish(
+    file: &Arc<OpenFile>,
+    phdrs: &[Phdr],
+    loads: &[&Phdr],
+    phoff: u64,
+    bias: usize,
+    entry: u64,
+) -> Result<Loaded, ExecError> {
     let phdr = phdrs
         .iter()
         .find(|p| p.p_type == PT_PHDR)

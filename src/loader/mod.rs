@@ -168,6 +168,7 @@ pub fn prepare(
         let mut space = AddressSpace::new(kernel.phys);
         let image = elf::load(kernel, process.pid, &mut space, &f, &head, &cwd)?;
         let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, ids, kernel)?;
+        space.become_own_host();
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
         // /proc/PID/exe names the file itself, as Linux's d_path of it:
         // symlinks resolved, inside the root.

@@ -82,6 +82,13 @@ pub trait PageSource: Send + Sync {
     fn lingers(&self) -> bool {
         true
     }
+    /// Whether these are a MAP_SHARED mapping's pages that a fork made
+    /// shared between parent and child (src/mm/space/forked.rs): the VMAs
+    /// are still that mapping (written back to its file, if any), and the
+    /// last handle frees the pages.
+    fn shared_at_fork(&self) -> bool {
+        false
+    }
 }
 
 /// A VMA's pages, when they are not the identity pages at its address.

@@ -22,6 +22,9 @@ use crate::host::physmem::GuestRange;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod forked;
+pub use forked::HostOp;
+
 pub const PROT_READ: i32 = libc::PROT_READ;
 pub const PROT_WRITE: i32 = libc::PROT_WRITE;
 pub const PROT_EXEC: i32 = libc::PROT_EXEC;
@@ -108,7 +111,8 @@ pub struct Vma {
     /// The shared memory segment whose pages these are (VmaKind::Shm).
     pub shm: Option<Box<dyn SharedPages>>,
     /// The pages the VMA shows when they are not the physical pages at its
-    /// address (mm::mapping).
+    /// address (mm::mapping). In a forked child's address space (its own
+    /// host process, see forked.rs) every VMA has them.
     pub frames: Option<Frames>,
 }
 
@@ -127,6 +131,12 @@ impl Vma {
             shm: None,
             frames: None,
         }
+    }
+
+    /// The physical page holding the byte at `addr` of this VMA (which
+    /// starts at `start`).
+    pub fn frame_of(&self, start: usize, addr: usize) -> usize {
+        self.frames.as_ref().map_or(addr, |f| f.frame_of(addr - start))
     }
 
     /// Whether the VMA's pages may hold data: it is accessible, or its
@@ -185,6 +195,17 @@ pub struct AddressSpace {
     deferred: Vec<(usize, usize)>,
     /// Bytes this address space's VMAs have charged to the commit account.
     committed: usize,
+    /// A forked child's address space, run in a host process of its own
+    /// (see forked.rs): every VMA's pages are frames elsewhere, and each
+    /// change is also queued for that host process's own memory map.
+    own_host: bool,
+    host_ops: Vec<HostOp>,
+    /// A fixed-address image was loaded elsewhere (move_image): the space
+    /// becomes its own host process's when the loader is done.
+    moved_image: bool,
+    /// Free pages taken while loading so that nothing else of this space
+    /// lands where the moved image will show (see hold_range).
+    held: Vec<usize>,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -202,6 +223,10 @@ impl AddressSpace {
             pins: Vec::new(),
             deferred: Vec::new(),
             committed: 0,
+            own_host: false,
+            host_ops: Vec::new(),
+            moved_image: false,
+            held: Vec::new(),
         }
     }
 
@@ -392,13 +417,22 @@ impl AddressSpace {
     /// Copies a shared, writable file mapping's pages back to its file
     /// (never past the file's current end, which a mapping cannot extend).
     fn write_back_vma(start: usize, v: &Vma) {
-        let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.was_writable && v.frames.is_none()) else { return };
+        if v.frames.as_ref().is_none_or(|f| f.source.shared_at_fork()) {
+            Self::write_back_pages(start, v);
+        }
+    }
+
+    /// [`write_back_vma`](Self::write_back_vma) from whatever pages the VMA
+    /// shows (a forked child's shared file mapping: its frames).
+    fn write_back_pages(start: usize, v: &Vma) {
+        let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.was_writable) else { return };
         let Ok(size) = b.file.size() else { return };
         let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
         if len > 0 {
             // Through the alias: pages the guest made PROT_NONE since it
             // wrote them are written back too, as Linux does.
-            let _ = b.file.write_at_from(GuestRange::new(start, len).unwrap().through_alias(), b.offset);
+            let at = v.frame_of(start, start);
+            let _ = b.file.write_at_from(GuestRange::new(at, len).unwrap().through_alias(), b.offset);
         }
     }
 
@@ -406,7 +440,9 @@ impl AddressSpace {
     pub fn write_back(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
         let end = addr.saturating_add(len);
         for (&s, v) in self.vmas.range(..end) {
-            if v.end > addr {
+            if v.end > addr && self.own_host {
+                Self::write_back_pages(s, v);
+            } else if v.end > addr {
                 Self::write_back_vma(s, v);
             }
         }
@@ -466,6 +502,9 @@ impl AddressSpace {
         freeing: usize,
     ) -> Result<usize, Errno> {
         debug_assert!(len > 0 && is_page_aligned(len));
+        if self.own_host {
+            return self.forked_map(place, len, vma, fill, freeing);
+        }
         vma.charged = vma.needs_charge();
         if vma.charged {
             if let Err(e) = self.charge(len, freeing) {
@@ -660,6 +699,9 @@ impl AddressSpace {
     /// munmap: frees the pages of every mapping in the range.
     pub fn unmap(&mut self, addr: usize, len: usize) {
         let end = addr.saturating_add(len);
+        if self.own_host {
+            return self.forked_unmap(addr, end);
+        }
         for (s, e, charged) in self.take_range(addr, end) {
             self.release_pages(s, e, charged);
         }
@@ -744,6 +786,9 @@ impl AddressSpace {
         // A shared memory segment's pages keep the protection its
         // attachments, in every process, together allow: the VMA's binds
         // only what syscalls may do with them.
+        if self.own_host {
+            return self.forked_protect(addr, end, prot);
+        }
         let mut at = addr;
         for (s, e) in shared {
             self.phys.set_prot(at, s - at, host_prot(prot))?;
@@ -784,21 +829,25 @@ impl AddressSpace {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
-            if v.shm.is_some() || v.frames.is_some() {
+            if v.shm.is_some() || (v.frames.is_some() && !self.own_host) {
                 // Shared memory keeps its contents (Linux zaps only the
                 // page tables; the segment's pages hold the data); a frames
                 // VMA's pages are its source's (a private file mapping's
-                // are the file's, which a re-read gives back).
+                // are the file's, which a re-read gives back). A forked
+                // child's frames are its own pages.
                 p = run_end;
                 continue;
             }
-            self.vmas.get_mut(&s).unwrap().origin = None;
-            self.phys.scrub(p, run_end - p);
+            let v = self.vmas.get_mut(&s).unwrap();
+            v.origin = None;
+            // The pages (a forked child's frames are elsewhere).
+            let f = v.frame_of(s, p);
+            self.phys.scrub(f, run_end - p);
             if let Some(b) = backing {
-                let range = GuestRange::new(p, run_end - p).unwrap();
+                let range = GuestRange::new(f, run_end - p).unwrap();
                 let _ = b.file.read_at_into(range, b.offset + (p - s) as u64);
             }
-            self.phys.set_prot(p, run_end - p, host_prot(prot))?;
+            self.phys.set_prot(f, run_end - p, host_prot(prot))?;
             p = run_end;
         }
         Ok(())
@@ -819,6 +868,9 @@ impl AddressSpace {
         if new_len <= old_len {
             self.unmap(old + new_len, old_len - new_len);
             return Ok(old);
+        }
+        if self.own_host {
+            return self.forked_grow(old, old_len, new_len, vma, start, may_move);
         }
         if let Some(f) = &vma.frames {
             // Growing: a copy-on-write source's VMA gets private copies
@@ -884,6 +936,9 @@ impl AddressSpace {
         if self.vmas.range(..end).next_back().is_some_and(|(_, v)| v.end > start) {
             return Err(Errno::EINVAL);
         }
+        if self.own_host {
+            self.host_ops.push(HostOp::Map { addr: start, len, prot: host_prot(vma.prot), frame: start });
+        }
         self.vmas.insert(start, Vma { end, ..vma });
         Ok(start)
     }
@@ -902,7 +957,11 @@ impl AddressSpace {
             .map(|(&s, _)| s)
             .collect();
         for k in keys {
-            self.vmas.remove(&k);
+            if let Some(v) = self.vmas.remove(&k) {
+                if self.own_host {
+                    self.host_ops.push(HostOp::Unmap { addr: k, len: v.end - k });
+                }
+            }
         }
         Ok(())
     }
@@ -919,6 +978,9 @@ impl AddressSpace {
     pub fn set_brk(&mut self, new: usize) -> usize {
         if self.brk_start == 0 || new < self.brk_start {
             return self.brk;
+        }
+        if self.own_host {
+            return self.forked_set_brk(new);
         }
         let Some(new_end) = page_up(new) else { return self.brk };
         let old_end = page_up(self.brk).unwrap();
@@ -950,6 +1012,13 @@ impl AddressSpace {
 
     /// Frees every page this address space owns.
     pub fn release_all(&mut self) {
+        if self.moved_image && !self.own_host {
+            // A failed exec of a moved image: its pages are frames.
+            self.become_own_host();
+        }
+        if self.own_host {
+            return self.forked_release_all();
+        }
         let vmas = std::mem::take(&mut self.vmas);
         for (s, v) in vmas {
             if v.shm.is_some() {

@@ -70,7 +70,10 @@ impl<'a> UserMem<'a> {
         } else {
             let mut space = self.space.lock().unwrap();
             let ok = space.accessible_prefix(addr as usize, len, write);
-            let range = GuestRange::new(addr as usize, ok).filter(|_| ok > 0).ok_or(Errno::EFAULT)?;
+            // A forked child's pages: the run behind the first byte (a
+            // host call gets the part up to its VMA's end).
+            let (at, ok) = space.translate(addr as usize, ok).unwrap_or((addr as usize, 0));
+            let range = GuestRange::new(at, ok).filter(|_| ok > 0).ok_or(Errno::EFAULT)?;
             space.pin(range.addr(), range.len());
             range
         };
@@ -92,7 +95,12 @@ impl<'a> UserMem<'a> {
         if space.accessible_prefix(addr as usize, len, write) != len {
             return Err(Errno::EFAULT);
         }
-        let range = GuestRange::new(addr as usize, len).ok_or(Errno::EFAULT)?;
+        let at = match space.translate(addr as usize, len) {
+            Some((at, run)) if run == len => at,
+            // Over two VMAs of a forked child: not one run of pages.
+            _ => return Err(Errno::EFAULT),
+        };
+        let range = GuestRange::new(at, len).ok_or(Errno::EFAULT)?;
         let r = call(range);
         drop(space);
         r
@@ -111,7 +119,10 @@ impl<'a> UserMem<'a> {
         if space.accessible_prefix(addr as usize, len, write) != len {
             return Err(Errno::EFAULT);
         }
-        GuestRange::new(addr as usize, len).ok_or(Errno::EFAULT)
+        match space.translate(addr as usize, len) {
+            Some((at, run)) if run == len => GuestRange::new(at, len).ok_or(Errno::EFAULT),
+            _ => Err(Errno::EFAULT),
+        }
     }
 
     /// Compares the guest word at `addr` with `old` and stores `new` if
@@ -142,10 +153,33 @@ impl<'a> UserMem<'a> {
             return Ok(());
         }
         let len = buf.len();
-        self.with_full_range(addr, len, false, |_| match safecopy::copy_from_guest(buf, addr as usize) {
-            n if n == len => Ok(()),
-            _ => Err(Errno::EFAULT),
-        })
+        self.with_pieces(addr, len, false, |at, off, n| safecopy::copy_from_guest(&mut buf[off..off + n], at) == n)
+    }
+
+    /// Runs `copy(where, offset, len)` on each run of [addr, addr+len)
+    /// with the address space locked, after checking the guest may access
+    /// all of it: one run, at `addr`, but in a forked child (its pages are
+    /// frames elsewhere), one per VMA. EFAULT if a copy comes up short.
+    fn with_pieces(
+        &self,
+        addr: u64,
+        len: usize,
+        write: bool,
+        mut copy: impl FnMut(usize, usize, usize) -> bool,
+    ) -> Result<(), Errno> {
+        let space = self.space.lock().unwrap();
+        if space.accessible_prefix(addr as usize, len, write) != len {
+            return Err(Errno::EFAULT);
+        }
+        let mut off = 0;
+        while off < len {
+            let (at, run) = space.translate(addr as usize + off, len - off).ok_or(Errno::EFAULT)?;
+            if !copy(at, off, run) {
+                return Err(Errno::EFAULT);
+            }
+            off += run;
+        }
+        Ok(())
     }
 
     pub fn read<T: Pod>(&self, addr: u64) -> Result<T, Errno> {
@@ -158,10 +192,7 @@ impl<'a> UserMem<'a> {
         if data.is_empty() {
             return Ok(());
         }
-        self.with_full_range(addr, data.len(), true, |_| match safecopy::copy_to_guest(addr as usize, data) {
-            n if n == data.len() => Ok(()),
-            _ => Err(Errno::EFAULT),
-        })
+        self.with_pieces(addr, data.len(), true, |at, off, n| safecopy::copy_to_guest(at, &data[off..off + n]) == n)
     }
 
     pub fn write<T: Pod>(&self, addr: u64, v: &T) -> Result<(), Errno> {

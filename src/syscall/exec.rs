@@ -43,13 +43,14 @@ const MAX_ARG_STRINGS: usize = 0x7fff_ffff;
 /// vfork(2): a child that borrows this process's memory and stack until it
 /// execs or exits; the caller waits until then.
 pub fn sys_vfork(ctx: &mut Ctx) -> SysResult {
-    spawn_child(ctx, CLONE_VM | CLONE_VFORK | libc::SIGCHLD as u64, 0, 0, 0, 0, None)
+    clone(ctx, CLONE_VM | CLONE_VFORK | libc::SIGCHLD as u64, 0, 0, 0, 0, 0)
 }
 
-/// fork(2) needs an MMU: no-MMU Linux answers EINVAL.
+/// fork(2): the child runs in a host process of its own with a copy of
+/// this process's memory (see fork_child); EINVAL under `--no-fork`, as
+/// no-MMU Linux answers.
 pub fn sys_fork(ctx: &mut Ctx) -> SysResult {
-    ctx.note("fork needs an MMU; use vfork or posix_spawn");
-    Err(Errno::EINVAL)
+    clone(ctx, libc::SIGCHLD as u64, 0, 0, 0, 0, 0)
 }
 
 /// x86-64's order: flags, stack, parent_tid, child_tid, tls. Linux reads
@@ -135,19 +136,36 @@ fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64, 
         if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
             return Err(Errno::EINVAL);
         }
+        if ctx.t.mm.lock().unwrap().own_host() {
+            // One guest thread per host process of its own, for now.
+            ctx.note("a forked child cannot make threads yet");
+            return Err(Errno::EAGAIN);
+        }
         return spawn_thread(ctx, flags, stack, ptid, ctid, tls, pidfd_out);
     }
-    if flags & CLONE_VM == 0 {
-        ctx.note("clone without CLONE_VM needs an MMU; use CLONE_VM|CLONE_VFORK");
+    if flags & CLONE_VM == 0 && !ctx.kernel().fork {
+        ctx.note("fork needs an MMU (nomu run --no-fork); use vfork or posix_spawn");
         return Err(Errno::EINVAL);
     }
     if flags & (CLONE_SIGHAND | CLONE_FILES | CLONE_FS | CLONE_PARENT) != 0 {
         ctx.note("CLONE_SIGHAND, CLONE_FILES, CLONE_FS and CLONE_PARENT are not provided yet");
         return Err(Errno::EINVAL);
     }
-    spawn_child(ctx, flags, stack, ptid, ctid, tls, pidfd_out)
+    // A forked child's memory lives in its own host process: a CLONE_VM
+    // child of it (vfork, posix_spawn) gets a copy too, which is what it
+    // may rely on until it execs or exits.
+    if flags & CLONE_VM == 0 || ctx.t.mm.lock().unwrap().own_host() {
+        let mm = ctx.t.mm.clone();
+        let entry = &ctx.kernel().entry;
+        let copy = mm.lock().unwrap().fork_copy(&|addr, frame, len| entry.restore_copy(addr, frame, len))?;
+        return spawn_child(ctx, flags & !CLONE_VM, stack, ptid, ctid, tls, pidfd_out, Some(copy));
+    }
+    spawn_child(ctx, flags, stack, ptid, ctid, tls, pidfd_out, None)
 }
 
+/// A new process: sharing this one's memory (vfork, CLONE_VM), or, with
+/// `copy`, with that copy of it (fork), in a host process of its own.
+#[allow(clippy::too_many_arguments)] // clone's own arguments, and what clone made of them
 fn spawn_child(
     ctx: &mut Ctx,
     flags: u64,
@@ -156,22 +174,31 @@ fn spawn_child(
     ctid: u64,
     tls: u64,
     pidfd_out: Option<u64>,
+    copy: Option<crate::mm::space::AddressSpace>,
 ) -> SysResult {
     let kernel = ctx.kernel();
     let parent = ctx.process().clone();
     let pid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
     let child = Arc::new(Process::new_child(&parent, pid));
+    let copy = copy.map(|space| Arc::new(crate::sync::OrderedMutex::new(space)));
+    if let Some(mm) = &copy {
+        child.set_mm(mm.clone());
+    }
     let pidfd = match pidfd_out {
         Some(out) => Some(super::pidfd::install_for_clone(ctx, PidFd::Process(child.clone()), out)?),
         None => None,
     };
     let (pgid, sid) = kernel.tasks.ids(parent.pid).unwrap_or((parent.pid, parent.pid));
     if flags & CLONE_PARENT_SETTID != 0 {
+        // The parent's memory only (a fork's copy is made already).
         ctx.mem().write(ptid, &(pid as i32))?;
     }
     if flags & CLONE_CHILD_SETTID != 0 {
-        // Memory is shared: the child's view of ctid is the parent's.
-        ctx.mem().write(ctid, &(pid as i32))?;
+        // The child's view of ctid: the parent's memory (vfork) or its own.
+        match &copy {
+            Some(mm) => crate::mm::uaccess::UserMem::new(mm).write(ctid, &(pid as i32))?,
+            None => ctx.mem().write(ctid, &(pid as i32))?,
+        }
     }
     kernel.tasks.insert(Task { process: child.clone(), ppid: parent.pid, pgid, sid, zombie: None, stop_event: None });
     let thread = Arc::new(Thread::new(pid, child.clone(), &ctx.t.thread));
@@ -194,7 +221,7 @@ fn spawn_child(
     // The parent waits until the child execs or exits: on an entry path
     // that can, the child runs on the parent's host thread meanwhile (not
     // from a child that itself runs so: its parent needs this thread back).
-    if flags & CLONE_VFORK != 0 && kernel.entry.runs_nested() && ctx.t.vfork_parent.is_none() {
+    if flags & CLONE_VFORK != 0 && copy.is_none() && kernel.entry.runs_nested() && ctx.t.vfork_parent.is_none() {
         child.threads.lock().unwrap().push(thread.clone());
         crate::kernel::trap::run_vfork_child(kernel, thread, start, &ctx.t.thread);
         ctx.t.leave_if_gone();
@@ -324,6 +351,9 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     })?;
     let process = ctx.process().clone();
     let cred = ctx.t.thread.cred();
+    // A forked child's new program runs on the normal entry path: its
+    // host process of its own goes with its old memory.
+    let was_forked = ctx.t.mm.lock().unwrap().own_host();
     let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp, cred.aux_ids()).map_err(|e| {
         if !e.message.is_empty() {
             ctx.note(&e.message);
@@ -359,7 +389,8 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     ctx.frame.gs_base = start.gs_base;
     ctx.frame.reset_xstate = true;
     process.release_vfork_parent();
-    if ctx.t.vfork_parent.is_some() {
+    let now_forked = ctx.t.mm.lock().unwrap().own_host();
+    if ctx.t.vfork_parent.is_some() || was_forked || now_forked {
         // It ran on its parent's host thread: it goes on on its own.
         ctx.t.hand_off = Some(start);
     }

@@ -1,0 +1,481 @@
+//! A forked child's address space: it runs in a host process of its own
+//! (src/entry/fork.rs), so its addresses need not be the physical
+//! addresses of its pages. Every VMA of such a space holds `frame`: the
+//! physical page of its first page, its pages the run from there. nomu
+//! reaches the pages there (uaccess translates every guest address, see
+//! [`AddressSpace::translate`]); the child's host process maps them at the
+//! VMA's address, from the changes queued here ([`HostOp`]) and carried out
+//! by that process before it runs guest code again.
+//!
+//! fork copies: each of the parent's VMAs gets frames of its own, and the
+//! parts of the parent's pages that hold data (holes are skipped: a page
+//! never touched costs nothing) are copied into them through the writable
+//! alias. The copy is charged to the commit account like any mapping, so
+//! `--mem` refuses a fork that does not fit (ENOMEM to the parent).
+
+use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
+use crate::abi::errno::Errno;
+use crate::host::physmem::GuestRange;
+use crate::mm::mapping::{Frames, OwnedFrames, PageSource};
+use crate::mm::phys::Fresh;
+use crate::mm::{page_up, PAGE_SIZE};
+use std::sync::Arc;
+
+/// A forked child's VMA's own run of physical pages (its copy, or new
+/// pages it mapped). The address space frees them itself as the VMA goes
+/// (deferred while a pin covers them, as for any page), so the handle
+/// frees nothing. A System V segment's pages are shown the same way and
+/// never freed by the address space.
+struct ChildFrames {
+    start: usize,
+    len: usize,
+}
+
+impl PageSource for ChildFrames {
+    fn frames(&self, offset: usize) -> (usize, usize) {
+        (self.start + offset, self.len - offset)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn copy_on_write(&self) -> bool {
+        false
+    }
+}
+
+/// A MAP_SHARED mapping's pages after a fork: parent and child (and their
+/// later forks) show the same pages, freed with the last handle.
+struct ForkShared(Arc<OwnedFrames>);
+
+impl PageSource for ForkShared {
+    fn frames(&self, offset: usize) -> (usize, usize) {
+        self.0.frames(offset)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn copy_on_write(&self) -> bool {
+        false
+    }
+
+    fn shared_at_fork(&self) -> bool {
+        true
+    }
+}
+
+fn child_frames(start: usize, len: usize) -> Option<Frames> {
+    Some(Frames::new(Arc::new(ChildFrames { start, len }), 0))
+}
+
+/// A change to a forked child's host memory map, queued by its address
+/// space and carried out by its host process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostOp {
+    /// Maps the physical pages from `frame` at `addr`.
+    Map {
+        addr: usize,
+        len: usize,
+        prot: i32,
+        frame: usize,
+    },
+    Unmap {
+        addr: usize,
+        len: usize,
+    },
+    Protect {
+        addr: usize,
+        len: usize,
+        prot: i32,
+    },
+}
+
+impl AddressSpace {
+    /// Whether this is a forked child's address space (its own host process).
+    pub fn own_host(&self) -> bool {
+        self.own_host
+    }
+
+    /// Takes the changes to carry out in the host process.
+    pub fn take_host_ops(&mut self) -> Vec<HostOp> {
+        std::mem::take(&mut self.host_ops)
+    }
+
+    /// The physical run behind [addr, addr+len): the frame of `addr` and
+    /// how many bytes from there are contiguous (at most `len`, at most to
+    /// the end of the VMA), or None when `addr` is in no VMA.
+    ///
+    /// In a normal address space an address is its page, but for a VMA
+    /// that shows frames (mm::mapping): nomu's direct map shows them at
+    /// the address too, but a host futex must name the page one way for
+    /// every process that shows it (a MAP_SHARED mapping shared with a
+    /// forked child: private host futexes key on the address).
+    pub fn translate(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
+        let found = self.find(addr);
+        if len == 0 || (!self.own_host && found.is_none_or(|(_, v)| v.frames.is_none())) {
+            return Some((addr, len));
+        }
+        let (s, v) = found?;
+        let f = v.frames.as_ref().expect("a frames VMA");
+        let (frame, run) = f.runs(addr - s, len.min(v.end - addr))[0];
+        Some((frame, run))
+    }
+
+    /// A copy of this address space for a forked child: the same VMAs,
+    /// each with frames of its own holding a copy of its data. `restore`
+    /// is told each copy (guest address, frame, length) so that an entry
+    /// path may put back the original bytes of syscall sites it rewrote.
+    /// ENOMEM when the copies do not fit in `--mem` or physical memory.
+    pub fn fork_copy(&mut self, restore: &dyn Fn(usize, usize, usize)) -> Result<AddressSpace, Errno> {
+        // MAP_SHARED mappings stay shared: their pages become one source
+        // that this space and the child both show.
+        let shared: Vec<usize> = self
+            .vmas
+            .iter()
+            .filter(|(_, v)| {
+                v.shared && v.shm.is_none() && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork())
+            })
+            .map(|(&s, _)| s)
+            .collect();
+        for s in shared {
+            self.share_for_fork(s)?;
+        }
+        let mut child = AddressSpace::new(self.phys);
+        child.own_host = true;
+        let pm = crate::host::physmem::PhysMem::get();
+        // Nothing of the parent's heap reservation beyond the break comes
+        // along: the child grows its heap with frames of its own.
+        child.brk_start = self.brk_start;
+        child.brk = self.brk;
+        child.brk_owned_end = if self.brk_start == 0 { 0 } else { page_up(self.brk).unwrap_or(self.brk) };
+        for (&s, v) in &self.vmas {
+            let len = v.end - s;
+            let mut copy = v.clone();
+            if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork()) {
+                copy.charged = false;
+                child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: f.frame_of(0) });
+                child.vmas.insert(s, copy);
+                continue;
+            }
+            if v.shm.is_some() {
+                // A System V segment stays shared: the same pages.
+                copy.frames = child_frames(v.frame_of(s, s), len);
+                child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: v.frame_of(s, s) });
+                child.vmas.insert(s, copy);
+                continue;
+            }
+            // What may hold data is copied and charged (a frames VMA of a
+            // normal space, mm::mapping, is not charged there).
+            let holds = v.charged || (v.frames.is_some() && !self.own_host);
+            copy.charged = holds;
+            if holds {
+                child.charge(len, 0)?;
+            }
+            let fresh = if holds { Fresh::Used } else { Fresh::Reserved };
+            let frame = child.phys.alloc(len, PAGE_SIZE, fresh).inspect_err(|_| {
+                if holds {
+                    child.uncharge(len);
+                }
+            })?;
+            copy.frames = child_frames(frame, len);
+            if holds {
+                if v.frames.is_some() && !self.own_host {
+                    // Frames the direct map shows (mm::mapping): copied
+                    // through it.
+                    pm.copy_within(frame, s, len);
+                } else {
+                    // Only what holds data: holes stay holes.
+                    let src = v.frame_of(s, s);
+                    for (at, n) in pm.populated(src, len) {
+                        pm.copy_within(frame + (at - src), at, n);
+                    }
+                }
+                // A forked parent's code has its sites' bytes already.
+                if !self.own_host {
+                    restore(s, frame, len);
+                }
+            }
+            // nomu's own view of the frames keeps the guest's protection,
+            // so its checked copies fault where the guest's would.
+            let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
+            child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
+            child.vmas.insert(s, copy);
+        }
+        Ok(child)
+    }
+
+    /// Makes the MAP_SHARED VMA at `s` show a [`ForkShared`] copy of its
+    /// pages (its own are freed), for a fork to share.
+    fn share_for_fork(&mut self, s: usize) -> Result<(), Errno> {
+        let v = &self.vmas[&s];
+        let (len, prot, charged) = (v.end - s, v.prot, v.charged);
+        let pages = OwnedFrames::new(self.phys, len, false)?;
+        let pm = crate::host::physmem::PhysMem::get();
+        let frames = Frames::new(Arc::new(ForkShared(pages.clone())), 0);
+        if self.own_host {
+            let old = v.frame_of(s, s);
+            pm.copy_within(pages.start(), old, len);
+            if charged {
+                self.uncharge(len);
+                self.free_pages(old, old + len);
+            } else {
+                self.phys.free_untouched(old, len);
+            }
+            let _ = self.phys.set_prot(pages.start(), len, host_prot(prot));
+            self.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(prot), frame: pages.start() });
+            let v = self.vmas.get_mut(&s).unwrap();
+            v.frames = Some(frames);
+            v.charged = false;
+            Ok(())
+        } else {
+            // Through the direct map (the VMA may show frames already).
+            pm.copy_within(pages.start(), s, len);
+            self.replace_with_frames(s, len, frames)
+        }
+    }
+
+    /// Takes the free pages of [addr, addr+len) until
+    /// [`become_own_host`](Self::become_own_host), so that nothing the
+    /// loader maps next (the interpreter, the stack) lands in the range a
+    /// moved image will show.
+    pub fn hold_range(&mut self, addr: usize, len: usize) {
+        for p in (addr..addr + len).step_by(PAGE_SIZE) {
+            if self.phys.is_free(p, PAGE_SIZE) && self.phys.alloc_at(p, PAGE_SIZE, Fresh::Reserved).is_ok() {
+                self.held.push(p);
+            }
+        }
+    }
+
+    /// The image just loaded at [from, from+len) is shown at `to` instead
+    /// (a fixed-address program whose range is taken): its VMAs move there
+    /// with their pages as frames, and so does the heap after it. The
+    /// space is made its own host process's by
+    /// [`become_own_host`](Self::become_own_host).
+    pub fn move_image(&mut self, from: usize, len: usize, to: usize) {
+        let keys: Vec<usize> = self.vmas.range(from..from + len).map(|(&s, _)| s).collect();
+        for s in keys {
+            let v = self.vmas.remove(&s).unwrap();
+            let n = v.end - s;
+            let at = to + (s - from);
+            self.vmas.insert(at, Vma { end: at + n, frames: child_frames(s, n), ..v });
+        }
+        if self.brk_start == from + len {
+            let brk = to + len;
+            let owned = self.brk_owned_end - self.brk_start;
+            // Any pages owned for the heap past the image are not moved.
+            if owned > 0 {
+                self.phys.free(self.brk_start, owned);
+            }
+            (self.brk_start, self.brk, self.brk_owned_end) = (brk, brk, brk);
+        }
+        self.moved_image = true;
+    }
+
+    /// Whether [`move_image`](Self::move_image) moved an image here.
+    pub fn has_moved_image(&self) -> bool {
+        self.moved_image
+    }
+
+    /// After loading: a space with a moved image becomes its own host
+    /// process's (as a forked child's): every VMA shows its pages as
+    /// frames, the held pages go back.
+    pub fn become_own_host(&mut self) {
+        if !self.moved_image || self.own_host {
+            return;
+        }
+        for p in std::mem::take(&mut self.held) {
+            self.phys.free_untouched(p, PAGE_SIZE);
+        }
+        for (&s, v) in self.vmas.iter_mut() {
+            let len = v.end - s;
+            if v.frames.is_none() {
+                v.frames = child_frames(s, len);
+            }
+            let frame = v.frame_of(s, s);
+            self.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
+        }
+        self.own_host = true;
+    }
+
+    /// The lowest free range of `len` bytes, aligned, inside physical
+    /// memory's window (where the child's host process has nothing else).
+    fn forked_gap(&self, len: usize, align: usize) -> Result<usize, Errno> {
+        let align = align.max(PAGE_SIZE);
+        let up = |a: usize| a.div_ceil(align) * align;
+        let pm = crate::host::physmem::PhysMem::get();
+        let (lo, hi) = (pm.base(), pm.end());
+        let mut at = up(lo);
+        for (&s, v) in self.vmas.range(lo..) {
+            if at + len <= s {
+                break;
+            }
+            at = at.max(up(v.end));
+        }
+        if at.checked_add(len).is_some_and(|e| e <= hi) {
+            Ok(at)
+        } else {
+            Err(Errno::ENOMEM)
+        }
+    }
+
+    pub(super) fn forked_map(
+        &mut self,
+        place: Placement,
+        len: usize,
+        mut vma: Vma,
+        fill: impl FnOnce(GuestRange) -> Result<(), Errno>,
+        freeing: usize,
+    ) -> Result<usize, Errno> {
+        vma.charged = vma.needs_charge();
+        let addr = match place {
+            Placement::Fixed(a) => {
+                if !self.phys.contains(a, len) {
+                    return Err(Errno::ENOMEM);
+                }
+                a
+            }
+            Placement::Anywhere { align } => self.forked_gap(len, align)?,
+            Placement::Allocated(_) => unreachable!("the loader maps only fresh address spaces"),
+        };
+        if vma.charged {
+            self.charge(len, freeing)?;
+        }
+        let fresh = if vma.charged { Fresh::Used } else { Fresh::Reserved };
+        let frame = match self.phys.alloc(len, PAGE_SIZE, fresh) {
+            Ok(f) => f,
+            Err(e) => {
+                if vma.charged {
+                    self.uncharge(len);
+                }
+                return Err(e);
+            }
+        };
+        let range = GuestRange::new(frame, len).expect("allocated pages lie in physical memory");
+        let done = fill(range).and_then(|()| self.phys.set_prot(frame, len, host_prot(vma.prot)));
+        if let Err(e) = done {
+            self.phys.free(frame, len);
+            if vma.charged {
+                self.uncharge(len);
+            }
+            return Err(e);
+        }
+        if let Placement::Fixed(a) = place {
+            self.forked_unmap(a, a + len);
+        }
+        self.host_ops.push(HostOp::Map { addr, len, prot: host_prot(vma.prot), frame });
+        self.vmas.insert(addr, Vma { end: addr + len, frames: child_frames(frame, len), ..vma });
+        Ok(addr)
+    }
+
+    pub(super) fn forked_unmap(&mut self, start: usize, end: usize) {
+        if start >= end {
+            return;
+        }
+        self.split_at(start);
+        self.split_at(end);
+        let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
+        for s in keys {
+            let v = self.vmas.remove(&s).unwrap();
+            Self::write_back_pages(s, &v);
+            let len = v.end - s;
+            self.host_ops.push(HostOp::Unmap { addr: s, len });
+            if v.charged {
+                self.uncharge(len);
+            }
+            if v.shm.is_some() || v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork()) {
+                // Pages the segment, or the last handle, frees.
+                continue;
+            }
+            let f = v.frame_of(s, s);
+            if v.charged {
+                self.free_pages(f, f + len);
+            } else {
+                self.phys.free_untouched(f, len);
+            }
+        }
+    }
+
+    /// The VMAs of [start, end) have their new protection: the frames and
+    /// the host process follow.
+    pub(super) fn forked_protect(&mut self, start: usize, end: usize, prot: i32) -> Result<(), Errno> {
+        let pieces: Vec<(usize, usize, usize)> =
+            self.vmas.range(start..end).map(|(&s, v)| (s, v.end, v.frame_of(s, s))).collect();
+        for (s, e, f) in pieces {
+            self.phys.set_prot(f, e - s, host_prot(prot))?;
+        }
+        self.host_ops.push(HostOp::Protect { addr: start, len: end - start, prot: host_prot(prot) });
+        Ok(())
+    }
+
+    /// mremap growth: always a move to new frames (the old ones are
+    /// copied), which Linux allows whenever MREMAP_MAYMOVE is given.
+    pub(super) fn forked_grow(
+        &mut self,
+        old: usize,
+        old_len: usize,
+        new_len: usize,
+        vma: Vma,
+        start: usize,
+        may_move: bool,
+    ) -> Result<usize, Errno> {
+        if !may_move {
+            return Err(Errno::ENOMEM);
+        }
+        let mut moved = vma.clone();
+        for b in [moved.backing.as_mut(), moved.image_file.as_mut()].into_iter().flatten() {
+            b.offset += (old - start) as u64;
+        }
+        moved.frames = None;
+        let src = vma.frame_of(start, old);
+        let phys = self.phys;
+        let freeing = if vma.charged { old_len } else { 0 };
+        let new = self.forked_map(
+            Placement::Anywhere { align: PAGE_SIZE },
+            new_len,
+            moved,
+            |dst| {
+                phys.copy_within(dst.addr(), src, old_len);
+                Ok(())
+            },
+            freeing,
+        )?;
+        self.forked_unmap(old, old + old_len);
+        Ok(new)
+    }
+
+    /// brk: the heap grows by a VMA with frames of its own, and shrinks
+    /// as an unmap.
+    pub(super) fn forked_set_brk(&mut self, new: usize) -> usize {
+        let Some(new_end) = page_up(new) else { return self.brk };
+        let old_end = page_up(self.brk).unwrap();
+        if new_end > old_end {
+            if self.vmas.range(old_end..new_end).next().is_some() {
+                return self.brk;
+            }
+            let heap = Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap);
+            if self.forked_map(Placement::Fixed(old_end), new_end - old_end, heap, |_| Ok(()), 0).is_err() {
+                return self.brk;
+            }
+        } else if new_end < old_end {
+            self.forked_unmap(new_end, old_end);
+        }
+        self.brk_owned_end = new_end;
+        self.brk = new;
+        self.brk
+    }
+
+    pub(super) fn forked_release_all(&mut self) {
+        let end = self.vmas.iter().next_back().map_or(0, |(_, v)| v.end);
+        self.forked_unmap(0, end);
+        self.host_ops.clear();
+        for (s, e) in std::mem::take(&mut self.deferred) {
+            self.phys.free(s, e - s);
+        }
+        self.brk_start = 0;
+        self.brk = 0;
+        self.brk_owned_end = 0;
+    }
+}
