@@ -115,7 +115,12 @@ impl AddressSpace {
     /// forked child: private host futexes key on the address).
     pub fn translate(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
         let found = self.find(addr);
-        if len == 0 || (!self.own_host && found.is_none_or(|(_, v)| v.frames.is_none())) {
+        // In nomu's own process the guest address shows the right page
+        // (page-cache and secret frames too: a secret frame's own address
+        // is unmapped); only a MAP_SHARED mapping shared with a forked
+        // child is named by its frames, so a futex there is one for both.
+        let shared_with_child = |v: &Vma| v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork());
+        if len == 0 || (!self.own_host && found.is_none_or(|(_, v)| !shared_with_child(v))) {
             return Some((addr, len));
         }
         let (s, v) = found?;
