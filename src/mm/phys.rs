@@ -434,6 +434,20 @@ impl PhysicalMemory {
         self.set_prot_locked(&mut pages, self.pfn(addr), len / PAGE_SIZE, prot)
     }
 
+    /// Puts the host protection of owned pages back to read-write (what
+    /// free pages have) in one host call, whatever each page's was: the
+    /// host skips its mappings there that need no change.
+    pub fn reset_prot(&self, addr: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let mut pages = self.buddy.lock().unwrap();
+        let p = self.pfn(addr);
+        // Making our own direct map read-write cannot fail.
+        let _ = self.mem.protect(addr, len, RW);
+        pages.prot[p..p + len / PAGE_SIZE].fill(prot_code(RW));
+    }
+
     fn set_prot_locked(&self, pages: &mut Pages, pfn: usize, count: usize, prot: Prot) -> Result<(), Errno> {
         let want = prot_code(prot);
         let mut p = pfn;

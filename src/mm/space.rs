@@ -835,14 +835,13 @@ impl AddressSpace {
             Self::write_back_vma(s, v);
         }
 
-        // 2. Host protections: the runs whose VMAs were not read-write (and
-        // the deferred pages, whose VMAs went with their protection left).
-        let differs = |v: &Vma| host_prot(v.prot) != super::phys::RW;
-        for (s, e) in runs(vmas.iter().filter(|(_, v)| own(v) && differs(v)).map(|(&s, v)| (s, v.end)))
-            .chain(deferred.iter().copied())
-        {
-            // Our own direct map back to read-write cannot fail.
-            let _ = self.phys.set_prot(s, e - s, super::phys::RW);
+        // 2. Host protections: one host call per run of this space's pages
+        // whose VMAs were not all read-write (read-write VMAs between them
+        // are bridged, the host skipping what needs no change: a thread
+        // stack's guard page is not a call of its own), and the deferred
+        // pages (their VMAs went, their protection left).
+        for (s, e) in protection_runs(vmas.iter().filter(|(_, v)| own(v))).chain(deferred.iter().copied()) {
+            self.phys.reset_prot(s, e - s);
         }
 
         // 3. The entry path forgets the syscall sites of code that was here.
@@ -873,6 +872,38 @@ impl AddressSpace {
         // System V attachments detach as their VMAs go.
         drop(vmas);
     }
+}
+
+/// Read-write VMAs up to this long between two that are not are put back
+/// with them in one host call (longer ones would make the protection
+/// records' fill follow a large mapping's size).
+const BRIDGE: usize = 16 << 20;
+
+/// The runs of pages whose protection a teardown puts back: from the
+/// first VMA not read-write to the last, across adjacent VMAs (a gap in
+/// the address space, or a long read-write VMA, ends a run).
+fn protection_runs<'a>(vmas: impl Iterator<Item = (&'a usize, &'a Vma)>) -> impl Iterator<Item = (usize, usize)> {
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, usize)> = None;
+    let mut own_end = 0;
+    for (&s, v) in vmas {
+        if s != own_end {
+            out.extend(cur.take());
+        }
+        own_end = v.end;
+        if host_prot(v.prot) == super::phys::RW {
+            continue;
+        }
+        cur = match cur {
+            Some((cs, ce)) if s - ce <= BRIDGE => Some((cs, v.end)),
+            done => {
+                out.extend(done);
+                Some((s, v.end))
+            }
+        };
+    }
+    out.extend(cur);
+    out.into_iter()
 }
 
 /// Adjacent ranges (in address order) merged into runs.
