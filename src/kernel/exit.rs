@@ -23,15 +23,18 @@
 //!    ends here, out of the thread group. The thread that leaves the group
 //!    last runs the rest: no thread can touch the process's pages any more
 //!    (a syscall that pinned guest memory finished before its thread left).
-//! 2. **The host protections of its memory are put back** (read-write,
-//!    what free pages have), one host call per run of pages that differ:
+//! 2. **The host's view of its memory is put back**: where a VMA showed
+//!    frames held elsewhere (a page cache's pages, mm::mapping) the direct
+//!    map shows its own pages again, and the host protections are back to
+//!    read-write (what free pages have), one host call per run of pages:
 //!    the host side of "flush the TLB".
 //! 3. **Per-page entry-path state is cleared**: zpoline's and rewrite's
 //!    syscall-site marks in the pages that were ever executable, so a
 //!    program loaded there next is not taken for the old one.
 //! 4. **Its mappings and pages go back to the allocator** (a shared file
 //!    mapping written back to its file first; a System V segment's pages
-//!    stay the segment's, only the attachment goes), then its SEM_UNDO
+//!    stay the segment's, only the attachment goes; a page cache's pages
+//!    go back by reference, kept for the next user), then its SEM_UNDO
 //!    adjustments are applied and its program file is released (writable
 //!    again: ETXTBSY ends). Steps 2 to 4 are mm::space's `tear_down`, run
 //!    by the last process that uses the address space (a CLONE_VM child

@@ -4,6 +4,7 @@
 
 pub mod buddy;
 pub mod commit;
+pub mod mapping;
 pub mod phys;
 pub mod space;
 pub mod uaccess;

@@ -463,6 +463,32 @@ impl PhysicalMemory {
         Ok(())
     }
 
+    /// Makes the direct map at [addr, addr+len) (owned pages) show the
+    /// physical pages at `frame` with protection `prot` (see mm::mapping).
+    #[allow(dead_code)] // users: the page cache, memfd_secret, fork
+    pub fn map_frames(&self, addr: usize, frame: usize, len: usize, prot: Prot) -> Result<(), Errno> {
+        let mut pages = self.buddy.lock().unwrap();
+        self.mem.map_frames(addr, frame, len, prot)?;
+        let pfn = self.pfn(addr);
+        pages.prot[pfn..pfn + len / PAGE_SIZE].fill(prot_code(prot));
+        Ok(())
+    }
+
+    /// Puts the direct map at [addr, addr+len) back to the range's own
+    /// pages, read-write (see mm::mapping).
+    pub fn unmap_frames(&self, addr: usize, len: usize) {
+        let mut pages = self.buddy.lock().unwrap();
+        self.mem.unmap_frames(addr, len);
+        let pfn = self.pfn(addr);
+        pages.prot[pfn..pfn + len / PAGE_SIZE].fill(prot_code(RW));
+    }
+
+    /// The physical address whose page nomu's direct map shows at `addr`.
+    #[allow(dead_code)] // users: the page cache, memfd_secret, fork
+    pub fn translate(&self, addr: usize) -> usize {
+        self.mem.translate(addr)
+    }
+
     /// Copies [src, src+len) to fresh (zeroed) pages at `dst`: only the
     /// runs the host holds, so a sparse mapping stays sparse (a copy
     /// through the alias would make the host fill every hole it reads).
@@ -636,6 +662,109 @@ mod tests {
         phys.free(kept + 2 * PAGE_SIZE, PAGE_SIZE);
         pinned_pages_stay_owned(phys);
         reservations_hold_nothing(phys);
+        frames_mappings(phys);
+        teardown_puts_everything_back(phys);
+    }
+
+    /// The last process to leave an address space tears it down (one that
+    /// still has a user keeps it): every page free, the charge gone, every
+    /// host protection read-write again, a frames VMA's direct map its own.
+    fn teardown_puts_everything_back(phys: &'static PhysicalMemory) {
+        use crate::mm::mapping::{Frames, OwnedFrames};
+        use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_EXEC, PROT_READ, PROT_WRITE};
+        let c0 = phys.commit().committed();
+        let src = OwnedFrames::new(phys, 2 * PAGE_SIZE, false).unwrap();
+        let mut space = AddressSpace::new(phys);
+        space.enter();
+        space.enter();
+        let rw = Vma::new(0, PROT_READ | PROT_WRITE, VmaKind::Anon);
+        let a = space.map(Placement::Anywhere { align: PAGE_SIZE }, 16 * PAGE_SIZE, rw, |_| Ok(())).unwrap();
+        fill(a, 16 * PAGE_SIZE, 0x77);
+        space.protect(a, PAGE_SIZE, 0).unwrap();
+        space.protect(a + 4 * PAGE_SIZE, 2 * PAGE_SIZE, PROT_READ | PROT_EXEC).unwrap();
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), 0));
+        let f = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, 2 * PAGE_SIZE, vma).unwrap();
+        space.leave();
+        assert!(!phys.is_free(a, 16 * PAGE_SIZE), "torn down with a user left");
+        space.leave();
+        assert!(phys.is_free(a, 16 * PAGE_SIZE) && phys.is_free(f, 2 * PAGE_SIZE));
+        assert_eq!(phys.commit().committed(), c0);
+        assert_eq!(phys.translate(f), f, "the direct map still shows the frames");
+        assert_eq!(std::sync::Arc::strong_count(&src), 1, "the frames' reference was kept");
+        let pages = phys.buddy.lock().unwrap();
+        let p = phys.pfn(a);
+        assert!(pages.prot[p..p + 16].iter().all(|&c| c == prot_code(RW)), "a protection was left");
+        drop(pages);
+        drop(space);
+        let b = phys.alloc(16 * PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
+        assert!(all_zero(b, 16 * PAGE_SIZE));
+        phys.free(b, 16 * PAGE_SIZE);
+    }
+
+    /// A VMA showing frames held elsewhere (mm::mapping): the guest address
+    /// reaches them through the host MMU and nomu through the translation;
+    /// unmapping a part puts that part's own pages back; making a
+    /// copy-on-write source's VMA writable copies it, charged; the handle
+    /// goes with the address space.
+    fn frames_mappings(phys: &'static PhysicalMemory) {
+        use crate::mm::mapping::{Frames, OwnedFrames};
+        use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
+        let len = 4 * PAGE_SIZE;
+        let src = OwnedFrames::new(phys, len, true).unwrap();
+        fill(src.start(), len, 0x5a);
+        let c0 = phys.commit().committed();
+        let mut space = AddressSpace::new(phys);
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), 0));
+        let a = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, len, vma).unwrap();
+        assert_ne!(a, src.start());
+        assert_eq!(phys.commit().committed(), c0, "a frames VMA was charged");
+        let mut got = vec![0u8; len];
+        assert_eq!(copy_from_guest(&mut got, a), len);
+        assert!(got.iter().all(|&x| x == 0x5a), "the guest address does not show the frames");
+        assert_eq!(space.frame_of(a + PAGE_SIZE + 5), Some(src.start() + PAGE_SIZE + 5));
+        assert_eq!(phys.translate(a + PAGE_SIZE + 5), src.start() + PAGE_SIZE + 5);
+        // nomu's alias writes reach the frame.
+        phys.mem.poke(a + 3 * PAGE_SIZE - 1, &[1, 2]);
+        let mut two = [0u8; 2];
+        assert_eq!(copy_from_guest(&mut two, src.start() + 3 * PAGE_SIZE - 1), 2);
+        assert_eq!(two, [1, 2]);
+        assert!(phys.mem.populated(a, len).is_empty(), "the VMA's own pages hold memory");
+        // Unmapping a page in the middle puts the direct map back there only.
+        space.unmap(a + PAGE_SIZE, PAGE_SIZE);
+        assert_eq!(phys.translate(a + PAGE_SIZE), a + PAGE_SIZE);
+        assert_eq!(space.frame_of(a + 2 * PAGE_SIZE), Some(src.start() + 2 * PAGE_SIZE));
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], a + 2 * PAGE_SIZE), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE - 1].iter().all(|&x| x == 0x5a));
+        // Writable: a private copy, charged; the frame keeps its bytes.
+        space.protect(a, PAGE_SIZE, PROT_READ | PROT_WRITE).unwrap();
+        assert_eq!(phys.commit().committed(), c0 + PAGE_SIZE);
+        assert_eq!(space.frame_of(a), Some(a));
+        fill(a, 16, 0x11);
+        assert_eq!(copy_from_guest(&mut got[..32], a), 32);
+        assert!(got[..16].iter().all(|&x| x == 0x11) && got[16..32].iter().all(|&x| x == 0x5a));
+        assert_eq!(copy_from_guest(&mut got[..16], src.start()), 16);
+        assert!(got[..16].iter().all(|&x| x == 0x5a), "a private write reached the source");
+        // mremap growing a copy-on-write frames VMA copies it too.
+        let moved = space.remap(a + 2 * PAGE_SIZE, 2 * PAGE_SIZE, 8 * PAGE_SIZE, true).unwrap();
+        assert_eq!(space.frame_of(moved), Some(moved));
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], moved), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE - 1].iter().all(|&x| x == 0x5a));
+        // MAP_FIXED over a frames VMA takes its own pages back.
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), PAGE_SIZE));
+        let b = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, 2 * PAGE_SIZE, vma).unwrap();
+        let rw = Vma::new(0, PROT_READ | PROT_WRITE, VmaKind::Anon);
+        space.map(Placement::Fixed(b), PAGE_SIZE, rw, |_| Ok(())).unwrap();
+        assert!(all_zero(b, PAGE_SIZE) && phys.translate(b) == b);
+        assert_eq!(space.frame_of(b + PAGE_SIZE), Some(src.start() + 2 * PAGE_SIZE));
+        assert_eq!(std::sync::Arc::strong_count(&src), 2);
+        drop(space);
+        assert_eq!(std::sync::Arc::strong_count(&src), 1, "a frames handle outlived its address space");
+        assert_eq!(phys.translate(b + PAGE_SIZE), b + PAGE_SIZE);
+        assert_eq!(phys.commit().committed(), c0);
+        assert!(phys.is_free(a, PAGE_SIZE) && phys.is_free(b, 2 * PAGE_SIZE));
     }
 
     /// A reservation's pages are holes, even where freed pages held data;

@@ -1,7 +1,9 @@
 //! A process's address space: the VMAs it owns in the shared direct map.
 //!
 //! On no-MMU every mapping is a run of physical pages, so a VMA's range *is*
-//! the pages it owns: mapping allocates pages, unmapping frees them. The
+//! the pages it owns: mapping allocates pages, unmapping frees them. (A VMA
+//! may instead show frames held elsewhere, a page cache's or a secret
+//! file's: see mm::mapping.) The
 //! host MMU still enforces each VMA's protection (mprotect is real), which
 //! no-MMU Linux cannot do.
 //!
@@ -11,6 +13,7 @@
 //! anonymous PROT_NONE VMA is a reservation, charged nothing, its pages
 //! holes, until mprotect makes it accessible.
 
+use super::mapping::Frames;
 use super::phys::{Fresh, PhysicalMemory};
 use super::{is_page_aligned, page_up, PAGE_SIZE};
 use crate::abi::errno::Errno;
@@ -107,6 +110,9 @@ pub struct Vma {
     pub charged: bool,
     /// The shared memory segment whose pages these are (VmaKind::Shm).
     pub shm: Option<Box<dyn SharedPages>>,
+    /// The pages the VMA shows when they are not the physical pages at its
+    /// address (mm::mapping).
+    pub frames: Option<Frames>,
 }
 
 impl Vma {
@@ -123,6 +129,7 @@ impl Vma {
             image_file: None,
             charged: false,
             shm: None,
+            frames: None,
         }
     }
 
@@ -135,7 +142,7 @@ impl Vma {
 
     /// Whether mapping this VMA charges the commit account.
     fn needs_charge(&self) -> bool {
-        self.charged || self.holds_data()
+        self.charged || (self.holds_data() && self.frames.is_none())
     }
 
     /// The file a mapping shows, and the file offset of its first byte.
@@ -370,15 +377,20 @@ impl AddressSpace {
         if let Some(b) = tail.image_file.as_mut() {
             b.offset += (addr - start) as u64;
         }
+        if let Some(f) = tail.frames.as_mut() {
+            f.offset += addr - start;
+        }
         self.vmas.get_mut(&start).unwrap().end = addr;
         self.vmas.insert(addr, tail);
     }
 
     /// Removes the VMAs covering [start, end) (splitting at the edges),
     /// gives back their charges and returns the ranges they covered, each
-    /// with whether it was charged (an uncharged one's pages are holes).
-    /// Shared file mappings are written back first, so nothing the guest
-    /// wrote through them is lost.
+    /// with whether its pages may hold data (an uncharged one's are holes,
+    /// but for a frames VMA's, which a host call may have read through
+    /// since the direct map was put back). Shared file mappings are
+    /// written back first, so nothing the guest wrote through them is lost;
+    /// frames VMAs get the direct map's own pages back.
     fn take_range(&mut self, start: usize, end: usize) -> Vec<(usize, usize, bool)> {
         self.split_at(start);
         self.split_at(end);
@@ -390,9 +402,12 @@ impl AddressSpace {
                 if v.charged {
                     self.uncharge(v.end - s);
                 }
+                if v.frames.is_some() {
+                    self.phys.unmap_frames(s, v.end - s);
+                }
                 // A segment's pages stay the segment's: dropping the VMA
                 // (its handle) detaches it.
-                v.shm.is_none().then_some((s, v.end, v.charged))
+                v.shm.is_none().then_some((s, v.end, v.charged || v.frames.is_some()))
             })
             .collect()
     }
@@ -400,7 +415,7 @@ impl AddressSpace {
     /// Copies a shared, writable file mapping's pages back to its file
     /// (never past the file's current end, which a mapping cannot extend).
     fn write_back_vma(start: usize, v: &Vma) {
-        let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.was_writable) else { return };
+        let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.was_writable && v.frames.is_none()) else { return };
         let Ok(size) = b.file.size() else { return };
         let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
         if len > 0 {
@@ -514,6 +529,96 @@ impl AddressSpace {
         Ok(start)
     }
 
+    /// Maps `len` bytes (page multiple, > 0) showing `vma.frames` (see
+    /// mm::mapping): its own pages are taken as a reservation's (holes),
+    /// the direct map shows the frames with `vma.prot`. Not charged (the
+    /// source accounts for its pages). `Placement::Allocated` pages must
+    /// be holes the caller took for it.
+    #[allow(dead_code)] // users: the page cache, memfd_secret, fork
+    pub fn map_frames(&mut self, place: Placement, len: usize, mut vma: Vma) -> Result<usize, Errno> {
+        debug_assert!(len > 0 && is_page_aligned(len));
+        let frames = vma.frames.clone().expect("a frames VMA");
+        if frames.offset.checked_add(len).is_none_or(|e| e > frames.source.len()) {
+            return Err(Errno::EINVAL);
+        }
+        let start = match place {
+            Placement::Anywhere { align } => self.phys.alloc(len, align, Fresh::Reserved)?,
+            Placement::Fixed(addr) => self.claim_fixed(addr, len).map(|_| addr)?,
+            Placement::Allocated(addr) => addr,
+        };
+        if let Err(e) = self.show_frames(start, &frames, len, vma.prot) {
+            self.phys.free(start, len);
+            return Err(e);
+        }
+        vma.charged = false;
+        self.vmas.insert(start, Vma { end: start + len, ..vma });
+        Ok(start)
+    }
+
+    /// Has the direct map at [start, start+len) show `frames`' pages, with
+    /// `prot` (undone if a run fails).
+    fn show_frames(&self, start: usize, frames: &Frames, len: usize, prot: i32) -> Result<(), Errno> {
+        let mut at = 0;
+        for (frame, n) in frames.runs(0, len) {
+            if let Err(e) = self.phys.map_frames(start + at, frame, n, host_prot(prot)) {
+                self.phys.unmap_frames(start, at);
+                return Err(e);
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Makes the VMAs of [addr, addr+len) (ordinary ones, this address
+    /// space's own, wholly covering it) show `frames` instead of their own
+    /// pages, which are emptied (the loader, for pages a page cache holds).
+    /// Their charges go: the source accounts for its pages.
+    #[allow(dead_code)] // users: the page cache
+    pub fn replace_with_frames(&mut self, addr: usize, len: usize, frames: Frames) -> Result<(), Errno> {
+        let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
+        if frames.offset.checked_add(len).is_none_or(|e| e > frames.source.len()) {
+            return Err(Errno::EINVAL);
+        }
+        let mut p = addr;
+        while p < end {
+            match self.find(p) {
+                Some((_, v)) if v.shm.is_none() && v.frames.is_none() => p = v.end,
+                _ => return Err(Errno::EINVAL),
+            }
+        }
+        self.split_at(addr);
+        self.split_at(end);
+        let keys: Vec<usize> = self.vmas.range(addr..end).map(|(&s, _)| s).collect();
+        let phys = self.phys;
+        for s in keys {
+            let v = self.vmas.get(&s).unwrap();
+            let (e, prot, charged) = (v.end, v.prot, v.charged);
+            let piece = Frames::new(frames.source.clone(), frames.offset + (s - addr));
+            phys.scrub(s, e - s);
+            self.show_frames(s, &piece, e - s, prot)?;
+            if charged {
+                self.uncharge(e - s);
+            }
+            let v = self.vmas.get_mut(&s).unwrap();
+            v.charged = false;
+            v.frames = Some(piece);
+        }
+        Ok(())
+    }
+
+    /// The physical address holding the byte at `addr` in this address
+    /// space (its own page, or the frame its VMA shows there); None where
+    /// nothing is mapped. Where nomu reaches this address space's memory
+    /// other than at its guest addresses, it goes through this.
+    #[allow(dead_code)] // users: the page cache, fork
+    pub fn frame_of(&self, addr: usize) -> Option<usize> {
+        let (s, v) = self.find(addr)?;
+        Some(match &v.frames {
+            Some(f) => f.frame_of(addr - s),
+            None => addr,
+        })
+    }
+
     /// Makes [addr, addr+len) this process's, zeroed, writable and unmapped:
     /// pages it already maps are reused, free physical pages are claimed.
     fn claim_fixed(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
@@ -600,7 +705,11 @@ impl AddressSpace {
                     if prot & PROT_WRITE != 0 && v.shared && file_read_only {
                         return Err(Errno::EACCES);
                     }
-                    if !v.charged && v.shm.is_none() {
+                    // A frames VMA is charged only when it gets private
+                    // copies (made writable, see mm::mapping).
+                    let privatized =
+                        v.frames.as_ref().is_some_and(|f| f.source.copy_on_write()) && prot & PROT_WRITE != 0;
+                    if !v.charged && v.shm.is_none() && (v.frames.is_none() || privatized) {
                         uncharged += v.end.min(end) - s.max(addr);
                     }
                     p = v.end
@@ -614,11 +723,22 @@ impl AddressSpace {
         }
         self.split_at(addr);
         self.split_at(end);
+        if prot & PROT_WRITE != 0 {
+            let cow: Vec<usize> = self
+                .vmas
+                .range(addr..end)
+                .filter(|(_, v)| v.frames.as_ref().is_some_and(|f| f.source.copy_on_write()))
+                .map(|(&s, _)| s)
+                .collect();
+            for s in cow {
+                self.privatize(s);
+            }
+        }
         let mut shared = Vec::new();
         for (&s, v) in self.vmas.range_mut(addr..end) {
             // A shared memory segment is charged when it is made, not by
             // its attachments.
-            v.charged |= charge && v.shm.is_none();
+            v.charged |= charge && v.shm.is_none() && v.frames.is_none();
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
             v.was_executable |= prot & PROT_EXEC != 0;
@@ -640,6 +760,22 @@ impl AddressSpace {
         self.phys.set_prot(at, end - at, host_prot(prot))
     }
 
+    /// Gives the frames VMA at `s` private copies of its pages, in its own
+    /// identity pages (mm::mapping), and makes it an ordinary, charged VMA;
+    /// the caller has charged it.
+    fn privatize(&mut self, s: usize) {
+        let v = self.vmas.get_mut(&s).unwrap();
+        let Some(frames) = v.frames.take() else { return };
+        v.charged = true;
+        let end = v.end;
+        self.phys.unmap_frames(s, end - s);
+        let mut at = s;
+        for (frame, n) in frames.runs(0, end - s) {
+            self.phys.copy_within(at, frame, n);
+            at += n;
+        }
+    }
+
     /// MADV_DONTNEED: private anonymous pages read as zero again, private
     /// file pages as the file's contents.
     pub fn discard(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
@@ -649,9 +785,11 @@ impl AddressSpace {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
-            if v.shm.is_some() {
+            if v.shm.is_some() || v.frames.is_some() {
                 // Shared memory keeps its contents (Linux zaps only the
-                // page tables; the segment's pages hold the data).
+                // page tables; the segment's pages hold the data); a frames
+                // VMA's pages are its source's (a private file mapping's
+                // are the file's, which a re-read gives back).
                 p = run_end;
                 continue;
             }
@@ -674,7 +812,7 @@ impl AddressSpace {
             // No-MMU Linux's do_mremap refuses shared mappings so.
             return Err(Errno::EPERM);
         }
-        let vma = vma.clone();
+        let mut vma = vma.clone();
         let old_end = old.checked_add(old_len).ok_or(Errno::EINVAL)?;
         if old_end > vma.end {
             return Err(Errno::EFAULT);
@@ -682,6 +820,16 @@ impl AddressSpace {
         if new_len <= old_len {
             self.unmap(old + new_len, old_len - new_len);
             return Ok(old);
+        }
+        if let Some(f) = &vma.frames {
+            // Growing: a copy-on-write source's VMA gets private copies
+            // first (mm::mapping); a shared source's cannot grow.
+            if !f.source.copy_on_write() {
+                return Err(Errno::EINVAL);
+            }
+            self.charge(vma.end - start, 0)?;
+            self.privatize(start);
+            vma = self.vmas[&start].clone();
         }
         let grow = new_len - old_len;
         // A charged mapping's growth is charged (a move only its growth:
@@ -814,7 +962,9 @@ impl AddressSpace {
     ///    site marks) is cleared, for the pages that were ever executable;
     /// 4. its mappings go and their pages back to the allocator (a shared
     ///    file mapping written back to its file first; a System V segment's
-    ///    pages are the segment's: its attachment is dropped).
+    ///    pages are the segment's: its attachment is dropped; a VMA showing
+    ///    frames, a page cache's pages, gives its reference back, and its
+    ///    direct map shows its own pages again in step 2).
     ///
     /// Its cost follows the VMAs and the pages the process touched, not
     /// the size of what it mapped: every step works on runs of pages (a
@@ -835,12 +985,20 @@ impl AddressSpace {
             Self::write_back_vma(s, v);
         }
 
-        // 2. Host protections: one host call per run of this space's pages
-        // whose VMAs were not all read-write (read-write VMAs between them
-        // are bridged, the host skipping what needs no change: a thread
-        // stack's guard page is not a call of its own), and the deferred
-        // pages (their VMAs went, their protection left).
-        for (s, e) in protection_runs(vmas.iter().filter(|(_, v)| own(v))).chain(deferred.iter().copied()) {
+        // 2. The host's view put back: the direct map under VMAs showing
+        // frames (a page cache's pages, mm::mapping) shows its own pages
+        // again, read-write, one host call per run; then one host call per
+        // run of this space's pages whose VMAs were not all read-write
+        // (read-write VMAs between them are bridged, the host skipping
+        // what needs no change: a thread stack's guard page is not a call
+        // of its own), and the deferred pages (their VMAs went, their
+        // protection left).
+        let framed = |v: &Vma| v.frames.is_some();
+        for (s, e) in runs(vmas.iter().filter(|(_, v)| framed(v)).map(|(&s, v)| (s, v.end))) {
+            self.phys.unmap_frames(s, e - s);
+        }
+        for (s, e) in protection_runs(vmas.iter().filter(|(_, v)| own(v) && !framed(v))).chain(deferred.iter().copied())
+        {
             self.phys.reset_prot(s, e - s);
         }
 
@@ -853,14 +1011,19 @@ impl AddressSpace {
 
         // 4. The pages back to the allocator: the heap's reservation whole,
         // every other run by whether it may hold data (an uncharged one is
-        // a reservation's holes).
+        // a reservation's holes; a frames VMA's own pages are counted as
+        // holding some, as munmap counts them). The frames themselves go
+        // back to their source by reference, as the VMAs' handles drop
+        // below (a page cache keeps its pages for the next user).
         let outside_heap = |s: usize, e: usize| {
             let (hs, he) = (heap_s.clamp(s, e), heap_e.clamp(heap_s.clamp(s, e), e));
             [(s, hs), (he, e)].into_iter().filter(|(a, b)| a < b)
         };
         for charged in [true, false] {
-            let pieces =
-                vmas.iter().filter(|(_, v)| own(v) && v.charged == charged).flat_map(|(&s, v)| outside_heap(s, v.end));
+            let pieces = vmas
+                .iter()
+                .filter(|(_, v)| own(v) && (v.charged || framed(v)) == charged)
+                .flat_map(|(&s, v)| outside_heap(s, v.end));
             for (s, e) in runs(pieces) {
                 self.phys.free_forgotten(s, e - s, charged);
             }
@@ -869,7 +1032,8 @@ impl AddressSpace {
         for (s, e) in deferred {
             self.phys.free_forgotten(s, e - s, true);
         }
-        // System V attachments detach as their VMAs go.
+        // System V attachments detach, and frames go back to their
+        // sources, as their VMAs go.
         drop(vmas);
     }
 }
