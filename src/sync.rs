@@ -41,6 +41,7 @@ pub const SHARED_PENDING: u8 = 45;
 pub const FILES: u8 = 50;
 pub const MM: u8 = 60;
 pub const SHM: u8 = 65;
+pub const CACHE: u8 = 67;
 pub const PHYS: u8 = 70;
 
 #[cfg(debug_assertions)]

@@ -476,6 +476,65 @@ fn proc_shows_guest_processes_and_memory(e: Entry) {
     assert_eq!(&lines[4..], ["1", "1"]);
 }
 
+/// The page cache (mm::cache): a hundred processes running one program
+/// hold one copy of its read-only segments (`Cached:` does not grow; on
+/// the rewrite path only its data, as code is not shared there); pages no
+/// process maps any more go at `drop_caches` (root only), the ones in use
+/// stay.
+fn a_hundred_runs_of_a_program_hold_one_copy_of_its_text(e: Entry) {
+    let bb = repo().join("build/root/bin/busybox");
+    assert!(bb.exists(), "run `make guests` first (it builds build/root)");
+    let script = "m() { grep \"^$1:\" /proc/meminfo | tr -s ' ' | cut -d' ' -f2; }; c0=$(m Cached); \
+                  /bin/true; c1=$(m Cached); i=0; pids=''; \
+                  while [ $i -lt 100 ]; do $BB sleep 30 & pids=\"$pids $!\"; i=$((i+1)); done; \
+                  c2=$(m Cached); kill $pids; wait; \
+                  if [ $(id -u) = 0 ]; then echo 1 > /proc/sys/vm/drop_caches; fi; c3=$(m Cached); \
+                  echo $c0 $c1 $c2 $c3";
+    let out = e.command().env("BB", &bb).args(["--", s(&bb), "sh", "-c", script]).output().unwrap();
+    let got = text(&out.stdout);
+    let n: Vec<u64> = got.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert_eq!(n.len(), 4, "{got}{}", text(&out.stderr));
+    let (busybox, with_true, with_sleeps, dropped) = (n[0], n[1], n[2], n[3]);
+    // busybox's read-only segments (the shell runs it).
+    assert!(busybox > 0 || e.0 == "rewrite", "nothing cached: {got}");
+    assert!(with_true > busybox, "/bin/true and its libraries were not cached: {got}");
+    assert_eq!(with_sleeps, with_true, "a hundred runs of busybox copied its pages: {got}");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(dropped, busybox, "drop_caches dropped pages in use, or kept unused ones: {got}");
+    }
+}
+
+/// A program changed on the host between two execs in one nomu run runs
+/// its new contents (the page cache identifies files by their attributes).
+fn a_program_changed_on_the_host_runs_its_new_contents(e: Entry) {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = scratch("page-cache", e);
+    let prog = dir.join("prog");
+    std::fs::copy(bin("guest/static/page_cache"), &prog).unwrap();
+    let fifo = dir.join("go");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let script = format!("{p} marker; read x < {f}; {p} marker", p = s(&prog), f = s(&fifo));
+    let mut child =
+        e.command().args(["--", "/bin/sh", "-c", &script]).stdin(Stdio::null()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "page-cache-marker:A\n");
+    let mut bytes = std::fs::read(&prog).unwrap();
+    let at = bytes.windows(19).position(|w| w == b"page-cache-marker:A").unwrap() + 18;
+    bytes[at] = b'H';
+    std::fs::write(&prog, &bytes).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&fifo).unwrap().write_all(b"go\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "page-cache-marker:H\n");
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// /proc inside a root: its own device (find walks it with no loop), the
 /// links name paths inside the root, the root's mount is "/".
 fn proc_is_a_file_system_of_its_own_inside_the_root(e: Entry) {
@@ -876,6 +935,8 @@ entry_matrix!(
     orphans_are_reparented_to_init,
     background_reads_of_the_terminal_get_sigttin,
     proc_shows_guest_processes_and_memory,
+    a_hundred_runs_of_a_program_hold_one_copy_of_its_text,
+    a_program_changed_on_the_host_runs_its_new_contents,
     proc_is_a_file_system_of_its_own_inside_the_root,
     file_system_queries_inside_a_root,
     the_environment_keeps_its_order_and_env_overrides_their_place,

@@ -253,6 +253,12 @@ pub trait EntryPath: Send + Sync {
     /// Physical pages [addr, addr+len) were freed or wiped: whatever the
     /// path noted about code in them (zpoline's rewritten sites) is void.
     fn memory_freed(&self, _addr: usize, _len: usize) {}
+    /// Whether one page of code may run at several addresses (the page
+    /// cache's text, mm::cache): not where the path patches code with
+    /// jumps to code of its own at a fixed distance (the rewrite path).
+    fn shares_code(&self) -> bool {
+        true
+    }
     /// Guest pages [addr, addr+len) were made writable (mprotect): code
     /// the path patched there gets its own bytes back, as the guest may
     /// rewrite it (the rewrite path).

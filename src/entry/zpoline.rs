@@ -584,25 +584,55 @@ fn forget_sites(addr: usize, len: usize) {
     }
 }
 
-/// Whether `site` is a `syscall` instruction this path rewrote.
+/// Whether `site` is a `syscall` instruction this path rewrote. A page
+/// shown at several addresses (the page cache's text, mm::mapping) keeps
+/// its rewrites, and their marks, at its physical address: a site found
+/// there is marked at this address too.
 fn is_site(site: u64) -> bool {
-    site_bit(site).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0)
+    let marked = |s: u64| site_bit(s).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0);
+    if marked(site) {
+        return true;
+    }
+    let pm = PhysMem::get();
+    if !pm.contains(site as usize, 2) {
+        return false;
+    }
+    let phys = pm.translate(site as usize) as u64;
+    if phys == site || !marked(phys) {
+        return false;
+    }
+    mark(site);
+    true
+}
+
+/// Marks `site` as a rewritten one (the page first, then the byte).
+fn mark(site: u64) {
+    let Some((byte, bit)) = site_bit(site) else { return };
+    let (page_word, page_bit) = site_page_bit(site as usize);
+    page_word.fetch_or(page_bit, Ordering::Release);
+    byte.fetch_or(bit, Ordering::Release);
 }
 
 /// Rewrites the `syscall` instruction at `site` (called on its first trap,
 /// or for a site known from an earlier run of the same file). Whether the
 /// site is now a rewritten one.
 fn rewrite(site: u64) -> bool {
-    let Some((byte, bit)) = site_bit(site) else { return false };
+    if site_bit(site).is_none() {
+        return false;
+    }
     let mut code = [0u8; 2];
     if safecopy::copy_from_guest(&mut code, site as usize) != 2 || (code != SYSCALL && code != REWRITTEN) {
         return false;
     }
     // Marked first: once another thread can execute the call, its stub
-    // must recognise the site.
-    let (page_word, page_bit) = site_page_bit(site as usize);
-    page_word.fetch_or(page_bit, Ordering::Release);
-    byte.fetch_or(bit, Ordering::Release);
+    // must recognise the site; at the page's physical address too, when it
+    // is shown elsewhere (a cached page: every address showing it then
+    // finds the mark, see is_site).
+    mark(site);
+    let phys = PhysMem::get().translate(site as usize) as u64;
+    if phys != site {
+        mark(phys);
+    }
     if code == SYSCALL {
         PhysMem::get().patch_u16(site as usize, SYSCALL, REWRITTEN);
     }
@@ -926,6 +956,13 @@ impl EntryPath for ZpolineEntry {
         if self.rewrite {
             super::rewrite::patch(addr, super::rewrite::Patching::Live);
         }
+    }
+
+    fn shares_code(&self) -> bool {
+        // A rewrite-path patch is a jump to a trampoline at a fixed
+        // distance from the site: a page shown at another address would
+        // jump to somebody else's code.
+        !self.rewrite
     }
 
     fn memory_freed(&self, addr: usize, len: usize) {

@@ -50,6 +50,7 @@ pub enum Top {
     PidMax,
     SysVm,
     OvercommitMemory,
+    DropCaches,
     SysvIpc,
     SysvIpcMsg,
     SysvIpcSem,
@@ -68,7 +69,7 @@ const fn top(name: &'static str, node: Top, parent: Top, mode: u32) -> TopEntry 
 }
 
 /// /proc's own entries, each under its parent directory.
-const TOP: [TopEntry; 19] = [
+const TOP: [TopEntry; 20] = [
     top("cpuinfo", Top::CpuInfo, Top::Root, REG | 0o444),
     top("loadavg", Top::LoadAvg, Top::Root, REG | 0o444),
     top("meminfo", Top::MemInfo, Top::Root, REG | 0o444),
@@ -84,6 +85,7 @@ const TOP: [TopEntry; 19] = [
     top("pid_max", Top::PidMax, Top::SysKernel, REG | 0o644),
     top("vm", Top::SysVm, Top::Sys, DIR | 0o555),
     top("overcommit_memory", Top::OvercommitMemory, Top::SysVm, REG | 0o644),
+    top("drop_caches", Top::DropCaches, Top::SysVm, REG | 0o200),
     top("sysvipc", Top::SysvIpc, Top::Root, DIR | 0o555),
     top("msg", Top::SysvIpcMsg, Top::SysvIpc, REG | 0o444),
     top("sem", Top::SysvIpcSem, Top::SysvIpc, REG | 0o444),
@@ -527,6 +529,7 @@ pub fn xattr(kernel: &Kernel, node: Node, name: Option<&[u8]>, write: bool, cred
                 | Top::PidMax
                 | Top::SysVm
                 | Top::OvercommitMemory
+                | Top::DropCaches
         )
     );
     if write && sysctl && (cred.euid != 0 || node.mode() & 0o200 == 0) {

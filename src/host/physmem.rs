@@ -28,12 +28,26 @@ pub struct PhysMem {
     /// guest's protection of the page is in the direct map.
     alias: usize,
     /// Direct-map ranges that show other pages of the memfd than their own
-    /// (see [`map_frames`](Self::map_frames)): start -> (end, the physical
-    /// address of the page shown at start). Everything else is identity.
-    remapped: std::sync::RwLock<std::collections::BTreeMap<usize, (usize, usize)>>,
+    /// (see [`map_frames`](Self::map_frames)), by start. Everything else is
+    /// identity.
+    remapped: std::sync::RwLock<std::collections::BTreeMap<usize, Remap>>,
 }
 
 static PHYSMEM: OnceLock<PhysMem> = OnceLock::new();
+
+/// A run of the direct map that shows other pages than its own.
+#[derive(Clone, Copy, Debug)]
+struct Remap {
+    end: usize,
+    /// The physical address of the page shown at the run's start.
+    frame: usize,
+    /// A guest mapping shows them (else the run is stale: left in place
+    /// for the next mapping of the same frames there, see
+    /// [`PhysMem::release_frames`]).
+    live: bool,
+    /// Its host protection.
+    prot: Prot,
+}
 
 /// Guest memory access rights, as mmap's PROT_* bits.
 pub type Prot = i32;
@@ -132,6 +146,9 @@ impl PhysMem {
         // SAFETY: the range lies inside our own direct map (checked above), so
         // changing its protection cannot affect nomu's own memory.
         check(unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) } as libc::c_long)?;
+        if !self.remapped.read().unwrap().is_empty() {
+            self.note_prot(addr, len, prot);
+        }
         Ok(())
     }
 
@@ -178,12 +195,14 @@ impl PhysMem {
         self.alias + (self.translate(addr) - self.base)
     }
 
-    /// The physical address whose memfd page the direct map shows at
-    /// `addr` (`addr` itself unless a frame is mapped there).
+    /// The physical address whose memfd page nomu's direct map shows at
+    /// `addr` for the guest mapping there (`addr` itself unless a live
+    /// frames mapping is there; a stale one, see
+    /// [`release_frames`](Self::release_frames), is nobody's).
     pub fn translate(&self, addr: usize) -> usize {
         let map = self.remapped.read().unwrap();
         match map.range(..=addr).next_back() {
-            Some((&s, &(e, frame))) if addr < e => frame + (addr - s),
+            Some((&s, r)) if addr < r.end && r.live => r.frame + (addr - s),
             _ => addr,
         }
     }
@@ -200,16 +219,16 @@ impl PhysMem {
             _ => runs.push((p, n)),
         };
         let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
-        for (&s, &(e, frame)) in map.range(first..end) {
-            if e <= at {
+        for (&s, r) in map.range(first..end) {
+            if r.end <= at || !r.live {
                 continue;
             }
             if s > at {
                 push(&mut runs, at, s - at);
                 at = s;
             }
-            let stop = e.min(end);
-            push(&mut runs, frame + (at - s), stop - at);
+            let stop = r.end.min(end);
+            push(&mut runs, r.frame + (at - s), stop - at);
             at = stop;
         }
         if at < end {
@@ -220,16 +239,24 @@ impl PhysMem {
 
     /// Makes the direct map at [addr, addr+len) show the memfd's pages at
     /// physical address `frame` (another run of physical memory: a page
-    /// cache's, a secret file's), with protection `prot`, in place of its
-    /// own pages (whose contents stay, unseen). Whole pages; any earlier
-    /// frames there are replaced.
-    pub fn map_frames(&self, addr: usize, frame: usize, len: usize, prot: Prot) -> Result<(), Errno> {
+    /// cache's, a secret file's), in place of its own pages (whose
+    /// contents stay, unseen). Whole pages. Returns the protection the
+    /// range has now: `prot` when it was mapped now, or that of a stale
+    /// mapping of the same frames found there and taken up again (no host
+    /// call: a program exec'd again lands where it was).
+    pub fn map_frames(&self, addr: usize, frame: usize, len: usize, prot: Prot) -> Result<Option<Prot>, Errno> {
         self.assert_pages(addr, len);
         self.assert_pages(frame, len);
-        if len == 0 {
-            return Ok(());
-        }
         let mut map = self.remapped.write().unwrap();
+        let end = addr + len;
+        if let Some((&s, r)) = map.range(..=addr).next_back() {
+            if !r.live && end <= r.end && r.frame + (addr - s) == frame {
+                let old = r.prot;
+                Self::carve(&mut map, addr, end);
+                map.insert(addr, Remap { end, frame, live: true, prot: old });
+                return Ok(Some(old));
+            }
+        }
         let flags = libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_NORESERVE;
         // SAFETY: [addr, addr+len) lies inside our own direct map (checked
         // above), which holds no Rust object, so replacing its pages there
@@ -248,23 +275,95 @@ impl PhysMem {
         if r == libc::MAP_FAILED {
             return Err(last_errno());
         }
-        Self::carve(&mut map, addr, addr + len);
-        map.insert(addr, (addr + len, frame));
-        Ok(())
+        Self::carve(&mut map, addr, end);
+        map.insert(addr, Remap { end, frame, live: true, prot });
+        Ok(None)
+    }
+
+    /// Notes a protection set on a frames mapping (host::physmem::protect
+    /// was called on it).
+    fn note_prot(&self, addr: usize, len: usize, prot: Prot) {
+        let mut map = self.remapped.write().unwrap();
+        let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
+        let hits: Vec<usize> = map.range(first..addr + len).filter(|(_, r)| r.end > addr).map(|(&s, _)| s).collect();
+        for s in hits {
+            let r = map[&s];
+            let (a, b) = (s.max(addr), r.end.min(addr + len));
+            Self::carve(&mut map, a, b);
+            map.insert(a, Remap { end: b, frame: r.frame + (a - s), prot, ..r });
+        }
+    }
+
+    /// The guest mapping of frames at [addr, addr+len) is gone: the direct
+    /// map may go on showing them until the range's own pages are wanted
+    /// ([`restore`](Self::restore)) or the frames are freed
+    /// ([`restore_frames_of`](Self::restore_frames_of)); nothing translates
+    /// through it meanwhile.
+    pub fn release_frames(&self, addr: usize, len: usize) {
+        let mut map = self.remapped.write().unwrap();
+        let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
+        let hits: Vec<usize> = map.range(first..addr + len).filter(|(_, r)| r.end > addr).map(|(&s, _)| s).collect();
+        for s in hits {
+            let r = map[&s];
+            let (a, b) = (s.max(addr), r.end.min(addr + len));
+            Self::carve(&mut map, a, b);
+            map.insert(a, Remap { end: b, frame: r.frame + (a - s), live: false, ..r });
+        }
     }
 
     /// Puts the direct map at [addr, addr+len) back to its own pages
-    /// (read-write, as pages are when free), undoing
-    /// [`map_frames`](Self::map_frames) there.
-    pub fn unmap_frames(&self, addr: usize, len: usize) {
+    /// (read-write, as pages are when free) wherever frames are mapped
+    /// there; returns the runs it changed.
+    pub fn restore(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
         self.assert_pages(addr, len);
-        if len == 0 {
-            return;
+        {
+            let map = self.remapped.read().unwrap();
+            let hit = map.range(..addr + len).next_back().is_some_and(|(_, r)| r.end > addr);
+            if !hit {
+                return Vec::new();
+            }
         }
         let mut map = self.remapped.write().unwrap();
+        let first = map.range(..=addr).next_back().map_or(addr, |(&s, _)| s);
+        let runs: Vec<(usize, usize)> = map
+            .range(first..addr + len)
+            .filter(|(_, r)| r.end > addr)
+            .map(|(&s, r)| (s.max(addr), r.end.min(addr + len)))
+            .collect();
+        for &(a, b) in &runs {
+            self.identity(a, b - a);
+            Self::carve(&mut map, a, b);
+        }
+        runs.into_iter().map(|(a, b)| (a, b - a)).collect()
+    }
+
+    /// The frames [frame, frame+len) are being freed: every mapping of them
+    /// still in the direct map (stale ones: a live one would be a bug) is
+    /// put back to its own pages; returns those runs.
+    pub fn restore_frames_of(&self, frame: usize, len: usize) -> Vec<(usize, usize)> {
+        let mut map = self.remapped.write().unwrap();
+        let hits: Vec<(usize, Remap)> = map
+            .iter()
+            .filter(|(&s, r)| r.frame < frame + len && frame < r.frame + (r.end - s))
+            .map(|(&s, r)| (s, *r))
+            .collect();
+        let mut runs = Vec::new();
+        for (s, r) in hits {
+            debug_assert!(!r.live, "frames freed while a mapping shows them");
+            self.identity(s, r.end - s);
+            map.remove(&s);
+            runs.push((s, r.end - s));
+        }
+        runs
+    }
+
+    /// Maps the direct map's own pages at [addr, addr+len), read-write.
+    fn identity(&self, addr: usize, len: usize) {
         let flags = libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_NORESERVE;
-        // SAFETY: as in map_frames; the pages mapped are the range's own,
-        // as PhysMem::init mapped them.
+        // SAFETY: inside our own direct map (the callers' ranges come from
+        // the remap table, whose entries were checked), which holds no Rust
+        // object; the pages mapped are the range's own, as PhysMem::init
+        // mapped them.
         let r = unsafe {
             libc::mmap(
                 addr as *mut libc::c_void,
@@ -279,22 +378,20 @@ impl PhysMem {
         // size, cannot fail but for lack of host memory for its records,
         // which leaves the old mapping in place: nothing safe remains.
         assert!(r != libc::MAP_FAILED, "physical memory: restoring the direct map failed: {}", last_errno());
-        Self::carve(&mut map, addr, addr + len);
     }
 
     /// Removes [s, e) from the remap table, keeping the parts of entries
     /// outside it.
-    fn carve(map: &mut std::collections::BTreeMap<usize, (usize, usize)>, s: usize, e: usize) {
+    fn carve(map: &mut std::collections::BTreeMap<usize, Remap>, s: usize, e: usize) {
         let first = map.range(..=s).next_back().map_or(s, |(&k, _)| k);
-        let hits: Vec<(usize, (usize, usize))> =
-            map.range(first..e).filter(|(_, &(end, _))| end > s).map(|(&k, &v)| (k, v)).collect();
-        for (k, (end, frame)) in hits {
+        let hits: Vec<(usize, Remap)> = map.range(first..e).filter(|(_, r)| r.end > s).map(|(&k, r)| (k, *r)).collect();
+        for (k, r) in hits {
             map.remove(&k);
             if k < s {
-                map.insert(k, (s, frame));
+                map.insert(k, Remap { end: s, ..r });
             }
-            if end > e {
-                map.insert(e, (end, frame + (e - k)));
+            if r.end > e {
+                map.insert(e, Remap { frame: r.frame + (e - k), ..r });
             }
         }
     }

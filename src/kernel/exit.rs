@@ -23,11 +23,16 @@
 //!    ends here, out of the thread group. The thread that leaves the group
 //!    last runs the rest: no thread can touch the process's pages any more
 //!    (a syscall that pinned guest memory finished before its thread left).
-//! 2. **The host's view of its memory is put back**: where a VMA showed
-//!    frames held elsewhere (a page cache's pages, mm::mapping) the direct
-//!    map shows its own pages again, and the host protections are back to
-//!    read-write (what free pages have), one host call per run of pages:
-//!    the host side of "flush the TLB".
+//! 2. **The host's view of its memory is put back**: the host protections
+//!    are back to read-write (what free pages have), one host call per run
+//!    of pages: the host side of "flush the TLB". Where a VMA showed frames
+//!    held elsewhere (a page cache's pages, mm::mapping), the direct map is
+//!    released (no longer the process's, no longer translated) and shows
+//!    its own pages again when the allocator next hands them out: the one
+//!    thing put back later, because a program exec'd again at the same
+//!    place takes the same frames up with no host call (three host mmaps
+//!    in and three out per cached exec otherwise: vfork + execve + wait
+//!    0.61x -> 1.14x native, measured on the mapping layer).
 //! 3. **Per-page entry-path state is cleared**: zpoline's and rewrite's
 //!    syscall-site marks in the pages that were ever executable, so a
 //!    program loaded there next is not taken for the old one.

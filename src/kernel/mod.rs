@@ -55,6 +55,8 @@ pub struct Kernel {
     idle_workers: std::sync::Mutex<Vec<Arc<Worker>>>,
     /// Syscall instructions seen per executable file (see loader::sites).
     pub syscall_sites: crate::loader::sites::SyscallSites,
+    /// File pages guests execute or map read-only (mm::cache).
+    pub page_cache: crate::mm::cache::PageCache,
     /// Guest calls made so far that may change some inode's attributes
     /// (the table's `changes_inodes`): attributes nomu keeps (the null
     /// device's) are good while this count stays where it was.
@@ -122,6 +124,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         pi_futexes: Default::default(),
         idle_workers: Default::default(),
         syscall_sites: Default::default(),
+        page_cache: crate::mm::cache::PageCache::new(phys),
         inode_changes: Default::default(),
         ipc: ipc::Ipc::new(phys),
         uts_names: Default::default(),
@@ -138,6 +141,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     KERNEL.set(kernel).map_err(|_| "kernel booted twice".to_string())?;
     let kernel = KERNEL.get().unwrap();
     kernel.phys.set_free_hook(Box::new(move |addr, len| kernel.entry.memory_freed(addr, len)));
+    kernel.phys.commit().set_reclaim(Box::new(move || kernel.page_cache.reclaim()));
     kernel.entry.set_page_source(Box::new(move |addr, len| {
         kernel.phys.alloc_at(addr, len, crate::mm::phys::Fresh::Used).is_ok()
             && kernel.phys.set_prot(addr, len, libc::PROT_READ | libc::PROT_EXEC).is_ok()

@@ -6,6 +6,7 @@ use crate::fs::file::OpenFile;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::kernel::Kernel;
+use crate::mm::mapping::Frames;
 use crate::mm::phys::Fresh;
 use crate::mm::space::{
     AddressSpace, Backing, ImageOrigin, Placement, Vma, VmaKind, BRK_RESERVE, PROT_EXEC, PROT_READ, PROT_WRITE,
@@ -193,18 +194,47 @@ fn load_one(
             p.offset.saturating_add(p.filesz)
         )));
     }
+    let cached = cached_pieces(kernel, file, &loads, &ranges, bias);
+    if unzeroed {
+        // alloc_unzeroed leaves stale frames mappings (mm::phys): the
+        // cached pieces take theirs up again if they are the same frames,
+        // the rest gets its own pages back.
+        let mut cuts: Vec<(usize, usize)> = cached.iter().map(|&(s, e, _)| (s, e)).collect();
+        cuts.sort_unstable();
+        let mut at = start;
+        for (s, e) in cuts {
+            if s > at {
+                phys.restore(at, s - at);
+            }
+            at = at.max(e);
+        }
+        phys.restore(at, start + span + heap_reserve - at);
+    }
     let filled = space.map(Placement::Allocated(start), span, Vma::new(0, initial, VmaKind::Image), |_| {
         for p in &loads {
             // Through the alias: the pages may still be protected as the
-            // last program here wanted them.
-            let dst = GuestRange::new(bias + p.vaddr as usize, p.filesz as usize).ok_or(Errno::ENOEXEC)?;
-            if file.read_at_into(dst.through_alias(), p.offset)? != p.filesz as usize {
-                return Err(Errno::EIO);
+            // last program here wanted them. Not the cached pieces.
+            let (a, b) = (bias + p.vaddr as usize, bias + (p.vaddr + p.filesz) as usize);
+            let mut parts = vec![(a, b)];
+            for &(s, e, _) in &cached {
+                parts = parts
+                    .into_iter()
+                    .flat_map(|(x, y)| [(x, y.min(s)), (x.max(e), y)])
+                    .filter(|&(x, y)| x < y)
+                    .collect();
+            }
+            for (x, y) in parts {
+                let dst = GuestRange::new(x, y - x).ok_or(Errno::ENOEXEC)?;
+                if file.read_at_into(dst.through_alias(), p.offset + (x - a) as u64)? != y - x {
+                    return Err(Errno::EIO);
+                }
             }
         }
         if unzeroed {
             let mut file_bytes: Vec<(usize, usize)> =
                 loads.iter().map(|p| (bias + p.vaddr as usize, bias + (p.vaddr + p.filesz) as usize)).collect();
+            // The cached pieces' own pages are emptied as they are replaced.
+            file_bytes.extend(cached.iter().map(|&(s, e, _)| (s, e)));
             file_bytes.sort_unstable();
             let mut at = start;
             for (s, e) in file_bytes {
@@ -241,6 +271,11 @@ fn load_one(
         if let Some(prot) = covering.map(|&(_, _, p)| p).reduce(|x, y| x | y) {
             space.protect(a, b - a, prot)?;
         }
+    }
+
+    // Read-only segments show the page cache's pages (mm::cache).
+    for (s, e, frames) in cached {
+        space.replace_with_frames(s, e - s, frames)?;
     }
 
     // Each segment's file pages show the file in /proc/PID/maps (the
@@ -284,6 +319,52 @@ fn load_one(
     };
     let exec_stack = phdrs.iter().find(|p| p.p_type == PT_GNU_STACK).is_some_and(|p| p.flags & 1 != 0);
     Ok(Loaded { bias, entry: entry as usize + bias, phdr, phnum: phdrs.len(), interp, exec_stack })
+}
+
+/// The pieces of the image that show the page cache's pages instead of a
+/// copy (mm::cache): each read-only segment's whole pages of file bytes
+/// that no other segment shares (a page with bss is the process's own, as
+/// is one another segment's bytes share), as (start, end, the frames).
+/// Executable segments' pages are cached as code (not where the entry path
+/// cannot share code), the others as data; none when the file has no
+/// identity.
+fn cached_pieces(
+    kernel: &Kernel,
+    file: &OpenFile,
+    loads: &[&Phdr],
+    ranges: &[(usize, usize, i32)],
+    bias: usize,
+) -> Vec<(usize, usize, Frames)> {
+    let mut pieces = Vec::new();
+    let Some(id) = file.identity() else { return pieces };
+    for (i, p) in loads.iter().enumerate() {
+        let code = p.flags & 1 != 0;
+        if p.flags & 2 != 0 || p.filesz == 0 || (code && !kernel.entry.shares_code()) {
+            continue;
+        }
+        let seg_start = page_down(bias + p.vaddr as usize);
+        let file_end = bias + (p.vaddr + p.filesz) as usize;
+        let mut s = seg_start;
+        let mut e = if p.memsz > p.filesz { page_down(file_end) } else { page_up(file_end).unwrap() };
+        let shared = |page: usize| {
+            ranges.iter().enumerate().any(|(j, &(rs, re, _))| j != i && rs < page + PAGE_SIZE && page < re)
+        };
+        while s < e && shared(s) {
+            s += PAGE_SIZE;
+        }
+        while e > s && shared(e - PAGE_SIZE) {
+            e -= PAGE_SIZE;
+        }
+        if s >= e {
+            continue;
+        }
+        let offset = page_down(p.offset as usize) as u64 + (s - seg_start) as u64;
+        // Without room in the cache the piece is copied, as before.
+        if let Ok(frames) = kernel.page_cache.get(file, id, code, offset, e - s) {
+            pieces.push((s, e, frames));
+        }
+    }
+    pieces
 }
 
 /// Notes where the executable segments' bytes came from, and has the entry

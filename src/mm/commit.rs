@@ -73,11 +73,14 @@ pub fn window_for(mem: usize) -> usize {
 pub struct Commit {
     limit: usize,
     committed: AtomicUsize,
+    /// Gives back memory nobody uses (the page cache's unused pages),
+    /// returning how much: tried before a charge fails.
+    reclaim: std::sync::OnceLock<Box<dyn Fn() -> usize + Send + Sync>>,
 }
 
 impl Commit {
     pub fn new(limit: usize) -> Commit {
-        Commit { limit, committed: AtomicUsize::new(0) }
+        Commit { limit, committed: AtomicUsize::new(0), reclaim: std::sync::OnceLock::new() }
     }
 
     /// `--mem`, in bytes.
@@ -93,7 +96,20 @@ impl Commit {
     /// Charges `add` bytes, counting `freeing` bytes that the caller is
     /// about to uncharge (a MAP_FIXED mapping's predecessors, an mremap's
     /// old range) as already gone. ENOMEM if the limit would be passed.
+    /// Unused cache pages are reclaimed first when the charge would fail.
     pub fn charge(&self, add: usize, freeing: usize) -> Result<(), Errno> {
+        match self.try_charge(add, freeing) {
+            Err(_) if self.reclaim.get().is_some_and(|r| r() > 0) => self.try_charge(add, freeing),
+            r => r,
+        }
+    }
+
+    /// Sets what [`charge`](Self::charge) reclaims with (once).
+    pub fn set_reclaim(&self, reclaim: Box<dyn Fn() -> usize + Send + Sync>) {
+        let _ = self.reclaim.set(reclaim);
+    }
+
+    fn try_charge(&self, add: usize, freeing: usize) -> Result<(), Errno> {
         self.committed
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
                 (c.saturating_add(add).saturating_sub(freeing) <= self.limit).then_some(c + add)

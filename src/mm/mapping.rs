@@ -39,6 +39,8 @@
 //!   copy is made up front, as Linux's first write would): the identity
 //!   pages get the frames' bytes, the VMA is charged as a private
 //!   writable mapping is, and it is an ordinary VMA from then on.
+//!   Likewise making a VMA of a non-[executable](PageSource::executable)
+//!   source executable.
 //! - MADV_DONTNEED: nothing to drop (the pages are the source's; a
 //!   private file mapping's pages are the file's, as a re-read would give).
 //! - mremap: shrinking unmaps the tail; growing or moving a copy-on-write
@@ -50,9 +52,6 @@
 //! System V shared memory (`SharedPages`) predates this and maps a
 //! segment's pages at their own address (the segment owns its range); it
 //! could become a [`PageSource`] whose frames are mapped where shmat likes.
-
-// Users come with the page cache, memfd_secret and fork (issues 15, 16, 18).
-#![allow(dead_code)]
 
 use std::sync::Arc;
 
@@ -68,6 +67,13 @@ pub trait PageSource: Send + Sync {
     /// cache's under a private mapping): making it writable copies first.
     /// False for pages the VMA shares with whoever else maps them.
     fn copy_on_write(&self) -> bool;
+    /// Whether its pages may be executed where they are (and patched by
+    /// the entry path, for every mapping of them): a page cache's data
+    /// pages may not, and a VMA of them made executable gets a private
+    /// copy first, as one made writable does.
+    fn executable(&self) -> bool {
+        true
+    }
 }
 
 /// A VMA's pages, when they are not the identity pages at its address.
@@ -98,6 +104,7 @@ impl Frames {
     }
 
     /// The physical address of the byte `delta` bytes into the VMA.
+    #[allow(dead_code)] // users: AddressSpace::frame_of's (fork)
     pub fn frame_of(&self, delta: usize) -> usize {
         let page = delta & !(super::PAGE_SIZE - 1);
         self.source.frames(self.offset + page).0 + (delta - page)
@@ -106,6 +113,7 @@ impl Frames {
 
 /// A run of physical pages taken from the allocator and freed when the
 /// last handle goes: the simplest source (a secret file's pages, a test's).
+#[allow(dead_code)] // users: the tests, memfd_secret (issue 16)
 pub struct OwnedFrames {
     phys: &'static super::phys::PhysicalMemory,
     start: usize,
@@ -113,6 +121,7 @@ pub struct OwnedFrames {
     copy_on_write: bool,
 }
 
+#[allow(dead_code)] // users: the tests, memfd_secret (issue 16)
 impl OwnedFrames {
     /// `len` bytes of fresh, zeroed pages.
     pub fn new(
@@ -147,6 +156,6 @@ impl PageSource for OwnedFrames {
 
 impl Drop for OwnedFrames {
     fn drop(&mut self) {
-        self.phys.free(self.start, self.len);
+        self.phys.free_frames(self.start, self.len);
     }
 }

@@ -3,6 +3,7 @@
 //! process's address space of VMAs, and checked access to guest memory.
 
 pub mod buddy;
+pub mod cache;
 pub mod commit;
 pub mod mapping;
 pub mod phys;

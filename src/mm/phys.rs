@@ -288,6 +288,7 @@ impl PhysicalMemory {
     /// Pages just taken from the buddy allocator made as `alloc` promises:
     /// zeroed and read-write (given back if that fails).
     fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) -> Result<(), Errno> {
+        self.restore_locked(pages, self.addr(pfn), count * PAGE_SIZE);
         self.clean(pages, pfn, count, fresh);
         self.set_prot_locked(pages, pfn, count, RW).inspect_err(|_| pages.buddy.free(pfn, count))
     }
@@ -296,7 +297,9 @@ impl PhysicalMemory {
     /// protection: the caller writes (through the alias) or
     /// [`zero`](Self::zero)es every byte and sets the protection before
     /// anyone else can see them (the loader, which overwrites most with the
-    /// file and wants the protection a program there had last time).
+    /// file and wants the protection a program there had last time). A
+    /// stale frames mapping stays too: the caller maps the same frames
+    /// there again or [`restore`](Self::restore)s the pages.
     pub fn alloc_unzeroed(&self, len: usize, align: usize) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
@@ -418,6 +421,7 @@ impl PhysicalMemory {
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
     pub fn scrub(&self, addr: usize, len: usize) {
+        self.restore(addr, len);
         self.freed(addr, len);
         // Making our own direct map read-write cannot fail.
         let _ = self.set_prot(addr, len, RW);
@@ -465,26 +469,68 @@ impl PhysicalMemory {
 
     /// Makes the direct map at [addr, addr+len) (owned pages) show the
     /// physical pages at `frame` with protection `prot` (see mm::mapping).
-    #[allow(dead_code)] // users: the page cache, memfd_secret, fork
+    /// A stale mapping of the same frames left there is taken up again
+    /// without a host call (see [`release_frames`](Self::release_frames)).
     pub fn map_frames(&self, addr: usize, frame: usize, len: usize, prot: Prot) -> Result<(), Errno> {
         let mut pages = self.buddy.lock().unwrap();
-        self.mem.map_frames(addr, frame, len, prot)?;
         let pfn = self.pfn(addr);
-        pages.prot[pfn..pfn + len / PAGE_SIZE].fill(prot_code(prot));
+        match self.mem.map_frames(addr, frame, len, prot)? {
+            None => pages.prot[pfn..pfn + len / PAGE_SIZE].fill(prot_code(prot)),
+            // Taken up again: the pages' record is that mapping's protection.
+            Some(_) => self.set_prot_locked(&mut pages, pfn, len / PAGE_SIZE, prot)?,
+        }
         Ok(())
     }
 
     /// Puts the direct map at [addr, addr+len) back to the range's own
-    /// pages, read-write (see mm::mapping).
+    /// pages now, read-write (see mm::mapping).
     pub fn unmap_frames(&self, addr: usize, len: usize) {
         let mut pages = self.buddy.lock().unwrap();
-        self.mem.unmap_frames(addr, len);
-        let pfn = self.pfn(addr);
-        pages.prot[pfn..pfn + len / PAGE_SIZE].fill(prot_code(RW));
+        self.restore_locked(&mut pages, addr, len);
+    }
+
+    /// The frames mapping at [addr, addr+len) is no guest's any more: the
+    /// direct map is put back to the range's own pages only when they are
+    /// allocated or scrubbed again, or the frames freed (so a program
+    /// exec'd again at the same place, which the allocator's
+    /// lowest-address-first order makes the usual case, finds its text
+    /// mapped already: no host call either way).
+    pub fn release_frames(&self, addr: usize, len: usize) {
+        self.mem.release_frames(addr, len);
+    }
+
+    /// Puts back the direct map's own pages wherever frames are still
+    /// mapped in [addr, addr+len), noting them read-write.
+    fn restore_locked(&self, pages: &mut Pages, addr: usize, len: usize) {
+        for (a, n) in self.mem.restore(addr, len) {
+            let pfn = self.pfn(a);
+            pages.prot[pfn..pfn + n / PAGE_SIZE].fill(prot_code(RW));
+        }
+    }
+
+    /// Puts back the direct map's own pages in [addr, addr+len) (pages the
+    /// caller took with [`alloc_unzeroed`](Self::alloc_unzeroed), which
+    /// leaves stale frames mappings in place).
+    pub fn restore(&self, addr: usize, len: usize) {
+        let mut pages = self.buddy.lock().unwrap();
+        self.restore_locked(&mut pages, addr, len);
+    }
+
+    /// Frees pages a frames source held (mm::mapping): wherever the direct
+    /// map still shows them, its own pages are put back first.
+    pub fn free_frames(&self, addr: usize, len: usize) {
+        {
+            let mut pages = self.buddy.lock().unwrap();
+            for (a, n) in self.mem.restore_frames_of(addr, len) {
+                let pfn = self.pfn(a);
+                pages.prot[pfn..pfn + n / PAGE_SIZE].fill(prot_code(RW));
+            }
+        }
+        self.free(addr, len);
     }
 
     /// The physical address whose page nomu's direct map shows at `addr`.
-    #[allow(dead_code)] // users: the page cache, memfd_secret, fork
+    #[allow(dead_code)] // users: memfd_secret, fork
     pub fn translate(&self, addr: usize) -> usize {
         self.mem.translate(addr)
     }
@@ -765,6 +811,31 @@ mod tests {
         assert_eq!(phys.translate(b + PAGE_SIZE), b + PAGE_SIZE);
         assert_eq!(phys.commit().committed(), c0);
         assert!(phys.is_free(a, PAGE_SIZE) && phys.is_free(b, 2 * PAGE_SIZE));
+        // The same frames mapped at the same place again take up the stale
+        // host mapping; the pages allocated for anything else get their own.
+        let mut space = AddressSpace::new(phys);
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), PAGE_SIZE));
+        let c = space.map_frames(Placement::Fixed(b + PAGE_SIZE), PAGE_SIZE, vma).unwrap();
+        assert_eq!(space.frame_of(c), Some(src.start() + PAGE_SIZE));
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], c), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE].iter().all(|&x| x == 0x5a));
+        drop(space);
+        let d = b;
+        phys.alloc_at(d, 2 * PAGE_SIZE, Fresh::Used).unwrap();
+        assert!(all_zero(d, 2 * PAGE_SIZE), "a stale frames mapping survived allocation");
+        fill(d, 2 * PAGE_SIZE, 0x22);
+        assert_eq!(copy_from_guest(&mut got[..PAGE_SIZE], src.start() + PAGE_SIZE), PAGE_SIZE);
+        assert!(got[..PAGE_SIZE].iter().all(|&x| x == 0x5a), "a write went to the frames");
+        phys.free(d, 2 * PAGE_SIZE);
+        // Frames freed: no stale mapping of them is left anywhere.
+        let mut space = AddressSpace::new(phys);
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), 0));
+        let e = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, PAGE_SIZE, vma).unwrap();
+        drop(space);
+        drop(src);
+        assert!(all_zero(e, PAGE_SIZE), "the direct map still shows freed frames");
     }
 
     /// A reservation's pages are holes, even where freed pages held data;

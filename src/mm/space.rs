@@ -403,7 +403,7 @@ impl AddressSpace {
                     self.uncharge(v.end - s);
                 }
                 if v.frames.is_some() {
-                    self.phys.unmap_frames(s, v.end - s);
+                    self.phys.release_frames(s, v.end - s);
                 }
                 // A segment's pages stay the segment's: dropping the VMA
                 // (its handle) detaches it.
@@ -534,7 +534,6 @@ impl AddressSpace {
     /// the direct map shows the frames with `vma.prot`. Not charged (the
     /// source accounts for its pages). `Placement::Allocated` pages must
     /// be holes the caller took for it.
-    #[allow(dead_code)] // users: the page cache, memfd_secret, fork
     pub fn map_frames(&mut self, place: Placement, len: usize, mut vma: Vma) -> Result<usize, Errno> {
         debug_assert!(len > 0 && is_page_aligned(len));
         let frames = vma.frames.clone().expect("a frames VMA");
@@ -570,10 +569,10 @@ impl AddressSpace {
     }
 
     /// Makes the VMAs of [addr, addr+len) (ordinary ones, this address
-    /// space's own, wholly covering it) show `frames` instead of their own
-    /// pages, which are emptied (the loader, for pages a page cache holds).
+    /// space's own, wholly covering it, and not yet accessed: the loader's,
+    /// for pages a page cache holds) show `frames` instead of their own
+    /// pages.
     /// Their charges go: the source accounts for its pages.
-    #[allow(dead_code)] // users: the page cache
     pub fn replace_with_frames(&mut self, addr: usize, len: usize, frames: Frames) -> Result<(), Errno> {
         let end = addr.checked_add(len).ok_or(Errno::EINVAL)?;
         if frames.offset.checked_add(len).is_none_or(|e| e > frames.source.len()) {
@@ -589,12 +588,12 @@ impl AddressSpace {
         self.split_at(addr);
         self.split_at(end);
         let keys: Vec<usize> = self.vmas.range(addr..end).map(|(&s, _)| s).collect();
-        let phys = self.phys;
         for s in keys {
             let v = self.vmas.get(&s).unwrap();
             let (e, prot, charged) = (v.end, v.prot, v.charged);
             let piece = Frames::new(frames.source.clone(), frames.offset + (s - addr));
-            phys.scrub(s, e - s);
+            // The pages' own contents stay, unseen, until they are freed
+            // (and zeroed when allocated again).
             self.show_frames(s, &piece, e - s, prot)?;
             if charged {
                 self.uncharge(e - s);
@@ -610,13 +609,33 @@ impl AddressSpace {
     /// space (its own page, or the frame its VMA shows there); None where
     /// nothing is mapped. Where nomu reaches this address space's memory
     /// other than at its guest addresses, it goes through this.
-    #[allow(dead_code)] // users: the page cache, fork
+    #[allow(dead_code)] // users: the tests, fork (issue 18)
     pub fn frame_of(&self, addr: usize) -> Option<usize> {
         let (s, v) = self.find(addr)?;
         Some(match &v.frames {
             Some(f) => f.frame_of(addr - s),
             None => addr,
         })
+    }
+
+    /// The runs of whole pages of [addr, addr+len) (inside one VMA) that
+    /// hold data, as guest addresses: its own pages', or the frames' it
+    /// shows (mincore).
+    pub fn populated(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
+        if !self.phys.contains(addr, len) {
+            return Vec::new();
+        }
+        let Some(frames) = self.find(addr).and_then(|(s, v)| v.frames.as_ref().map(|f| (s, f))) else {
+            return self.phys.populated(addr, len);
+        };
+        let (s, f) = frames;
+        let mut out = Vec::new();
+        let mut at = addr;
+        for (frame, n) in f.runs(addr - s, len) {
+            out.extend(self.phys.populated(frame, n).into_iter().map(|(p, m)| (at + (p - frame), m)));
+            at += n;
+        }
+        out
     }
 
     /// Makes [addr, addr+len) this process's, zeroed, writable and unmapped:
@@ -707,8 +726,7 @@ impl AddressSpace {
                     }
                     // A frames VMA is charged only when it gets private
                     // copies (made writable, see mm::mapping).
-                    let privatized =
-                        v.frames.as_ref().is_some_and(|f| f.source.copy_on_write()) && prot & PROT_WRITE != 0;
+                    let privatized = v.frames.as_ref().is_some_and(|f| Self::copies_for(f, prot));
                     if !v.charged && v.shm.is_none() && (v.frames.is_none() || privatized) {
                         uncharged += v.end.min(end) - s.max(addr);
                     }
@@ -723,16 +741,14 @@ impl AddressSpace {
         }
         self.split_at(addr);
         self.split_at(end);
-        if prot & PROT_WRITE != 0 {
-            let cow: Vec<usize> = self
-                .vmas
-                .range(addr..end)
-                .filter(|(_, v)| v.frames.as_ref().is_some_and(|f| f.source.copy_on_write()))
-                .map(|(&s, _)| s)
-                .collect();
-            for s in cow {
-                self.privatize(s);
-            }
+        let cow: Vec<usize> = self
+            .vmas
+            .range(addr..end)
+            .filter(|(_, v)| v.frames.as_ref().is_some_and(|f| Self::copies_for(f, prot)))
+            .map(|(&s, _)| s)
+            .collect();
+        for s in cow {
+            self.privatize(s);
         }
         let mut shared = Vec::new();
         for (&s, v) in self.vmas.range_mut(addr..end) {
@@ -758,6 +774,12 @@ impl AddressSpace {
             at = e;
         }
         self.phys.set_prot(at, end - at, host_prot(prot))
+    }
+
+    /// Whether a VMA showing `f` needs private copies to take `prot`
+    /// (mm::mapping).
+    fn copies_for(f: &Frames, prot: i32) -> bool {
+        (prot & PROT_WRITE != 0 && f.source.copy_on_write()) || (prot & PROT_EXEC != 0 && !f.source.executable())
     }
 
     /// Gives the frames VMA at `s` private copies of its pages, in its own
@@ -986,16 +1008,19 @@ impl AddressSpace {
         }
 
         // 2. The host's view put back: the direct map under VMAs showing
-        // frames (a page cache's pages, mm::mapping) shows its own pages
-        // again, read-write, one host call per run; then one host call per
-        // run of this space's pages whose VMAs were not all read-write
-        // (read-write VMAs between them are bridged, the host skipping
-        // what needs no change: a thread stack's guard page is not a call
-        // of its own), and the deferred pages (their VMAs went, their
-        // protection left).
+        // frames (a page cache's pages, mm::mapping) is released, one call
+        // per run: no longer this space's nor translated, it shows the
+        // range's own pages again as soon as they are handed out (the
+        // allocator restores them then, with no host call at all if the
+        // same frames are mapped there again, a program exec'd at the same
+        // place: mm::mapping); then one host call per run of this space's
+        // pages whose VMAs were not all read-write (read-write VMAs between
+        // them are bridged, the host skipping what needs no change: a
+        // thread stack's guard page is not a call of its own), and the
+        // deferred pages (their VMAs went, their protection left).
         let framed = |v: &Vma| v.frames.is_some();
         for (s, e) in runs(vmas.iter().filter(|(_, v)| framed(v)).map(|(&s, v)| (s, v.end))) {
-            self.phys.unmap_frames(s, e - s);
+            self.phys.release_frames(s, e - s);
         }
         for (s, e) in protection_runs(vmas.iter().filter(|(_, v)| own(v) && !framed(v))).chain(deferred.iter().copied())
         {

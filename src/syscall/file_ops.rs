@@ -597,6 +597,30 @@ impl FileOps for ProcFile {
         proc_fstat(ctx, f, buf)
     }
 
+    /// The one writable /proc file: /proc/sys/vm/drop_caches.
+    fn write(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
+        let buf = ctx.mem().range(buf, len, false)?;
+        self.writev(ctx, f, &[*buf])
+    }
+
+    fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        if !f.writable() {
+            return Err(Errno::EBADF);
+        }
+        let mut text = Vec::new();
+        for r in ranges {
+            text.extend(ctx.mem().read_bytes(r.addr() as u64, r.len())?);
+        }
+        // Linux's sysctl_writes_strict: a write past position 0 is
+        // ignored (and moves the position on).
+        let pos = hostfs::lseek(f.fd(), 0, libc::SEEK_CUR)?;
+        if pos == 0 {
+            drop_caches(ctx, &text)?;
+        }
+        hostfs::lseek(f.fd(), text.len() as i64, libc::SEEK_CUR)?;
+        Ok(text.len() as u64)
+    }
+
     fn always_ready(&self, _f: &OpenFile) -> bool {
         true
     }
@@ -605,6 +629,22 @@ impl FileOps for ProcFile {
     fn mmap(&self, _f: &OpenFile) -> Result<MapSource, Errno> {
         Err(Errno::ENODEV)
     }
+}
+
+/// A write to /proc/sys/vm/drop_caches: an integer 1..=4, as Linux's
+/// proc_dointvec_minmax takes it (blanks around it); 1 and 3 drop the page
+/// cache's unused pages (mm::cache), 2 (slab objects) and 4 (quiet) have
+/// nothing to drop in nomu.
+fn drop_caches(ctx: &Ctx, text: &[u8]) -> Result<(), Errno> {
+    let s = std::str::from_utf8(text).map_err(|_| Errno::EINVAL)?.trim();
+    let v: i64 = s.parse().map_err(|_| Errno::EINVAL)?;
+    if !(1..=4).contains(&v) {
+        return Err(Errno::EINVAL);
+    }
+    if v & 1 != 0 {
+        ctx.kernel().page_cache.reclaim();
+    }
+    Ok(())
 }
 
 pub const TCGETS: u64 = 0x5401;

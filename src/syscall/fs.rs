@@ -156,6 +156,14 @@ impl Ctx<'_, '_> {
             Kind::Dir if writes || flags & libc::O_CREAT != 0 => return Err(Errno::EISDIR),
             Kind::Dir => hostfs::open_host(c"/proc", kept | flags & libc::O_DIRECTORY | libc::O_RDONLY)?,
             _ if flags & libc::O_DIRECTORY != 0 => return Err(Errno::ENOTDIR),
+            // drop_caches (mode 0200): written by root only, read by none
+            // (a sysctl's owner bits bind root too).
+            _ if node == Node::Top(procfs::Top::DropCaches) => {
+                if !writes || flags & libc::O_ACCMODE == libc::O_RDWR || self.cred().euid != 0 {
+                    return Err(Errno::EACCES);
+                }
+                hostfs::memfd_with(b"", kept | libc::O_WRONLY)?
+            }
             _ if writes => return Err(Errno::EACCES),
             _ if flags & libc::O_PATH != 0 => hostfs::memfd_with(b"", kept)?,
             _ => hostfs::memfd_with(&procfs::contents(kernel, node)?, kept)?,

@@ -106,16 +106,46 @@ pub fn sys_mmap(
     } else {
         None
     };
+    let frames = match &file {
+        Some(f) if !shared => cached_frames(ctx, f, prot, off, len),
+        _ => None,
+    };
     let mut space = ctx.space().lock().unwrap();
     if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
         return Err(Errno::EEXIST);
     }
     let place = if fixed { Placement::Fixed(addr) } else { Placement::Anywhere { align: PAGE_SIZE } };
+    if frames.is_some() {
+        vma.frames = frames;
+        return space.map_frames(place, len, vma).map(|s| s as u64);
+    }
     let start = space.map(place, len, vma, |range| match &file {
         Some(f) => f.read_at_into(range, off).map(drop),
         None => Ok(()),
     })?;
     Ok(start as u64)
+}
+
+/// The page cache's pages for a private, read-only (readable or
+/// executable, not writable) mapping of a regular file that lies within the
+/// file (mm::cache); None to copy it instead (past the file's end, code
+/// where the entry path cannot share it, no room in the cache).
+fn cached_frames(
+    ctx: &Ctx,
+    f: &crate::fs::file::OpenFile,
+    prot: i32,
+    off: u64,
+    len: usize,
+) -> Option<crate::mm::mapping::Frames> {
+    let exec = prot & libc::PROT_EXEC != 0;
+    if prot & libc::PROT_WRITE != 0 || prot == 0 || (exec && !ctx.kernel().entry.shares_code()) {
+        return None;
+    }
+    let id = f.identity()?;
+    if off.checked_add(len as u64)? > (id.size.max(0) as u64).next_multiple_of(PAGE_SIZE as u64) {
+        return None;
+    }
+    ctx.kernel().page_cache.get(f, id, exec, off, len).ok()
 }
 
 pub fn sys_munmap(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize) -> SysResult {
@@ -269,17 +299,18 @@ pub fn sys_mincore(ctx: &mut Ctx, UserPtr(start): UserPtr, len: usize, UserPtr(v
     let (mut addr, end) = (start as usize, start as usize + pages * PAGE_SIZE);
     let mut out = vec;
     while addr < end {
-        let seg_end = match ctx.space().lock().unwrap().find(addr) {
-            Some((_, v)) => v.end.min(end),
-            None => return Err(Errno::ENOMEM),
+        let (seg_end, held) = {
+            let space = ctx.space().lock().unwrap();
+            let seg_end = match space.find(addr) {
+                Some((_, v)) => v.end.min(end),
+                None => return Err(Errno::ENOMEM),
+            };
+            (seg_end, space.populated(addr, seg_end - addr))
         };
         let mut resident = vec![0u8; (seg_end - addr) / PAGE_SIZE];
-        let phys = ctx.kernel().phys;
-        if phys.contains(addr, seg_end - addr) {
-            for (a, n) in phys.populated(addr, seg_end - addr) {
-                let first = (a - addr) / PAGE_SIZE;
-                resident[first..first + n / PAGE_SIZE].fill(1);
-            }
+        for (a, n) in held {
+            let first = (a - addr) / PAGE_SIZE;
+            resident[first..first + n / PAGE_SIZE].fill(1);
         }
         ctx.mem().write_bytes(out, &resident)?;
         out += resident.len() as u64;

@@ -21,12 +21,17 @@ pub fn contents(kernel: &Kernel, file: Top) -> Result<Vec<u8>, Errno> {
             // committed is free, and the limit is Linux's CommitLimit with
             // no swap and a ratio of 100%.
             let (total, free) = (kernel.phys.total_bytes(), kernel.phys.free_bytes());
-            let committed = kernel.phys.commit().committed();
+            // The page cache's pages count against --mem (mm::cache) but
+            // are nobody's commitment; those no mapping holds are available.
+            let cached = kernel.page_cache.bytes();
+            let available = free + kernel.page_cache.unused_bytes();
+            let committed = kernel.phys.commit().committed().saturating_sub(cached);
             format!(
-                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:                0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nCommitLimit:    {:8} kB\nCommitted_AS:   {:8} kB\n",
+                "MemTotal:       {:8} kB\nMemFree:        {:8} kB\nMemAvailable:   {:8} kB\nBuffers:               0 kB\nCached:         {:8} kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nCommitLimit:    {:8} kB\nCommitted_AS:   {:8} kB\n",
                 kb(total),
                 kb(free),
-                kb(free),
+                kb(available),
+                kb(cached),
                 kb(total),
                 kb(committed)
             )

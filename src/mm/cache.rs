@@ -1,0 +1,197 @@
+//! The page cache: one physical copy of each file page that guests execute
+//! or map read-only and private.
+//!
+//! exec's text segments (src/loader/elf.rs) and `mmap(PROT_READ[|PROT_EXEC],
+//! MAP_PRIVATE)` of a regular file map pages of this cache (mm::mapping's
+//! frames) instead of copying the file into the process's own pages;
+//! writable segments and writable mappings still get private copies (and
+//! mprotect making a cache-backed mapping writable copies it first).
+//!
+//! A cached run ([`CachedPages`]) is the file's bytes from a page-aligned
+//! offset, zero past the file's end, in one contiguous run of physical
+//! pages, so every mapping of it is one host mmap. Files are identified as
+//! loader::sites identifies them: (device, inode, size, mtime, ctime), read
+//! by fstat at each open/exec, so a file changed through nomu or on the
+//! host has a new identity and is read again; the old identity's unused
+//! runs are dropped then. Linux shares a private read-only mapping's pages
+//! with the page cache, so a mapping may or may not see a later change of
+//! the file; nomu's never does (a new identity is new pages).
+//!
+//! Executable runs and data runs are kept apart: zpoline rewrites a
+//! `syscall` in place in the page it runs from, once per cached page, and
+//! the rewrite is kept with the page (and its site marks with the page's
+//! physical address, see entry/zpoline.rs), which a data mapping of the
+//! same file must not see. A data run made executable (mprotect) gets a
+//! private copy first ([`PageSource::executable`]). The rewrite entry path
+//! patches code with jumps to trampolines at a fixed distance from the
+//! code, which a page shown at several addresses cannot hold: on that path
+//! code is not shared (`EntryPath::shares_code`).
+//!
+//! Accounting: the cache's pages are charged to the commit account (they
+//! are host memory guests caused), but to no process: a mapping of them is
+//! not charged. A charge that would fail first reclaims the unused runs
+//! (those no mapping holds: the cache's reference is the only one), so a
+//! guest never gets ENOMEM while unused cache pages are kept;
+//! `/proc/sys/vm/drop_caches` reclaims them too. `/proc/meminfo` shows the
+//! cache's size as `Cached:`.
+
+use super::mapping::{Frames, PageSource};
+use super::phys::{Fresh, PhysicalMemory};
+use super::PAGE_SIZE;
+use crate::abi::errno::Errno;
+use crate::fs::file::{FileIdentity, OpenFile};
+use crate::host::physmem::GuestRange;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A run of a file's pages in physical memory.
+pub struct CachedPages {
+    phys: &'static PhysicalMemory,
+    start: usize,
+    len: usize,
+    /// The file offset of the first byte.
+    offset: u64,
+    executable: bool,
+    total: Arc<AtomicUsize>,
+}
+
+impl PageSource for CachedPages {
+    fn frames(&self, offset: usize) -> (usize, usize) {
+        assert!(offset < self.len);
+        (self.start + offset, self.len - offset)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn copy_on_write(&self) -> bool {
+        true
+    }
+
+    fn executable(&self) -> bool {
+        self.executable
+    }
+}
+
+impl Drop for CachedPages {
+    fn drop(&mut self) {
+        self.phys.free_frames(self.start, self.len);
+        self.phys.commit().uncharge(self.len);
+        self.total.fetch_sub(self.len, Ordering::Relaxed);
+    }
+}
+
+/// Runs are looked up by file and kind (executable or data).
+type Key = (FileIdentity, bool);
+
+pub struct PageCache {
+    phys: &'static PhysicalMemory,
+    files: crate::sync::OrderedMutex<HashMap<Key, Vec<Arc<CachedPages>>>, { crate::sync::CACHE }>,
+    /// Bytes of physical memory the cache holds (`Cached:`).
+    total: Arc<AtomicUsize>,
+}
+
+impl PageCache {
+    pub fn new(phys: &'static PhysicalMemory) -> PageCache {
+        PageCache { phys, files: crate::sync::OrderedMutex::new(HashMap::new()), total: Arc::default() }
+    }
+
+    /// Bytes the cache holds.
+    pub fn bytes(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of runs no mapping holds (reclaimable).
+    pub fn unused_bytes(&self) -> usize {
+        let files = self.files.lock().unwrap();
+        files.values().flatten().filter(|r| Arc::strong_count(r) == 1).map(|r| r.len).sum()
+    }
+
+    /// Frames showing `len` bytes (a page multiple) of `file` (whose
+    /// identity is `id`) from file offset `offset` (page-aligned), for an
+    /// executable mapping or a data one: a run already cached that holds
+    /// them, or a new one read now.
+    pub fn get(
+        &self,
+        file: &OpenFile,
+        id: FileIdentity,
+        executable: bool,
+        offset: u64,
+        len: usize,
+    ) -> Result<Frames, Errno> {
+        debug_assert!(offset.is_multiple_of(PAGE_SIZE as u64) && len.is_multiple_of(PAGE_SIZE) && len > 0);
+        let key = (id, executable);
+        let end = offset.checked_add(len as u64).ok_or(Errno::EINVAL)?;
+        let holding = |runs: &Vec<Arc<CachedPages>>| {
+            runs.iter().find(|r| r.offset <= offset && end <= r.offset + r.len as u64).cloned()
+        };
+        if let Some(r) = self.files.lock().unwrap().get(&key).and_then(holding) {
+            return Ok(Frames::new(r.clone(), (offset - r.offset) as usize));
+        }
+        // Read outside the lock (a charge may reclaim, which takes it).
+        self.phys.commit().charge(len, 0)?;
+        let start = match self.phys.alloc(len, PAGE_SIZE, Fresh::Used) {
+            Ok(s) => s,
+            Err(e) => {
+                self.phys.commit().uncharge(len);
+                return Err(e);
+            }
+        };
+        self.total.fetch_add(len, Ordering::Relaxed);
+        let run = Arc::new(CachedPages { phys: self.phys, start, len, offset, executable, total: self.total.clone() });
+        // The file's bytes up to its end; the rest stays zero.
+        let range = GuestRange::new(start, len).expect("allocated pages lie in physical memory");
+        file.read_at_into(range.through_alias(), offset)?;
+        let mut stale = Vec::new();
+        let found = {
+            let mut files = self.files.lock().unwrap();
+            // Another identity of the same file is an older version: its
+            // unused runs go now.
+            let old: Vec<Key> =
+                files.keys().filter(|(i, _)| i.dev == id.dev && i.ino == id.ino && *i != id).copied().collect();
+            for k in old {
+                let runs = files.get_mut(&k).unwrap();
+                let (gone, kept): (Vec<_>, Vec<_>) =
+                    std::mem::take(runs).into_iter().partition(|r| Arc::strong_count(r) == 1);
+                stale.extend(gone);
+                if kept.is_empty() {
+                    files.remove(&k);
+                } else {
+                    *files.get_mut(&k).unwrap() = kept;
+                }
+            }
+            let runs = files.entry(key).or_default();
+            match holding(runs) {
+                // Read meanwhile by another: theirs is the copy.
+                Some(r) => r,
+                None => {
+                    runs.push(run.clone());
+                    run.clone()
+                }
+            }
+        };
+        drop(stale);
+        drop(run);
+        Ok(Frames::new(found.clone(), (offset - found.offset) as usize))
+    }
+
+    /// Drops every run no mapping holds; returns the bytes freed.
+    pub fn reclaim(&self) -> usize {
+        let mut gone = Vec::new();
+        {
+            let mut files = self.files.lock().unwrap();
+            files.retain(|_, runs| {
+                let (free, kept): (Vec<_>, Vec<_>) =
+                    std::mem::take(runs).into_iter().partition(|r| Arc::strong_count(r) == 1);
+                gone.extend(free);
+                *runs = kept;
+                !runs.is_empty()
+            });
+        }
+        let bytes = gone.iter().map(|r| r.len).sum();
+        drop(gone);
+        bytes
+    }
+}
