@@ -72,10 +72,6 @@ impl<T, const LEVEL: u8> OrderedMutex<T, LEVEL> {
         let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         Ok(OrderedGuard { guard: Some(guard) })
     }
-
-    pub fn into_inner(self) -> Result<T, Infallible> {
-        Ok(self.inner.into_inner().unwrap_or_else(|e| e.into_inner()))
-    }
 }
 
 impl<'a, T, const LEVEL: u8> OrderedGuard<'a, T, LEVEL> {

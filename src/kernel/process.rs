@@ -167,6 +167,7 @@ impl Process {
         rlimits: [libc::rlimit; RLIM_NLIMITS],
         exe: Vec<u8>,
     ) -> Process {
+        mm.lock().unwrap().enter();
         Process {
             pid,
             mm: Mutex::new(mm),
@@ -202,9 +203,14 @@ impl Process {
         self.mm.lock().unwrap().clone()
     }
 
-    /// Installs a new address space (execve); returns the old one.
-    pub fn set_mm(&self, mm: Mm) -> Mm {
-        std::mem::replace(&mut *self.mm.lock().unwrap(), mm)
+    /// Installs a new address space (execve, exit) and leaves the old one:
+    /// if no other process uses it (a CLONE_VM sharer), it is torn down
+    /// here, in this process's context (mm::space's tear_down), whoever
+    /// else still holds a reference to it.
+    pub fn replace_mm(&self, mm: Mm) {
+        mm.lock().unwrap().enter();
+        let old = std::mem::replace(&mut *self.mm.lock().unwrap(), mm);
+        old.lock().unwrap().leave();
     }
 
     pub fn rlimit(&self, resource: u32) -> libc::rlimit {

@@ -118,7 +118,7 @@ impl Prepared {
     /// The point of no return: the old image (if any) goes away here.
     /// Returns the register state the first guest thread starts from.
     pub fn install(self, process: &Process) -> StartState {
-        drop(process.set_mm(std::sync::Arc::new(crate::sync::OrderedMutex::new(self.space))));
+        process.replace_mm(std::sync::Arc::new(crate::sync::OrderedMutex::new(self.space)));
         *process.program.lock().unwrap() = Some(self.program);
         *process.exe.lock().unwrap() = self.exe;
         *process.exe_file.lock().unwrap() = self.exe_file.into();

@@ -15,14 +15,19 @@
 //! Freed pages are not zeroed at once: they are marked dirty, and zeroed
 //! when allocated again, and only those the host really holds (it says
 //! where through SEEK_DATA): punching holes at every free costs the host a
-//! TLB shootdown and the next user a page fault per page. When too much
-//! dirty memory piles up, it is given back to the host in one sweep.
+//! TLB shootdown and the next user a page fault per page. When more dirty
+//! memory piles up than guests could still commit (nomu then would hold
+//! more of the host's memory than `--mem`), it is given back to the host in
+//! one sweep. A long run freed is dirty only where the host holds memory
+//! (it says where, a lookup per run of data), so freeing a mapping costs
+//! what was touched in it, not its size.
 //!
-//! Each page's host protection is recorded, and a page keeps it when freed:
-//! a host mprotect of shared memory costs a TLB shootdown, and a program
-//! exec'd again at the same place finds its pages protected as it wants
-//! them. nomu itself writes through the writable alias, so no page has to
-//! be made writable for nomu's sake.
+//! Each page's host protection is recorded, and a page munmap frees keeps
+//! it (a host mprotect of shared memory costs a TLB shootdown); a process's
+//! teardown puts its pages' back to read-write in one host call per run of
+//! pages that differ (mm::space's tear_down, in kernel::exit's order).
+//! nomu itself writes through the writable alias, so no page has to be
+//! made writable for nomu's sake.
 
 use super::buddy::{BuddyAllocator, Conversion};
 pub use super::buddy::{FreeType, NR_FREETYPES, PAGEBLOCK_PAGES};
@@ -149,11 +154,27 @@ impl Pages {
             self.dirty_lo = self.dirty_lo.min(pfn);
             self.dirty_hi = self.dirty_hi.max(pfn + count);
         }
+        let (first, end) = (pfn / 64, (pfn + count).div_ceil(64));
+        if first + 2 >= end {
+            let mut newly = 0;
+            for w in first..end {
+                let mask = Self::word_mask(w, pfn, count);
+                newly += (mask & !self.dirty[w]).count_ones() as usize;
+                self.dirty[w] |= mask;
+            }
+            return newly;
+        }
+        // The partial words at the ends, and the whole ones between as a
+        // slice (a tight loop: a 256 MiB run is 1024 words).
         let mut newly = 0;
-        for w in pfn / 64..(pfn + count).div_ceil(64) {
+        for w in [first, end - 1] {
             let mask = Self::word_mask(w, pfn, count);
             newly += (mask & !self.dirty[w]).count_ones() as usize;
             self.dirty[w] |= mask;
+        }
+        for word in &mut self.dirty[first + 1..end - 1] {
+            newly += (!*word).count_ones() as usize;
+            *word = u64::MAX;
         }
         newly
     }
@@ -184,7 +205,11 @@ impl Pages {
 /// to be used again); longer ones go back to the host.
 const ZERO_MAX: usize = 16 << 20;
 
-/// Dirty free memory beyond which it all goes back to the host.
+/// Dirty free memory beyond which it all goes back to the host: what
+/// guests may still commit (so nomu holds no more of the host's memory
+/// than `--mem`, as a VM given `mem=` does, and freed pages are the
+/// allocator's to hand out again, zeroed in place, as Linux's free pages
+/// are), and at least this much.
 const MAX_DIRTY_FREE: usize = 64 << 20;
 
 /// Free UNMAPPED memory kept as a pool (seed 003's pageblocks stay
@@ -194,6 +219,12 @@ const MAX_DIRTY_FREE: usize = 64 << 20;
 /// pageblocks are wiped and mapped again.
 const UNMAPPED_POOL_MIN: usize = 16 << 20;
 const UNMAPPED_POOL_MAX: usize = 1 << 30;
+/// Runs longer than this many pages (1 GiB) are freed dirty only where
+/// the host holds memory (SEEK_DATA and SEEK_HOLE: a lookup per run of
+/// data, the host's walk over the pages it holds); shorter ones are marked
+/// whole (a bitmap word per 64 pages is cheaper than the host's walk over
+/// the pages of a run fully touched).
+const ASK_HOST_FROM: usize = 1 << 18;
 
 impl PhysicalMemory {
     /// The allocator over all of `mem`'s window, with `limit` bytes
@@ -273,7 +304,7 @@ impl PhysicalMemory {
     fn too_dirty(&self, pages: &Pages) -> bool {
         let pool =
             pages.buddy.free_pages_of(FreeType::GUEST_UNMAPPED) + pages.buddy.free_pages_of(FreeType::SHARED_UNMAPPED);
-        pages.dirty_free.saturating_sub(pool) * PAGE_SIZE > MAX_DIRTY_FREE
+        pages.dirty_free.saturating_sub(pool) * PAGE_SIZE > self.max_dirty_free()
     }
 
     /// Gives free UNMAPPED pageblocks past the pool back to the direct map.
@@ -627,17 +658,51 @@ impl PhysicalMemory {
     /// Returns pages to the allocator (zeroed when next allocated; their
     /// protection stays until then, see the module comment).
     pub fn free(&self, addr: usize, len: usize) {
+        self.freed(addr, len);
+        self.free_forgotten(addr, len, true);
+    }
+
+    /// Tells the entry path that the code in [addr, addr+len) is going
+    /// (what [`free`](Self::free) does first; a process's teardown does it
+    /// as a step of its own, for its code only).
+    pub fn forget_code(&self, addr: usize, len: usize) {
+        if len > 0 {
+            self.freed(addr, len);
+        }
+    }
+
+    /// Returns pages whose code the entry path has forgotten already
+    /// ([`forget_code`](Self::forget_code), or they never held any) to the
+    /// allocator: as [`free`](Self::free) when they may hold data, as
+    /// [`free_untouched`](Self::free_untouched) when they are a
+    /// reservation's holes.
+    pub fn free_forgotten(&self, addr: usize, len: usize, may_hold_data: bool) {
         if len == 0 {
             return;
         }
-        self.freed(addr, len);
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
-        pages.dirty_free += pages.mark_dirty(pfn, n);
+        if may_hold_data {
+            if n <= ASK_HOST_FROM {
+                pages.dirty_free += pages.mark_dirty(pfn, n);
+            } else {
+                // A long run: only what the host holds is dirty (the rest
+                // reads as zero), so a 4 GiB mapping with 7 pages touched
+                // costs a lookup per run, and counts 7 pages towards a sweep.
+                for (a, len) in self.mem.populated(addr, len) {
+                    pages.dirty_free += pages.mark_dirty(self.pfn(a), len / PAGE_SIZE);
+                }
+            }
+        }
         pages.buddy.free(pfn, n);
         if self.too_dirty(&pages) {
             self.sweep(&mut pages);
         }
+    }
+
+    /// How much dirty free memory nomu keeps (see [`MAX_DIRTY_FREE`]).
+    fn max_dirty_free(&self) -> usize {
+        MAX_DIRTY_FREE.max(self.commit.limit().saturating_sub(self.commit.committed()))
     }
 
     /// Returns pages that hold nothing to the allocator: a reservation's,
@@ -668,6 +733,20 @@ impl PhysicalMemory {
         }
         let mut pages = self.buddy.lock().unwrap();
         self.set_prot_locked(&mut pages, self.pfn(addr), len / PAGE_SIZE, prot)
+    }
+
+    /// Puts the host protection of owned pages back to read-write (what
+    /// free pages have) in one host call, whatever each page's was: the
+    /// host skips its mappings there that need no change.
+    pub fn reset_prot(&self, addr: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let mut pages = self.buddy.lock().unwrap();
+        let p = self.pfn(addr);
+        // Making our own direct map read-write cannot fail.
+        let _ = self.mem.protect(addr, len, RW);
+        pages.prot[p..p + len / PAGE_SIZE].fill(prot_code(RW));
     }
 
     fn set_prot_locked(&self, pages: &mut Pages, pfn: usize, count: usize, prot: Prot) -> Result<(), Errno> {
@@ -916,10 +995,16 @@ mod tests {
         let kept = phys.alloc(3 * PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
         fill(kept, 3 * PAGE_SIZE, 0x66);
         phys.free(kept + PAGE_SIZE, PAGE_SIZE);
+        // (The limit is what guests may still commit, at least
+        // MAX_DIRTY_FREE: with most of --mem committed, that.)
+        let committed = phys.commit().limit() - MAX_DIRTY_FREE / 2;
+        phys.commit().charge(committed, 0).unwrap();
+        assert_eq!(phys.max_dirty_free(), MAX_DIRTY_FREE);
         let big = MAX_DIRTY_FREE + (4 << 20);
         let a = phys.alloc(big, PAGE_SIZE, Fresh::Used).unwrap();
         fill(a, big, 0x5a);
         phys.free(a, big);
+        phys.commit().uncharge(committed);
         assert_eq!(phys.buddy.lock().unwrap().dirty_free, 0);
         let b = phys.alloc_at(a, PAGE_SIZE, Fresh::Used);
         assert!(b.is_ok() && all_zero(a, PAGE_SIZE));
@@ -935,6 +1020,43 @@ mod tests {
         reservations_hold_nothing(phys);
         secret_pages_leave_the_direct_map(phys);
         frames_mappings(phys);
+        teardown_puts_everything_back(phys);
+    }
+
+    /// The last process to leave an address space tears it down (one that
+    /// still has a user keeps it): every page free, the charge gone, every
+    /// host protection read-write again, a frames VMA's direct map its own.
+    fn teardown_puts_everything_back(phys: &'static PhysicalMemory) {
+        use crate::mm::mapping::{Frames, OwnedFrames};
+        use crate::mm::space::{AddressSpace, Placement, Vma, VmaKind, PROT_EXEC, PROT_READ, PROT_WRITE};
+        let c0 = phys.commit().committed();
+        let src = OwnedFrames::new(phys, 2 * PAGE_SIZE, false).unwrap();
+        let mut space = AddressSpace::new(phys);
+        space.enter();
+        space.enter();
+        let rw = Vma::new(0, PROT_READ | PROT_WRITE, VmaKind::Anon);
+        let a = space.map(Placement::Anywhere { align: PAGE_SIZE }, 16 * PAGE_SIZE, rw, |_| Ok(())).unwrap();
+        fill(a, 16 * PAGE_SIZE, 0x77);
+        space.protect(a, PAGE_SIZE, 0).unwrap();
+        space.protect(a + 4 * PAGE_SIZE, 2 * PAGE_SIZE, PROT_READ | PROT_EXEC).unwrap();
+        let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
+        vma.frames = Some(Frames::new(src.clone(), 0));
+        let f = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, 2 * PAGE_SIZE, vma).unwrap();
+        space.leave();
+        assert!(!phys.is_free(a, 16 * PAGE_SIZE), "torn down with a user left");
+        space.leave();
+        assert!(phys.is_free(a, 16 * PAGE_SIZE) && phys.is_free(f, 2 * PAGE_SIZE));
+        assert_eq!(phys.commit().committed(), c0);
+        assert_eq!(phys.translate(f), f, "the direct map still shows the frames");
+        assert_eq!(std::sync::Arc::strong_count(&src), 1, "the frames' reference was kept");
+        let pages = phys.buddy.lock().unwrap();
+        let p = phys.pfn(a);
+        assert!(pages.prot[p..p + 16].iter().all(|&c| c == prot_code(RW)), "a protection was left");
+        drop(pages);
+        drop(space);
+        let b = phys.alloc(16 * PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
+        assert!(all_zero(b, 16 * PAGE_SIZE));
+        phys.free(b, 16 * PAGE_SIZE);
     }
 
     /// The host's protection of the page at `addr`, from /proc/self/maps

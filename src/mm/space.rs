@@ -100,6 +100,9 @@ pub struct Vma {
     pub backing: Option<Backing>,
     /// Ever writable: a shared file mapping then needs writing back.
     pub was_writable: bool,
+    /// Ever executable: the entry path may have marked syscall sites in its
+    /// pages (what a teardown must clear, and only here).
+    pub was_executable: bool,
     pub origin: Option<ImageOrigin>,
     /// The program file a piece of an executable image was read from, and
     /// the file offset of the piece's first byte (/proc/PID/maps names it,
@@ -125,6 +128,7 @@ impl Vma {
             shared: false,
             backing: None,
             was_writable: prot & PROT_WRITE != 0,
+            was_executable: prot & PROT_EXEC != 0,
             origin: None,
             image_file: None,
             charged: false,
@@ -206,6 +210,10 @@ pub struct AddressSpace {
     /// Free pages taken while loading so that nothing else of this space
     /// lands where the moved image will show (see hold_range).
     held: Vec<usize>,
+    /// The processes using it (a CLONE_VM child shares its parent's): the
+    /// last to leave tears it down ([`leave`](Self::leave)), whoever else
+    /// still holds a reference (a /proc reader).
+    users: usize,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -227,6 +235,21 @@ impl AddressSpace {
             host_ops: Vec::new(),
             moved_image: false,
             held: Vec::new(),
+            users: 0,
+        }
+    }
+
+    /// A process starts using this address space.
+    pub fn enter(&mut self) {
+        self.users += 1;
+    }
+
+    /// A process stops using this address space; the last one tears it
+    /// down, here, in its own context ([`tear_down`](Self::tear_down)).
+    pub fn leave(&mut self) {
+        self.users = self.users.saturating_sub(1);
+        if self.users == 0 {
+            self.tear_down();
         }
     }
 
@@ -776,6 +799,7 @@ impl AddressSpace {
             v.charged |= charge && v.shm.is_none() && v.frames.is_none();
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
+            v.was_executable |= prot & PROT_EXEC != 0;
             if prot & PROT_WRITE != 0 {
                 v.origin = None;
             }
@@ -1010,53 +1034,164 @@ impl AddressSpace {
         self.brk
     }
 
-    /// Frees every page this address space owns.
-    pub fn release_all(&mut self) {
+    /// Frees every page this address space owns: the memory half of a
+    /// process's exit (src/kernel/exit.rs states the whole order and why),
+    /// run by the last process that used the space, in its own context,
+    /// once no thread of it can touch these pages any more:
+    ///
+    /// 1. (the caller's: every thread that used the space has left guest
+    ///    code for good);
+    /// 2. the host protections of its pages are put back to what free pages
+    ///    have (read-write), one host call per run of pages that differ;
+    /// 3. the entry path's per-page state (zpoline's and rewrite's syscall
+    ///    site marks) is cleared, for the pages that were ever executable;
+    /// 4. its mappings go and their pages back to the allocator (a shared
+    ///    file mapping written back to its file first; a System V segment's
+    ///    pages are the segment's: its attachment is dropped; a VMA showing
+    ///    frames, a page cache's pages, gives its reference back, and its
+    ///    direct map shows its own pages again in step 2).
+    ///
+    /// Its cost follows the VMAs and the pages the process touched, not
+    /// the size of what it mapped: every step works on runs of pages (a
+    /// 4 GiB mapping is one run), and the allocator asks the host which
+    /// pages of a long run hold anything (mm::phys).
+    pub fn tear_down(&mut self) {
         if self.moved_image && !self.own_host {
             // A failed exec of a moved image: its pages are frames.
             self.become_own_host();
         }
         if self.own_host {
+            // A forked child's: its frames and its host process's map.
             return self.forked_release_all();
         }
         let vmas = std::mem::take(&mut self.vmas);
-        for (s, v) in vmas {
-            if v.shm.is_some() {
-                continue; // detached as `v` goes
-            }
-            if let Some(f) = &v.frames {
-                // Its own pages were never touched; the source keeps (or
-                // frees) the frames as the handle goes.
-                self.phys.frames_gone(s, v.end - s, f.source.lingers());
-                self.phys.free(s, v.end - s);
-                continue;
-            }
-            Self::write_back_vma(s, &v);
-            // Heap pages are freed with the whole reservation below.
-            let heap_s = self.brk_start.clamp(s, v.end);
-            let heap_e = self.brk_owned_end.clamp(heap_s, v.end);
-            if v.charged {
-                self.phys.free(s, heap_s - s);
-                self.phys.free(heap_e, v.end - heap_e);
-            } else {
-                self.phys.free_untouched(s, heap_s - s);
-                self.phys.free_untouched(heap_e, v.end - heap_e);
-            }
-        }
+        // What it charged is free for guests again.
         self.uncharge(self.committed);
-        self.phys.free(self.brk_start, self.brk_owned_end - self.brk_start);
+        let (heap_s, heap_e) = (self.brk_start, self.brk_owned_end);
+        (self.brk_start, self.brk, self.brk_owned_end) = (0, 0, 0);
         // Nothing is pinned any more: a pin borrows the address space.
-        for (s, e) in std::mem::take(&mut self.deferred) {
-            self.phys.free(s, e - s);
+        let deferred = std::mem::take(&mut self.deferred);
+        let own = |v: &Vma| v.shm.is_none();
+
+        // Shared file mappings are written back while their pages are here.
+        for (&s, v) in vmas.iter().filter(|(_, v)| own(v)) {
+            Self::write_back_vma(s, v);
         }
-        self.brk_start = 0;
-        self.brk = 0;
-        self.brk_owned_end = 0;
+
+        // 2. The host's view put back: the direct map under VMAs showing
+        // frames (a page cache's pages, mm::mapping) is released, one call
+        // per run: no longer this space's nor translated, it shows the
+        // range's own pages again as soon as they are handed out (the
+        // allocator restores them then, with no host call at all if the
+        // same frames are mapped there again, a program exec'd at the same
+        // place: mm::mapping); then one host call per run of this space's
+        // pages whose VMAs were not all read-write (read-write VMAs between
+        // them are bridged, the host skipping what needs no change: a
+        // thread stack's guard page is not a call of its own), and the
+        // deferred pages (their VMAs went, their protection left).
+        // (A source whose pages may not linger, a secret file's, gets the
+        // range's own pages back at once.)
+        let framed = |v: &Vma| v.frames.is_some();
+        let lingers = |v: &Vma| v.frames.as_ref().is_some_and(|f| f.source.lingers());
+        for (s, e) in runs(vmas.iter().filter(|(_, v)| lingers(v)).map(|(&s, v)| (s, v.end))) {
+            self.phys.release_frames(s, e - s);
+        }
+        for (s, e) in runs(vmas.iter().filter(|(_, v)| framed(v) && !lingers(v)).map(|(&s, v)| (s, v.end))) {
+            self.phys.unmap_frames(s, e - s);
+        }
+        for (s, e) in protection_runs(vmas.iter().filter(|(_, v)| own(v) && !framed(v))).chain(deferred.iter().copied())
+        {
+            self.phys.reset_prot(s, e - s);
+        }
+
+        // 3. The entry path forgets the syscall sites of code that was here.
+        for (s, e) in runs(vmas.iter().filter(|(_, v)| own(v) && v.was_executable).map(|(&s, v)| (s, v.end)))
+            .chain(deferred.iter().copied())
+        {
+            self.phys.forget_code(s, e - s);
+        }
+
+        // 4. The pages back to the allocator: the heap's reservation whole,
+        // every other run by whether it may hold data (an uncharged one is
+        // a reservation's holes; a frames VMA's own pages are counted as
+        // holding some, as munmap counts them). The frames themselves go
+        // back to their source by reference, as the VMAs' handles drop
+        // below (a page cache keeps its pages for the next user).
+        let outside_heap = |s: usize, e: usize| {
+            let (hs, he) = (heap_s.clamp(s, e), heap_e.clamp(heap_s.clamp(s, e), e));
+            [(s, hs), (he, e)].into_iter().filter(|(a, b)| a < b)
+        };
+        for charged in [true, false] {
+            let pieces = vmas
+                .iter()
+                .filter(|(_, v)| own(v) && (v.charged || framed(v)) == charged)
+                .flat_map(|(&s, v)| outside_heap(s, v.end));
+            for (s, e) in runs(pieces) {
+                self.phys.free_forgotten(s, e - s, charged);
+            }
+        }
+        self.phys.free_forgotten(heap_s, heap_e - heap_s, true);
+        for (s, e) in deferred {
+            self.phys.free_forgotten(s, e - s, true);
+        }
+        // System V attachments detach, and frames go back to their
+        // sources, as their VMAs go.
+        drop(vmas);
     }
 }
 
+/// Read-write VMAs up to this long between two that are not are put back
+/// with them in one host call (longer ones would make the protection
+/// records' fill follow a large mapping's size).
+const BRIDGE: usize = 16 << 20;
+
+/// The runs of pages whose protection a teardown puts back: from the
+/// first VMA not read-write to the last, across adjacent VMAs (a gap in
+/// the address space, or a long read-write VMA, ends a run).
+fn protection_runs<'a>(vmas: impl Iterator<Item = (&'a usize, &'a Vma)>) -> impl Iterator<Item = (usize, usize)> {
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, usize)> = None;
+    let mut own_end = 0;
+    for (&s, v) in vmas {
+        if s != own_end {
+            out.extend(cur.take());
+        }
+        own_end = v.end;
+        if host_prot(v.prot) == super::phys::RW {
+            continue;
+        }
+        cur = match cur {
+            Some((cs, ce)) if s - ce <= BRIDGE => Some((cs, v.end)),
+            done => {
+                out.extend(done);
+                Some((s, v.end))
+            }
+        };
+    }
+    out.extend(cur);
+    out.into_iter()
+}
+
+/// Adjacent ranges (in address order) merged into runs.
+fn runs(ranges: impl Iterator<Item = (usize, usize)>) -> impl Iterator<Item = (usize, usize)> {
+    let mut ranges = ranges.peekable();
+    std::iter::from_fn(move || {
+        let (s, mut e) = ranges.next()?;
+        while let Some(&(s2, e2)) = ranges.peek() {
+            if s2 != e {
+                break;
+            }
+            e = e2;
+            ranges.next();
+        }
+        Some((s, e))
+    })
+}
+
 impl Drop for AddressSpace {
+    /// One no process ever used (an image whose exec failed), or one left
+    /// empty by its last user.
     fn drop(&mut self) {
-        self.release_all();
+        self.tear_down();
     }
 }

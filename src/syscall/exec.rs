@@ -182,7 +182,7 @@ fn spawn_child(
     let child = Arc::new(Process::new_child(&parent, pid));
     let copy = copy.map(|space| Arc::new(crate::sync::OrderedMutex::new(space)));
     if let Some(mm) = &copy {
-        child.set_mm(mm.clone());
+        child.replace_mm(mm.clone());
     }
     let pidfd = match pidfd_out {
         Some(out) => Some(super::pidfd::install_for_clone(ctx, PidFd::Process(child.clone()), out)?),
