@@ -204,7 +204,10 @@ fn load_one(
             p.offset.saturating_add(p.filesz)
         )));
     }
-    let cached = cached_pieces(kernel, file, &loads, &ranges, bias);
+    // An image in a host process of its own gets copies (cached code may
+    // hold sites rewritten for nomu's own process, which must trap there).
+    let cached =
+        if moved || space.runs_own_host() { Vec::new() } else { cached_pieces(kernel, file, &loads, &ranges, bias) };
     if unzeroed {
         // alloc_unzeroed leaves stale frames mappings (mm::phys): the
         // cached pieces take theirs up again if they are the same frames,

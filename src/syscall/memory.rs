@@ -200,6 +200,12 @@ fn cached_frames(
     if prot & libc::PROT_WRITE != 0 || prot == 0 || (exec && !ctx.kernel().entry.shares_code()) {
         return None;
     }
+    // A process in a host process of its own (a forked child, a moved
+    // fixed-address image) gets copies: cached code may hold sites the
+    // entry path rewrote for nomu's own process, which must trap there.
+    if ctx.t.mm.lock().unwrap().runs_own_host() {
+        return None;
+    }
     let id = f.identity()?;
     if off.checked_add(len as u64)? > (id.size.max(0) as u64).next_multiple_of(PAGE_SIZE as u64) {
         return None;

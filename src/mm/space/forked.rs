@@ -279,6 +279,12 @@ impl AddressSpace {
         self.moved_image = true;
     }
 
+    /// Whether its memory is (or will be, once loaded) shown in a host
+    /// process of its own: a forked child's, or a moved image's.
+    pub fn runs_own_host(&self) -> bool {
+        self.own_host || self.moved_image
+    }
+
     /// Whether [`move_image`](Self::move_image) moved an image here.
     pub fn has_moved_image(&self) -> bool {
         self.moved_image
