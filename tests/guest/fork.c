@@ -372,7 +372,7 @@ static void on_signal(int sig)
 }
 
 /* Signals: the parent's handlers are the child's; a signal kills a child
- * blocked in a syscall; SIGCHLD reaches the parent; pause ends on one. */
+ * blocked in a syscall; SIGCHLD reaches the parent; sigsuspend ends on one. */
 static void signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -381,6 +381,14 @@ static void signals(void)
 	CHECK_OK(sigaction(SIGCHLD, &sa, NULL));
 	int fds[2];
 	CHECK_OK(pipe(fds));
+	/* The child waits with SIGUSR1 blocked and sigsuspend: a signal that
+	 * came between its look at `got` and pause() would leave pause
+	 * waiting for good (seen under nomu, where a kick can land there). */
+	sigset_t usr1, unblocked;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	CHECK_OK(sigprocmask(SIG_BLOCK, &usr1, &unblocked));
+	sigdelset(&unblocked, SIGUSR1);
 	pid_t p = fork();
 	if (p == 0) {
 		close(fds[0]);
@@ -388,9 +396,10 @@ static void signals(void)
 		if (write(fds[1], "r", 1) != 1)
 			_exit(1);
 		while (!got)
-			pause();
+			sigsuspend(&unblocked);
 		_exit(got == SIGUSR1 ? 11 : 1);
 	}
+	CHECK_OK(sigprocmask(SIG_SETMASK, &unblocked, NULL));
 	char c;
 	CHECK_EQ(read(fds[0], &c, 1), 1);
 	CHECK_OK(kill(p, SIGUSR1));
