@@ -3,7 +3,7 @@
  * binary run natively, under nomu, in UML and in gVisor (`nomu bench`).
  *
  *   syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR]
- *                 [--sh BUSYBOX] [--filter HEX] [--progress] [OP...]
+ *                 [--sh BUSYBOX] [--filter HEX] [--dispatch-from HEX] [--progress] [OP...]
  *
  * Ops (default: all, in this order):
  *   getpid      raw getpid syscall (inline asm, no libc in the way)
@@ -502,6 +502,22 @@ static int loop_pipe_rt(unsigned long iters)
     return 0;
 }
 
+/* Where nomu's syscall user dispatch allows syscalls from (--dispatch-from,
+ * hex: the end of guest memory; 0: nomu catches guest syscalls with the
+ * filter alone). The floor child and its echo child turn it on as nomu's
+ * host threads do; the selector is read-only and says "block". */
+static unsigned long dispatch_from;
+static const char dispatch_selector = 1;
+static int in_floor;
+
+static int dispatch_on(void)
+{
+    if (!dispatch_from)
+        return 0;
+    /* PR_SET_SYSCALL_USER_DISPATCH, PR_SYS_DISPATCH_ON */
+    return prctl(59, 1L, dispatch_from, (1UL << 63) - dispatch_from, &dispatch_selector) < 0 ? -1 : 0;
+}
+
 static int start_echo_child(pid_t *pid)
 {
     int down[2], up[2];
@@ -512,7 +528,10 @@ static int start_echo_child(pid_t *pid)
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, down[0], 100);
     posix_spawn_file_actions_adddup2(&fa, up[1], 101);
-    char *args[] = {(char *)self_path, "--child-echo", "100", "101", NULL};
+    /* A floor's echo child turns dispatch on too (exec drops it). */
+    char from[32];
+    snprintf(from, sizeof from, "%lx", dispatch_from);
+    char *args[] = {(char *)self_path, "--child-echo", "100", "101", in_floor && dispatch_from ? from : NULL, NULL};
     int e = posix_spawn(pid, self_path, &fa, NULL, args, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(down[0]);
@@ -1308,6 +1327,7 @@ static void run_plain(const struct op *op, unsigned long iters)
 static struct bpf_insn nomu_filter[64];
 static unsigned short nomu_filter_len;
 
+
 static int parse_filter(const char *hex)
 {
     size_t n = strlen(hex);
@@ -1358,6 +1378,11 @@ static void run_filtered(const struct op *op, unsigned long iters)
             op_error(op->name, "the filter is not in force", EPROTO);
             _exit(1);
         }
+        if (dispatch_on() < 0) {
+            op_error(op->name, "prctl(PR_SET_SYSCALL_USER_DISPATCH)", errno);
+            _exit(1);
+        }
+        in_floor = 1;
         run_plain(op, iters);
         fflush(stdout);
         _exit(had_error ? 1 : 0);
@@ -1377,7 +1402,7 @@ static void run_filtered(const struct op *op, unsigned long iters)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR] "
-               "[--sh BUSYBOX] [--filter HEX] [--progress] [OP...]\nops:");
+               "[--sh BUSYBOX] [--filter HEX] [--dispatch-from HEX] [--progress] [OP...]\nops:");
     for (size_t i = 0; i < NOPS; i++)
         fprintf(f, " %s", ops[i].name);
     fprintf(f, "\n");
@@ -1413,8 +1438,13 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "--child-stopper"))
         for (;;)
             raise(SIGSTOP);
-    if (argc == 4 && !strcmp(argv[1], "--child-echo")) {
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "--child-echo")) {
         int r = atoi(argv[2]), w = atoi(argv[3]);
+        if (argc == 5) {
+            dispatch_from = strtoul(argv[4], NULL, 16);
+            if (dispatch_on() < 0)
+                return 1;
+        }
         char c;
         while (read(r, &c, 1) == 1 && write(w, &c, 1) == 1)
             ;
@@ -1429,6 +1459,16 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--filter") && i + 1 < argc) {
             if (parse_filter(argv[++i]) < 0) {
                 fprintf(stderr, "syscall_bench: bad --filter value\n");
+                usage(stderr);
+                return 2;
+            }
+            continue;
+        }
+        if (!strcmp(a, "--dispatch-from") && i + 1 < argc) {
+            char *end;
+            dispatch_from = strtoul(argv[++i], &end, 16);
+            if (*end || !dispatch_from) {
+                fprintf(stderr, "syscall_bench: bad --dispatch-from value\n");
                 usage(stderr);
                 return 2;
             }

@@ -17,13 +17,21 @@ pub const UML_KERNEL: &str = "/usr/bin/linux";
 /// nomu's guest memory (--mem) for the benchmark.
 const NOMU_MEM: &str = "6G";
 
-/// The seccomp filter a `nomu run --mem NOMU_MEM` installs (its guest
-/// memory where nomu asks the host to put it), for the benchmark's filter_
-/// ops: host-backed operations natively under that same filter.
-fn nomu_filter() -> String {
+/// What a `nomu run --mem NOMU_MEM` installs to catch guest syscalls (its
+/// guest memory where nomu asks the host to put it), as the benchmark's
+/// options, for its filter_ ops: host-backed operations natively under
+/// the same seccomp filter and, where nomu uses it, the same syscall user
+/// dispatch.
+fn nomu_interception() -> Vec<String> {
     let mem = crate::cli::parse_size(NOMU_MEM).expect("NOMU_MEM is a size");
     let lo = crate::host::physmem::PREFERRED_BASE as u64;
-    crate::entry::seccomp::filter_hex(lo, lo + crate::mm::commit::window_for(mem) as u64)
+    let (filter, dispatch) =
+        crate::entry::seccomp::interception_for_bench(lo, lo + crate::mm::commit::window_for(mem) as u64);
+    let mut args = vec!["--filter".to_string(), filter];
+    if let Some(from) = dispatch {
+        args.extend(["--dispatch-from".to_string(), format!("{from:x}")]);
+    }
+    args
 }
 
 /// UML's memory (its mem=): plenty for the benchmark and busybox.
@@ -198,7 +206,7 @@ impl System {
         let mut cmd = match self.kind {
             Kind::Native => {
                 let mut c = Command::new(&ctx.bin);
-                c.args(["--filter".to_string(), nomu_filter()]).args(ctx.host_args(ops));
+                c.args(nomu_interception()).args(ctx.host_args(ops));
                 c
             }
             Kind::Nomu(k) => {

@@ -18,6 +18,7 @@
 //! This module and `host` are the only places with `unsafe` code.
 
 mod children;
+pub mod dispatch;
 pub mod host_signals;
 pub mod kstack;
 pub mod rewrite;

@@ -7,7 +7,10 @@
 //! What is this path's own: the filter (a range check on the instruction
 //! pointer: guest memory traps, nomu's own code is allowed; any syscall of
 //! another ABI traps), and running a guest thread with the guest's own gs
-//! base.
+//! base. Where the host has syscall user dispatch ([`super::dispatch`]),
+//! dispatch does the range check instead, on each host thread that runs
+//! guest code, and the filter keeps only the ABI check, which the host
+//! caches: nomu's own host calls then pay almost nothing for it.
 
 use super::kstack::ThreadKernelStack;
 use super::{host_signals, EntryPath, GuestKernel, StartState};
@@ -38,8 +41,12 @@ impl SeccompEntry {
     /// its SIGSYS. A sysemu tracee never reaches it: PTRACE_SYSEMU skips the
     /// call before seccomp runs.
     pub fn install(physmem: &PhysMem) -> Result<SeccompEntry, String> {
-        install_filter(physmem.base() as u64, physmem.end() as u64)
-            .map_err(|e| format!("installing the seccomp filter: {e}"))?;
+        let (lo, hi) = (physmem.base() as u64, physmem.end() as u64);
+        let dispatch = uses_dispatch(hi);
+        install_filter(&filter_program(lo, hi, dispatch)).map_err(|e| format!("installing the seccomp filter: {e}"))?;
+        if dispatch {
+            super::dispatch::use_from(hi);
+        }
         Ok(SeccompEntry)
     }
 }
@@ -58,15 +65,24 @@ struct SockFprog {
     filter: *const SockFilter,
 }
 
-/// The filter: traps every syscall whose instruction pointer lies in [lo,
-/// hi) — guest memory — and every syscall of another ABI than x86-64's,
-/// wherever it comes from; allows the rest (nomu's own code). The ABI check
-/// is not redundant: an Intel CPU's `sysenter` enters the host's i386
-/// syscall path with the instruction pointer already set to a landing pad
-/// outside guest memory, so the range check alone would let a guest's i386
+/// Whether guest syscalls are caught with syscall user dispatch (each host
+/// thread's, [`super::dispatch`]) when guest memory ends at `hi`: the host
+/// has it and all of nomu's code lies above guest memory.
+fn uses_dispatch(hi: u64) -> bool {
+    super::dispatch::available() && super::dispatch::code_above(hi)
+}
+
+/// The filter: traps every syscall of another ABI than x86-64's, wherever
+/// it comes from, and, unless syscall user dispatch catches them
+/// (`dispatch`), every syscall whose instruction pointer lies in [lo, hi),
+/// guest memory; allows the rest (nomu's own code). The ABI check is not
+/// redundant: an Intel CPU's `sysenter` enters the host's i386 syscall path
+/// with the instruction pointer already set to a landing pad outside guest
+/// memory, so the range check alone (or dispatch) would let a guest's i386
 /// syscall run on the host, past nomu's root (tests/nomu/i386_entry.c).
-/// nomu itself makes none.
-fn filter_program(lo: u64, hi: u64) -> [SockFilter; 14] {
+/// nomu itself makes none. The ABI check alone is a filter the host caches:
+/// it never runs for x86-64 syscalls (see dispatch.rs for what each costs).
+fn filter_program(lo: u64, hi: u64, dispatch: bool) -> Vec<SockFilter> {
     const LD_ABS: u16 = 0x20;
     const JEQ: u16 = 0x15;
     const JGT: u16 = 0x25;
@@ -80,8 +96,16 @@ fn filter_program(lo: u64, hi: u64) -> [SockFilter; 14] {
     let f = |code, jt, jf, k| SockFilter { code, jt, jf, k };
     let (lo_hi, lo_lo) = ((lo >> 32) as u32, lo as u32);
     let (hi_hi, hi_lo) = ((hi >> 32) as u32, hi as u32);
+    if dispatch {
+        return vec![
+            f(LD_ABS, 0, 0, ARCH),
+            f(JEQ, 1, 0, super::AUDIT_ARCH_X86_64), // x86-64 -> ALLOW
+            f(RET, 0, 0, RET_TRAP),
+            f(RET, 0, 0, RET_ALLOW),
+        ];
+    }
     // Jump offsets count from the next instruction; see the labels at right.
-    [
+    vec![
         f(LD_ABS, 0, 0, ARCH),                   // 0
         f(JEQ, 0, 10, super::AUDIT_ARCH_X86_64), // 1: another ABI -> TRAP
         f(LD_ABS, 0, 0, IP_HI),                  // 2
@@ -99,13 +123,19 @@ fn filter_program(lo: u64, hi: u64) -> [SockFilter; 14] {
     ]
 }
 
-/// The filter nomu installs when its guest memory is [lo, hi), as hex
-/// (struct sock_filter's bytes, 16 digits an instruction): what `nomu
-/// bench` hands the benchmark, which measures host-backed operations
-/// natively under it (the floor of nomu's in-process paths).
-pub fn filter_hex(lo: u64, hi: u64) -> String {
-    filter_program(lo, hi)
-        .iter()
+/// What nomu installs when its guest memory is [lo, hi): its filter as hex
+/// (struct sock_filter's bytes, 16 digits an instruction) and, when it
+/// catches guest syscalls with syscall user dispatch, where the allowed
+/// range starts: what `nomu bench` hands the benchmark, which measures
+/// host-backed operations natively under both (the floor of nomu's
+/// in-process paths).
+pub fn interception_for_bench(lo: u64, hi: u64) -> (String, Option<u64>) {
+    let dispatch = uses_dispatch(hi);
+    (filter_hex(&filter_program(lo, hi, dispatch)), dispatch.then_some(hi))
+}
+
+fn filter_hex(prog: &[SockFilter]) -> String {
+    prog.iter()
         .flat_map(|i| {
             let mut b = [0u8; 8];
             b[0..2].copy_from_slice(&i.code.to_ne_bytes());
@@ -118,9 +148,8 @@ pub fn filter_hex(lo: u64, hi: u64) -> String {
         .collect()
 }
 
-/// Installs [`filter_program`] for guest memory [lo, hi) on every thread.
-fn install_filter(lo: u64, hi: u64) -> Result<(), crate::abi::errno::Errno> {
-    let prog = filter_program(lo, hi);
+/// Installs `prog` on every thread.
+fn install_filter(prog: &[SockFilter]) -> Result<(), crate::abi::errno::Errno> {
     let fprog = SockFprog { len: prog.len() as u16, filter: prog.as_ptr() };
     // SAFETY: prctl and seccomp with valid arguments; fprog outlives the call.
     unsafe {
@@ -149,6 +178,7 @@ impl EntryPath for SeccompEntry {
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
+        super::dispatch::ensure_on();
         let kstack = ThreadKernelStack::enter();
         // The guest owns this host thread's gs base (nomu never uses %gs).
         let _ = crate::host::sys::set_gs_base(start.gs_base);

@@ -22,7 +22,9 @@
 //!
 //! # A trap
 //! The seccomp filter [`super::seccomp`] installs process-wide (inherited
-//! by every child) turns each guest syscall into SIGSYS in the child. Its
+//! by every child), or syscall user dispatch, which the child turns on in
+//! its start code ([`super::dispatch`]), turns each guest syscall into
+//! SIGSYS in the child. Its
 //! handler, on the child's signal stack, finds the mailbox by masking its
 //! stack pointer, stores the signal number, the siginfo and ucontext
 //! addresses and the current fs base, sets `state` to REQUEST, wakes the
@@ -143,6 +145,10 @@ struct Mailbox {
     /// The futex operation the child waits with: private for a CLONE_VM
     /// child, shared for a forked one (another memory map).
     wait_op: AtomicU64,
+    /// Syscall user dispatch for the child, turned on in its start code:
+    /// the allowed range's start and length and the selector's address (a
+    /// zero length: nomu catches guest syscalls with its seccomp filter).
+    dispatch: [u64; 3],
     /// Host syscalls the child makes before it resumes guest code (a
     /// forked child's memory map changes, see [`HostOp`]): `nops` entries
     /// of [`OP_WORDS`] words (number, six arguments) at `ops`.
@@ -191,6 +197,20 @@ global_asm!(
     "    syscall",
     "    test rax, rax",
     "    jnz .Lsplit_die",
+    // Guest syscalls trap by syscall user dispatch, when nomu uses it (it
+    // is not inherited from the creating thread).
+    "    mov r10, [rbx + {dispatch} + 8]",
+    "    test r10, r10",
+    "    jz .Lsplit_dispatch_done",
+    "    mov edi, 59", // PR_SET_SYSCALL_USER_DISPATCH
+    "    mov esi, 1", // PR_SYS_DISPATCH_ON
+    "    mov rdx, [rbx + {dispatch}]",
+    "    mov r8, [rbx + {dispatch} + 16]",
+    "    mov eax, 157", // prctl
+    "    syscall",
+    "    test rax, rax",
+    "    jnz .Lsplit_die",
+    ".Lsplit_dispatch_done:",
     "    lea rdi, [rbx + {altstack}]",
     "    xor esi, esi",
     "    mov eax, 131", // sigaltstack
@@ -398,6 +418,7 @@ global_asm!(
     run = const RUN,
     futex_wake = const FUTEX_WAKE,
     wait_op = const offset_of!(Mailbox, wait_op),
+    dispatch = const offset_of!(Mailbox, dispatch),
     ops = const offset_of!(Mailbox, ops),
     nops = const offset_of!(Mailbox, nops),
     op_size = const OP_WORDS * 8,
@@ -522,6 +543,7 @@ impl Child {
             handled,
             ignored,
             start_mask: !(1u64 << (CHILD_KICK - 1)),
+            dispatch: super::dispatch::child_args(),
             wait_op: AtomicU64::new(if forked { FUTEX_WAIT } else { FUTEX_WAIT | FUTEX_PRIVATE } as u64),
             ops: AtomicU64::new(ops as u64),
             nops: AtomicU64::new(0),

@@ -1058,6 +1058,8 @@ impl EntryPath for ZpolineEntry {
     }
 
     fn run(&self, start: StartState, kernel: &mut dyn GuestKernel) {
+        // First uses of syscall sites trap through it.
+        super::dispatch::ensure_on();
         let kstack = ThreadKernelStack::enter();
         let tcb = kstack.tcb();
         // The guest starts with a clean FPU (see run_in_process) and the
