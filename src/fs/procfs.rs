@@ -7,7 +7,9 @@
 //! the tree (find, du, fts) see one file system with no loops in it.
 //!
 //! - /proc/PID (and self): cmdline, comm, cwd, environ, exe, fd/, fdinfo/,
-//!   maps, mountinfo, mounts, root, stat, statm, status;
+//!   maps, mountinfo, mounts, root, stat, statm, status, task/ (a directory
+//!   per thread, with the thread's comm, stat and status: Linux's has the
+//!   process's other entries too);
 //! - /proc: cpuinfo (the host's), loadavg, meminfo, mounts, self, stat
 //!   (the host's CPU counters), uptime, sys/kernel/{hostname, osrelease,
 //!   ostype, pid_max}, sysvipc/{msg, sem, shm} (nomu's IPC objects).
@@ -117,10 +119,11 @@ pub enum PidEntry {
     Stat,
     Statm,
     Status,
+    Task,
 }
 
 /// A process's directory, with Linux's modes.
-const PID_ENTRIES: [(&str, PidEntry, u32); 14] = [
+const PID_ENTRIES: [(&str, PidEntry, u32); 15] = [
     ("cmdline", PidEntry::Cmdline, REG | 0o444),
     ("comm", PidEntry::Comm, REG | 0o644),
     ("cwd", PidEntry::Cwd, LNK | 0o777),
@@ -135,6 +138,23 @@ const PID_ENTRIES: [(&str, PidEntry, u32); 14] = [
     ("stat", PidEntry::Stat, REG | 0o444),
     ("statm", PidEntry::Statm, REG | 0o444),
     ("status", PidEntry::Status, REG | 0o444),
+    ("task", PidEntry::Task, DIR | 0o555),
+];
+
+/// An entry of a thread's directory, /proc/PID/task/TID (Dir: the
+/// directory itself).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ThreadEntry {
+    Dir,
+    Comm,
+    Stat,
+    Status,
+}
+
+const THREAD_ENTRIES: [(&str, ThreadEntry, u32); 3] = [
+    ("comm", ThreadEntry::Comm, REG | 0o644),
+    ("stat", ThreadEntry::Stat, REG | 0o444),
+    ("status", ThreadEntry::Status, REG | 0o444),
 ];
 
 /// One file, directory or link of nomu's /proc. A process's entries name
@@ -147,6 +167,8 @@ pub enum Node {
     Fd(u32, i32),
     /// /proc/PID/fdinfo/N.
     FdInfo(u32, i32),
+    /// /proc/PID/task/TID and its entries.
+    Thread(u32, u32, ThreadEntry),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -183,6 +205,8 @@ impl Node {
             // The access bits are the description's (see stat).
             Node::Fd(..) => LNK,
             Node::FdInfo(..) => REG | 0o444,
+            Node::Thread(_, _, ThreadEntry::Dir) => DIR | 0o555,
+            Node::Thread(_, _, e) => THREAD_ENTRIES.iter().find(|x| x.1 == e).map_or(REG | 0o444, |x| x.2),
         }
     }
 
@@ -203,6 +227,8 @@ impl Node {
             Node::Pid(pid, e) => u64::from(pid) << 32 | e as u64,
             Node::Fd(pid, fd) => u64::from(pid) << 32 | 1 << 30 | fd as u64,
             Node::FdInfo(pid, fd) => u64::from(pid) << 32 | 2 << 30 | fd as u64,
+            // Thread ids fit in 22 bits (pid_max).
+            Node::Thread(pid, tid, e) => u64::from(pid) << 32 | 3 << 30 | u64::from(tid) << 4 | e as u64,
         }
     }
 
@@ -224,6 +250,10 @@ impl Node {
             Node::Pid(pid, e) => format!("/proc/{pid}/{}", PID_ENTRIES.iter().find(|x| x.1 == e).map_or("", |x| x.0)),
             Node::Fd(pid, fd) => format!("/proc/{pid}/fd/{fd}"),
             Node::FdInfo(pid, fd) => format!("/proc/{pid}/fdinfo/{fd}"),
+            Node::Thread(pid, tid, ThreadEntry::Dir) => format!("/proc/{pid}/task/{tid}"),
+            Node::Thread(pid, tid, e) => {
+                format!("/proc/{pid}/task/{tid}/{}", THREAD_ENTRIES.iter().find(|x| x.1 == e).map_or("", |x| x.0))
+            }
         };
         text.into_bytes()
     }
@@ -237,13 +267,15 @@ impl Node {
             Node::Pid(pid, _) => Node::Pid(pid, PidEntry::Dir),
             Node::Fd(pid, _) => Node::Pid(pid, PidEntry::Fd),
             Node::FdInfo(pid, _) => Node::Pid(pid, PidEntry::FdInfo),
+            Node::Thread(pid, _, ThreadEntry::Dir) => Node::Pid(pid, PidEntry::Task),
+            Node::Thread(pid, tid, _) => Node::Thread(pid, tid, ThreadEntry::Dir),
         }
     }
 
     fn pid(self) -> Option<u32> {
         match self {
             Node::Top(_) => None,
-            Node::Pid(pid, _) | Node::Fd(pid, _) | Node::FdInfo(pid, _) => Some(pid),
+            Node::Pid(pid, _) | Node::Fd(pid, _) | Node::FdInfo(pid, _) | Node::Thread(pid, ..) => Some(pid),
         }
     }
 }
@@ -331,6 +363,19 @@ pub fn lookup(kernel: &Kernel, me: u32, norm: &[u8]) -> Result<Lookup, Errno> {
                 return Ok(Lookup::Node(node));
             }
             through(kernel, me, node, beyond)
+        }
+        PidEntry::Task => {
+            let Some((&n, beyond)) = beyond.split_first() else { return Ok(Lookup::Node(node)) };
+            let tid = parse_number::<u32>(n).filter(|&tid| thread_of(&process, tid).is_some());
+            let tid = tid.ok_or(Errno::ENOENT)?;
+            let Some((&name, beyond)) = beyond.split_first() else {
+                return Ok(Lookup::Node(Node::Thread(pid, tid, ThreadEntry::Dir)));
+            };
+            let entry = THREAD_ENTRIES.iter().find(|x| x.0.as_bytes() == name).ok_or(Errno::ENOENT)?.1;
+            if !beyond.is_empty() {
+                return Err(Errno::ENOTDIR);
+            }
+            Ok(Lookup::Node(Node::Thread(pid, tid, entry)))
         }
         _ if beyond.is_empty() => Ok(Lookup::Node(node)),
         _ => through(kernel, me, node, beyond),
@@ -430,6 +475,9 @@ pub fn stat(kernel: &Kernel, node: Node) -> libc::stat {
         Node::Top(Top::Sys | Top::SysKernel | Top::SysVm) => 1,
         Node::Top(Top::Root) => 3 + kernel.tasks.all_live().len() as u64,
         Node::Pid(_, PidEntry::Dir) => 4,
+        Node::Pid(pid, PidEntry::Task) => {
+            2 + kernel.tasks.process(pid).map_or(0, |p| p.threads.lock().unwrap().len()) as u64
+        }
         n if n.kind() == Kind::Dir => 2,
         _ => 1,
     };
@@ -576,9 +624,25 @@ pub fn list(kernel: &Kernel, dir: Node) -> Result<Vec<(Vec<u8>, u8, u64)>, Errno
                 )
             }));
         }
+        Node::Pid(pid, PidEntry::Task) => {
+            let p = kernel.tasks.process(pid).ok_or(Errno::ENOENT)?;
+            let mut tids: Vec<u32> = p.threads.lock().unwrap().iter().map(|t| t.tid).collect();
+            tids.sort_unstable();
+            out.extend(
+                tids.into_iter().map(|t| entry(t.to_string().as_bytes(), Node::Thread(pid, t, ThreadEntry::Dir))),
+            );
+        }
+        Node::Thread(pid, tid, ThreadEntry::Dir) => {
+            out.extend(THREAD_ENTRIES.iter().map(|(name, e, _)| entry(name.as_bytes(), Node::Thread(pid, tid, *e))));
+        }
         _ => return Err(Errno::ENOTDIR),
     }
     Ok(out)
+}
+
+/// Thread `tid` of `p`, if it has one.
+fn thread_of(p: &Process, tid: u32) -> Option<Arc<crate::kernel::process::Thread>> {
+    p.threads.lock().unwrap().iter().find(|t| t.tid == tid).cloned()
 }
 
 /// A file's contents, generated now.
@@ -599,10 +663,24 @@ pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
                 PidEntry::Maps => maps::maps(kernel, &p),
                 PidEntry::MountInfo => mounts::mountinfo(kernel).into_bytes(),
                 PidEntry::Mounts => mounts::mounts(kernel).into_bytes(),
-                PidEntry::Stat => stat_line(kernel, &p),
+                PidEntry::Stat => stat_line(kernel, &p, None),
                 PidEntry::Statm => statm(&p),
-                PidEntry::Status => status(kernel, &p),
+                PidEntry::Status => status(kernel, &p, None),
                 _ => return Err(Errno::EINVAL),
+            }
+        }
+        Node::Thread(pid, tid, e) => {
+            let p = process(pid)?;
+            let t = thread_of(&p, tid).ok_or(Errno::ESRCH)?;
+            match e {
+                ThreadEntry::Comm => {
+                    let mut c = thread_comm(&p, &t);
+                    c.push(b'\n');
+                    c
+                }
+                ThreadEntry::Stat => stat_line(kernel, &p, Some(&t)),
+                ThreadEntry::Status => status(kernel, &p, Some(&t)),
+                ThreadEntry::Dir => return Err(Errno::EINVAL),
             }
         }
         Node::FdInfo(pid, fd) => fdinfo(kernel, &*process(pid)?, fd)?,
@@ -625,19 +703,30 @@ fn comm(p: &Process) -> Vec<u8> {
     base.into_iter().take(15).collect()
 }
 
+/// A thread's name: what it set with PR_SET_NAME, else the process's.
+fn thread_comm(p: &Process, t: &crate::kernel::process::Thread) -> Vec<u8> {
+    let name = t.state.lock().unwrap().comm;
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    if len > 0 {
+        return name[..len].to_vec();
+    }
+    comm(p)
+}
+
 /// Clock ticks (USER_HZ, 100 a second) since nomu started.
 fn ticks_since_boot(kernel: &Kernel, at: std::time::Instant) -> u128 {
     at.saturating_duration_since(kernel.boot_time).as_millis() / 10
 }
 
-fn stat_line(kernel: &Kernel, p: &Process) -> Vec<u8> {
+/// /proc/PID/stat, or with `thread` its /proc/PID/task/TID/stat.
+fn stat_line(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::Thread>) -> Vec<u8> {
     let (pgid, sid) = kernel.tasks.ids(p.pid).unwrap_or((p.pid, p.pid));
     let state = if p.stopped.load(Ordering::Relaxed) != 0 { 'T' } else { 'S' };
     let threads = p.threads.lock().unwrap().len().max(1);
     let usage = maps::usage(p);
     let start = ticks_since_boot(kernel, p.started);
-    let mut line = format!("{} (", p.pid).into_bytes();
-    line.extend(comm(p));
+    let mut line = format!("{} (", thread.map_or(p.pid, |t| t.tid)).into_bytes();
+    line.extend(thread.map_or_else(|| comm(p), |t| thread_comm(p, t)));
     line.extend(
         format!(
             ") {state} {} {pgid} {sid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 {threads} 0 {start} {} {} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
@@ -657,7 +746,9 @@ fn statm(p: &Process) -> Vec<u8> {
         .into_bytes()
 }
 
-fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
+/// /proc/PID/status, or with `thread` its /proc/PID/task/TID/status (the
+/// thread's name, id and blocked signals).
+fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::Thread>) -> Vec<u8> {
     let c = p.cred();
     let state = if p.stopped.load(Ordering::Relaxed) != 0 { "T (stopped)" } else { "S (sleeping)" };
     let usage = maps::usage(p);
@@ -679,12 +770,13 @@ fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
         let threads = p.threads.lock().unwrap();
         threads.iter().find(|t| t.tid == p.pid).or(threads.first()).cloned()
     };
-    let blocked = leader.map_or(0, |t| t.state.lock().unwrap().sigmask);
+    let shown = thread.map_or(leader.as_deref(), Some);
+    let blocked = shown.map_or(0, |t| t.state.lock().unwrap().sigmask);
     let mut s = b"Name:\t".to_vec();
-    s.extend(comm(p));
+    s.extend(thread.map_or_else(|| comm(p), |t| thread_comm(p, t)));
     s.extend(
         format!(
-            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nSigBlk:\t{blocked:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
+            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{tid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nSigBlk:\t{blocked:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
             kernel.tasks.ppid(p.pid),
             c.uid,
             c.euid,
@@ -703,6 +795,7 @@ fn status(kernel: &Kernel, p: &Process) -> Vec<u8> {
             c.cap_bset,
             c.cap_ambient,
             pid = p.pid,
+            tid = thread.map_or(p.pid, |t| t.tid),
         )
         .into_bytes(),
     );
