@@ -97,9 +97,13 @@ static int consumer(int q, int n)
 	return snd(q, 1000000, "done", 0) == 0 ? 0 : 12;
 }
 
-static int wait_removed(int q)
+static int wait_removed(int q, int ready)
 {
 	char text[16];
+	/* Tells the parent it is about to wait: under load, the parent's
+	 * removal could otherwise come before this child even got here. */
+	if (write(ready, "r", 1) != 1)
+		return 21;
 	long r = rcv(q, 0, sizeof(text) - 1, 0, NULL, text);
 	return r == -1 && errno == EIDRM ? 0 : 20;
 }
@@ -133,8 +137,8 @@ int main(int argc, char **argv)
 		long type;
 		return rcv(atoi(argv[2]), 0, sizeof(t) - 1, 0, &type, t) == 2 && type == 5 ? 0 : 21;
 	}
-	if (argc == 3 && !strcmp(argv[1], "removed"))
-		return wait_removed(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "removed"))
+		return wait_removed(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "nobody"))
 		return as_nobody(atoi(argv[2]), atoi(argv[3]));
 
@@ -330,9 +334,17 @@ int main(int argc, char **argv)
 	CHECK_EQ(exit_code(c), 0);
 
 	printf("== removal ends a wait: EIDRM\n");
-	char *rargs[] = { self, "removed", qarg, NULL };
+	int ready[2];
+	CHECK_OK(pipe(ready));
+	char rarg[16];
+	snprintf(rarg, sizeof rarg, "%d", ready[1]);
+	char *rargs[] = { self, "removed", qarg, rarg, NULL };
 	c = spawn(rargs);
 	CHECK(c > 0);
+	close(ready[1]);
+	char r;
+	CHECK_EQ(read(ready[0], &r, 1), 1);
+	close(ready[0]);
 	nomu_sleep_ms(100);
 	CHECK_EQ(msgctl(q, IPC_RMID, NULL), 0);
 	CHECK_EQ(exit_code(c), 0);
