@@ -134,6 +134,20 @@ pub fn prepare(
     kernel: &Kernel,
     process: &Process,
     file: &[u8],
+    argv: Vec<Vec<u8>>,
+    envp: Vec<Vec<u8>>,
+    ids: AuxIds,
+) -> Result<Prepared, ExecError> {
+    prepare_named(kernel, process, file, file, argv, envp, ids)
+}
+
+/// The same, the program named `execfn` for itself (AT_EXECFN): execveat
+/// names a file relative to a descriptor `/dev/fd/N/name`, as Linux does.
+pub fn prepare_named(
+    kernel: &Kernel,
+    process: &Process,
+    file: &[u8],
+    execfn: &[u8],
     mut argv: Vec<Vec<u8>>,
     envp: Vec<Vec<u8>>,
     ids: AuxIds,
@@ -142,7 +156,7 @@ pub fn prepare(
         return Err(Errno::E2BIG.into());
     }
     let cwd = process.cwd.lock().unwrap().clone();
-    let execfn = file.to_vec();
+    let execfn = execfn.to_vec();
     let mut target = file.to_vec();
     for _ in 0..=MAX_SCRIPT_DEPTH {
         let (abs, f) = open_exec(kernel, process.pid, &cwd, &target)?;

@@ -1,7 +1,7 @@
 //! Process creation the no-MMU way (vfork, clone with CLONE_VM|CLONE_VFORK),
 //! execve, wait4/waitid, and process groups and sessions.
 
-use super::args::{Hex, Path, UserPtr};
+use super::args::{AtFlags, DirFd, Hex, Path, UserPtr};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::entry::StartState;
@@ -344,6 +344,75 @@ fn read_args(ctx: &Ctx, argv: u64, envp: u64) -> Result<[Vec<Vec<u8>>; 2], Errno
 
 pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr(envp): UserPtr) -> SysResult {
     let path = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
+    exec_path(ctx, path.clone(), &path, argv, envp)
+}
+
+/// execveat: the program named as openat names a file (relative to a
+/// directory descriptor, or the descriptor itself with AT_EMPTY_PATH, as
+/// fexecve does), and with AT_SYMLINK_NOFOLLOW never a symbolic link.
+pub fn sys_execveat(
+    ctx: &mut Ctx,
+    dirfd: DirFd,
+    filename: Path,
+    UserPtr(argv): UserPtr,
+    UserPtr(envp): UserPtr,
+    AtFlags(flags): AtFlags,
+) -> SysResult {
+    if flags & !(libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let name = ctx.mem().read_cstring(filename.0, PATH_MAX - 1)?;
+    if name.starts_with(b"/") || (dirfd == DirFd::CWD && !name.is_empty()) {
+        if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+            let cwd = ctx.process().cwd.lock().unwrap().clone();
+            if ctx.names_symlink(&crate::fs::path::join(&cwd, &name)) {
+                return Err(Errno::ELOOP);
+            }
+        }
+        return exec_path(ctx, name.clone(), &name, argv, envp);
+    }
+    if name.is_empty() && flags & libc::AT_EMPTY_PATH == 0 {
+        return Err(Errno::ENOENT);
+    }
+    if dirfd == DirFd::CWD {
+        // AT_EMPTY_PATH on the working directory: never a program.
+        return Err(Errno::EACCES);
+    }
+    // Linux names the program /dev/fd/N or /dev/fd/N/name (AT_EXECFN, a
+    // script's path for its interpreter), so a script whose descriptor
+    // closes on exec could not be read by its interpreter: ENOENT.
+    let cloexec = ctx.process().files.lock().unwrap().get(dirfd.0).map_err(|_| Errno::EBADF)?.cloexec;
+    let (path, execfn) = if name.is_empty() {
+        // The descriptor's own file, even one with no name left (a memfd,
+        // an unlinked file): what /dev/fd/N opens.
+        let own = format!("/dev/fd/{}", dirfd.0).into_bytes();
+        (own.clone(), own)
+    } else {
+        let abs = crate::fs::path::join(&ctx.base_dir(dirfd)?, &name);
+        if flags & libc::AT_SYMLINK_NOFOLLOW != 0 && ctx.names_symlink(&abs) {
+            return Err(Errno::ELOOP);
+        }
+        let mut named = format!("/dev/fd/{}/", dirfd.0).into_bytes();
+        named.extend_from_slice(&name);
+        (abs, named)
+    };
+    if cloexec && is_script(ctx, &path) {
+        return Err(Errno::ENOENT);
+    }
+    exec_path(ctx, path, &execfn, argv, envp)
+}
+
+/// Whether the file at `path` starts with `#!` (false when it cannot be
+/// opened: exec then reports why).
+fn is_script(ctx: &Ctx, path: &[u8]) -> bool {
+    let cwd = ctx.process().cwd.lock().unwrap().clone();
+    let Ok((_, f)) = crate::loader::open_exec(ctx.kernel(), ctx.process().pid, &cwd, path) else { return false };
+    let mut head = [0u8; 2];
+    crate::host::fs::pread_local(f.fd(), &mut head, 0).is_ok_and(|n| n == 2 && head == *b"#!")
+}
+
+/// execve of `path`, the program named `execfn` for itself (AT_EXECFN).
+fn exec_path(ctx: &mut Ctx, path: Vec<u8>, execfn: &[u8], argv: u64, envp: u64) -> SysResult {
     let [argv, envp] = read_args(ctx, argv, envp).map_err(|e| {
         // Linux opens the file before it reads argv and envp (alloc_bprm).
         let cwd = ctx.process().cwd.lock().unwrap().clone();
@@ -354,12 +423,13 @@ pub fn sys_execve(ctx: &mut Ctx, filename: Path, UserPtr(argv): UserPtr, UserPtr
     // A forked child's new program runs on the normal entry path: its
     // host process of its own goes with its old memory.
     let was_forked = ctx.t.mm.lock().unwrap().own_host();
-    let image = crate::loader::prepare(ctx.kernel(), &process, &path, argv, envp, cred.aux_ids()).map_err(|e| {
-        if !e.message.is_empty() {
-            ctx.note(&e.message);
-        }
-        e.errno
-    })?;
+    let image = crate::loader::prepare_named(ctx.kernel(), &process, &path, execfn, argv, envp, cred.aux_ids())
+        .map_err(|e| {
+            if !e.message.is_empty() {
+                ctx.note(&e.message);
+            }
+            e.errno
+        })?;
     // Linux's de_thread: the other threads are gone before the new image
     // replaces the memory they run in.
     kill_other_threads(ctx);

@@ -189,6 +189,14 @@ impl Ctx<'_, '_> {
         self.target_abs(&abs, follow)
     }
 
+    /// Whether an absolute guest path names a symbolic link (itself, not
+    /// followed); false also when it names nothing.
+    pub(super) fn names_symlink(&self, abs: &[u8]) -> bool {
+        self.target_abs(abs, false)
+            .and_then(|t| stat_target(self, &t))
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+    }
+
     fn target_abs(&self, abs: &[u8], follow: bool) -> Result<Target, Errno> {
         match path::special(abs) {
             None if self.kernel().root.is_host_root() => Ok(Target::HostPath(path::cstring(abs)?, follow)),

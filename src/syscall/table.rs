@@ -414,6 +414,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(316, fs::sys_renameat2(DirFd, Path, DirFd, Path, Hex<u32>)).changes_inodes(),
     sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),
     sys!(319, io::sys_memfd_create(UserPtr, Hex<u32>)),
+    sys!(322, exec::sys_execveat(DirFd, Path, UserPtr, UserPtr, AtFlags)),
     sys!(326, splice::sys_copy_file_range(Fd, UserPtr, Fd, UserPtr, usize, Hex<u32>)),
     sys!(327, io::sys_preadv2(Fd, UserPtr, u32, i64, u64, Hex<i32>)),
     sys!(328, io::sys_pwritev2(Fd, UserPtr, u32, i64, u64, Hex<i32>)).sigpipe(),
