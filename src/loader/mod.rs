@@ -172,7 +172,8 @@ pub fn prepare(
         }
         let mut space = AddressSpace::new(kernel.phys);
         let image = elf::load(kernel, process.pid, &mut space, &f, &stat, &head, &cwd)?;
-        let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, ids, kernel)?;
+        let stack_limit = process.rlimits.lock().unwrap()[libc::RLIMIT_STACK as usize].rlim_cur;
+        let (rsp, _stack) = stack::build(&mut space, &image, &argv, &envp, &execfn, ids, stack_limit, kernel)?;
         space.become_own_host();
         let regs = GuestRegs { rip: image.entry as u64, rsp: rsp as u64, ..GuestRegs::default() };
         // /proc/PID/exe names the file itself, as Linux's d_path of it:
