@@ -192,9 +192,12 @@ impl Report {
             ratio_goal("nomu-zpoline", op, 1.3);
         }
         // From the processes-and-signals issue: vfork + execve at most half
-        // of native (nommu UML measured 0.27x), signal delivery at most 2x.
+        // of native (nommu UML measured 0.27x), signal delivery at most 2x;
+        // the exit issue (15) then asks 0.35x of vfork + execve, and half
+        // of native for posix_spawn of `sh -c :`.
         for sys in ["nomu-zpoline", "nomu-seccomp"] {
-            ratio_goal(sys, "vfork_exec", 0.5);
+            ratio_goal(sys, "vfork_exec", 0.35);
+            ratio_goal(sys, "spawn_sh", 0.5);
             ratio_goal(sys, "signal", 2.0);
         }
         // From the kernel-foundations issue: a wait ends within 2x of

@@ -100,6 +100,18 @@ pub struct FileIdentity {
     pub ctime: (i64, i64),
 }
 
+impl FileIdentity {
+    pub fn of(st: &libc::stat) -> FileIdentity {
+        FileIdentity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size,
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+}
+
 pub struct OpenFile {
     /// Always Some until the drop closes it.
     host: Option<OwnedFd>,
@@ -272,14 +284,15 @@ impl OpenFile {
     }
 
     pub fn identity(&self) -> Option<FileIdentity> {
-        let st = hostfs::fstat(self.fd()).ok()?;
-        Some(FileIdentity {
-            dev: st.st_dev,
-            ino: st.st_ino,
-            size: st.st_size,
-            mtime: (st.st_mtime, st.st_mtime_nsec),
-            ctime: (st.st_ctime, st.st_ctime_nsec),
-        })
+        hostfs::fstat(self.fd()).ok().map(|st| FileIdentity::of(&st))
+    }
+
+    /// Takes `st`, just read from this file's descriptor, as its type (no
+    /// fstat of its own for [`kind`](Self::kind)): execve stats the file
+    /// once for everything it checks.
+    pub fn with_stat(self, st: &libc::stat) -> OpenFile {
+        let _ = self.meta.set((FileKind::from_mode(st.st_mode), st.st_rdev));
+        self
     }
 
     /// The null device's attributes, without a host call when they cannot

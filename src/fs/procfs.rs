@@ -439,7 +439,10 @@ pub fn link_target(kernel: &Kernel, me: u32, node: Node) -> Result<Vec<u8>, Errn
     Ok(match node {
         Node::Top(Top::SelfLink) => me.to_string().into_bytes(),
         Node::Top(Top::Mounts) => MOUNTS_LINK.to_vec(),
-        Node::Pid(pid, PidEntry::Exe) => process(pid)?.exe_file.lock().unwrap().to_vec(),
+        Node::Pid(pid, PidEntry::Exe) => {
+            let exe = process(pid)?.exe_file.lock().unwrap().clone();
+            exe.guest_path(&kernel.root).ok_or(Errno::ENOENT)?
+        }
         Node::Pid(pid, PidEntry::Cwd) => process(pid)?.cwd.lock().unwrap().clone(),
         Node::Pid(pid, PidEntry::Root) => {
             process(pid)?;

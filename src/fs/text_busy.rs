@@ -5,9 +5,7 @@
 //! and files open for writing itself.
 
 use crate::abi::errno::Errno;
-use crate::host::fs as hostfs;
 use std::collections::BTreeMap;
-use std::os::fd::BorrowedFd;
 use std::sync::Mutex;
 
 /// (device, inode) of each running program's file, with how many
@@ -39,10 +37,9 @@ pub struct RunningProgram {
 }
 
 impl RunningProgram {
-    /// Marks the file open at `fd` as running: ETXTBSY while a guest has
-    /// it open for writing.
-    pub fn new(fd: BorrowedFd) -> Result<RunningProgram, Errno> {
-        let st = hostfs::fstat(fd)?;
+    /// Marks the file whose attributes (just read) are `st` as running:
+    /// ETXTBSY while a guest has it open for writing.
+    pub fn of(st: &libc::stat) -> Result<RunningProgram, Errno> {
         let key = (st.st_dev, st.st_ino);
         if WRITING.lock().unwrap().contains_key(&key) {
             return Err(Errno::ETXTBSY);
@@ -93,6 +90,7 @@ pub fn deny_write(st: &libc::stat) -> Result<(), Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::fs as hostfs;
     use std::os::fd::AsFd;
 
     #[test]
@@ -100,8 +98,8 @@ mod tests {
         let file = std::fs::File::open("/proc/self/exe").unwrap();
         let st = hostfs::fstat(file.as_fd()).unwrap();
         assert_eq!(deny_write(&st), Ok(()));
-        let a = RunningProgram::new(file.as_fd()).unwrap();
-        let b = RunningProgram::new(file.as_fd()).unwrap();
+        let a = RunningProgram::of(&hostfs::fstat(file.as_fd()).unwrap()).unwrap();
+        let b = RunningProgram::of(&hostfs::fstat(file.as_fd()).unwrap()).unwrap();
         assert_eq!(deny_write(&st), Err(Errno::ETXTBSY));
         drop(a);
         assert_eq!(deny_write(&st), Err(Errno::ETXTBSY));
@@ -110,9 +108,9 @@ mod tests {
         // (One test: the sets are global, and tests run in parallel.)
         // Open for writing, it cannot run; running, it cannot be opened so.
         let w = OpenForWriting::new(&st).unwrap();
-        assert_eq!(RunningProgram::new(file.as_fd()).map(drop), Err(Errno::ETXTBSY));
+        assert_eq!(RunningProgram::of(&hostfs::fstat(file.as_fd()).unwrap()).map(drop), Err(Errno::ETXTBSY));
         drop(w);
-        let running = RunningProgram::new(file.as_fd()).unwrap();
+        let running = RunningProgram::of(&hostfs::fstat(file.as_fd()).unwrap()).unwrap();
         assert_eq!(OpenForWriting::new(&st).map(drop), Err(Errno::ETXTBSY));
         drop(running);
     }

@@ -240,6 +240,9 @@ impl<'a> LastThread<'a> {
 fn release_mm(kernel: &'static Kernel, process: &Process) {
     process.replace_mm(crate::mm::space::new_shared(kernel.phys));
     drop(process.program.lock().unwrap().take());
+    // Its program file's last reference may be here (closed now, not when
+    // it is reaped).
+    drop(std::mem::replace(&mut *process.exe_file.lock().unwrap(), crate::kernel::process::ExeFile::Gone));
 }
 
 struct MmReleased<'a> {

@@ -498,10 +498,13 @@ impl Kernel {
     pub fn exit_group(&self, thread: &Arc<Thread>, status: ExitStatus) {
         let process = &thread.process;
         process.group_exit.set_first(status);
-        for t in process.threads.lock().unwrap().iter() {
-            if !Arc::ptr_eq(t, thread) {
-                self.interrupt(t);
-            }
+        // Kicked outside the threads' lock: each one woken leaves the group
+        // at once (leave_group takes that lock), and on two CPUs it would
+        // block on it, to be woken once more, while the rest are kicked.
+        let others: Vec<Arc<Thread>> =
+            process.threads.lock().unwrap().iter().filter(|t| !Arc::ptr_eq(t, thread)).cloned().collect();
+        for t in &others {
+            self.interrupt(t);
         }
     }
 

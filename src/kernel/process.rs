@@ -58,6 +58,32 @@ pub const RLIM_NLIMITS: usize = 16;
 
 /// An address space as processes hold it: shared by a vfork child and its
 /// parent until the child execs.
+/// What /proc/PID/exe names: the running program's file, its canonical
+/// guest path worked out when the link is read, as Linux's d_path of the
+/// file is (a rename since shows; a file deleted since says so), and not
+/// at every exec, where it was a readlink of /proc/self/fd (~1.5 us of
+/// each vfork + execve); or a path given (the first process).
+#[derive(Clone)]
+pub enum ExeFile {
+    Path(Arc<[u8]>),
+    /// The file, and the path it was executed by (if its own cannot be
+    /// read).
+    Open(Arc<crate::fs::file::OpenFile>, Arc<[u8]>),
+    /// Its memory is gone (it exited): a zombie has no exe link (ENOENT,
+    /// as Linux's get_task_exe_file finds no mm), and holds no file open.
+    Gone,
+}
+
+impl ExeFile {
+    pub fn guest_path(&self, root: &crate::fs::path::Root) -> Option<Vec<u8>> {
+        match self {
+            ExeFile::Path(p) => Some(p.to_vec()),
+            ExeFile::Open(f, by) => Some(root.guest_path_of(f.fd()).unwrap_or_else(|_| by.to_vec())),
+            ExeFile::Gone => None,
+        }
+    }
+}
+
 /// A process's address space, shareable (CLONE_VM).
 pub type Mm = crate::mm::space::SharedSpace;
 
@@ -73,8 +99,8 @@ pub struct Process {
     /// The absolute guest path the running program was started by (its
     /// name, comm, comes from it).
     pub exe: Mutex<Vec<u8>>,
-    /// The running program file's canonical guest path (/proc/PID/exe).
-    pub exe_file: Mutex<Arc<[u8]>>,
+    /// The running program's file, for /proc/PID/exe.
+    pub exe_file: Mutex<ExeFile>,
     /// The running program's file, busy for writing while this lives.
     pub program: Mutex<Option<crate::fs::text_busy::RunningProgram>>,
     /// argv of the running program, each NUL-terminated (/proc/PID/cmdline).
@@ -176,10 +202,10 @@ impl Process {
             umask: AtomicU32::new(umask),
             signals: crate::sync::OrderedMutex::new(signals),
             rlimits: Mutex::new(rlimits),
-            cmdline: Mutex::new(exe.iter().copied().chain([0]).collect()),
+            cmdline: Mutex::new([exe.as_slice(), &[0]].concat().into()),
             environ: Mutex::new(Arc::from(&[][..])),
             started: std::time::Instant::now(),
-            exe_file: Mutex::new(exe.as_slice().into()),
+            exe_file: Mutex::new(ExeFile::Path(exe.as_slice().into())),
             exe: Mutex::new(exe),
             program: Mutex::new(None),
             vfork_released: AtomicBool::new(false),

@@ -2,7 +2,7 @@
 
 use super::ExecError;
 use crate::abi::errno::Errno;
-use crate::fs::file::OpenFile;
+use crate::fs::file::{FileIdentity, OpenFile};
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::kernel::Kernel;
@@ -121,9 +121,11 @@ fn load_one(
     kernel: &Kernel,
     space: &mut AddressSpace,
     file: &Arc<OpenFile>,
+    stat: &libc::stat,
     head: &[u8],
     with_brk: bool,
 ) -> Result<Loaded, ExecError> {
+    let id = FileIdentity::of(stat);
     let (etype, entry, phoff, phdrs) = parse(file, head)?;
     let loads: Vec<&Phdr> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
     if loads.is_empty() {
@@ -196,7 +198,7 @@ fn load_one(
     let initial = if covered_to >= start + span { PROT_READ | PROT_WRITE } else { 0 };
     // A truncated file says so (Linux maps it and the program dies when
     // it touches the missing part; nomu copies, so it refuses up front).
-    let size = hostfs::fstat(file.fd())?.st_size as u64;
+    let size = stat.st_size as u64;
     if let Some(p) = loads.iter().find(|p| p.offset.checked_add(p.filesz).is_none_or(|end| end > size)) {
         return Err(noexec(&format!(
             "truncated ELF file: a segment needs bytes {}..{} and the file has {size}",
@@ -206,8 +208,11 @@ fn load_one(
     }
     // An image in a host process of its own gets copies (cached code may
     // hold sites rewritten for nomu's own process, which must trap there).
-    let cached =
-        if moved || space.runs_own_host() { Vec::new() } else { cached_pieces(kernel, file, &loads, &ranges, bias) };
+    let cached = if moved || space.runs_own_host() {
+        Vec::new()
+    } else {
+        cached_pieces(kernel, file, id, &loads, &ranges, bias)
+    };
     if unzeroed {
         // alloc_unzeroed leaves stale frames mappings (mm::phys): the
         // cached pieces take theirs up again if they are the same frames,
@@ -310,7 +315,7 @@ fn load_one(
         return finish(file, &phdrs, &loads, phoff, 0, entry);
     }
     if !space.has_moved_image() {
-        prepare_known_sites(kernel, space, file, &loads, bias);
+        prepare_known_sites(kernel, space, id, &loads, bias);
     }
     finish(file, &phdrs, &loads, phoff, bias, entry)
 }
@@ -359,17 +364,16 @@ fn finish(
 /// that no other segment shares (a page with bss is the process's own, as
 /// is one another segment's bytes share), as (start, end, the frames).
 /// Executable segments' pages are cached as code (not where the entry path
-/// cannot share code), the others as data; none when the file has no
-/// identity.
+/// cannot share code), the others as data.
 fn cached_pieces(
     kernel: &Kernel,
     file: &OpenFile,
+    id: FileIdentity,
     loads: &[&Phdr],
     ranges: &[(usize, usize, i32)],
     bias: usize,
 ) -> Vec<(usize, usize, Frames)> {
     let mut pieces = Vec::new();
-    let Some(id) = file.identity() else { return pieces };
     for (i, p) in loads.iter().enumerate() {
         let code = p.flags & 1 != 0;
         if p.flags & 2 != 0 || p.filesz == 0 || (code && !kernel.entry.shares_code()) {
@@ -403,8 +407,7 @@ fn cached_pieces(
 /// Notes where the executable segments' bytes came from, and has the entry
 /// path prepare the syscall instructions earlier runs of this file used
 /// (only inside each segment's own file bytes, which are the file's).
-fn prepare_known_sites(kernel: &Kernel, space: &mut AddressSpace, file: &OpenFile, loads: &[&Phdr], bias: usize) {
-    let Some(id) = file.identity() else { return };
+fn prepare_known_sites(kernel: &Kernel, space: &mut AddressSpace, id: FileIdentity, loads: &[&Phdr], bias: usize) {
     for p in loads.iter().filter(|p| p.flags & 1 != 0 && p.flags & 2 == 0) {
         let (s, e) = (page_down(bias + p.vaddr as usize), page_up(bias + (p.vaddr + p.memsz) as usize).unwrap());
         let segment = p.offset..p.offset + p.filesz;
@@ -422,22 +425,24 @@ pub fn load(
     me: u32,
     space: &mut AddressSpace,
     file: &Arc<OpenFile>,
+    stat: &libc::stat,
     head: &[u8],
     cwd: &[u8],
 ) -> Result<Image, ExecError> {
-    let main = load_one(kernel, space, file, head, true)?;
+    let main = load_one(kernel, space, file, stat, head, true)?;
     let (entry, interp_base) = match &main.interp {
         Some(interp) => {
-            let (_, ifile) = super::open_exec(kernel, me, cwd, interp).map_err(|e| {
-                ExecError::new(
-                    e.errno,
-                    format!("interpreter {}: {}", String::from_utf8_lossy(interp), e.errno.description()),
-                )
-            })?;
+            let super::Opened { file: ifile, stat: istat, .. } =
+                super::open_exec(kernel, me, cwd, interp).map_err(|e| {
+                    ExecError::new(
+                        e.errno,
+                        format!("interpreter {}: {}", String::from_utf8_lossy(interp), e.errno.description()),
+                    )
+                })?;
             let mut ihead = vec![0u8; super::BINPRM_BUF_SIZE];
             let n = hostfs::pread_local(ifile.fd(), &mut ihead, 0)?;
             ihead.truncate(n);
-            let l = load_one(kernel, space, &ifile, &ihead, false)?;
+            let l = load_one(kernel, space, &ifile, &istat, &ihead, false)?;
             if l.interp.is_some() {
                 return Err(noexec("the interpreter itself names an interpreter"));
             }

@@ -39,8 +39,9 @@ const AT_HWCAP2: u64 = 26;
 const AT_EXECFN: u64 = 31;
 const AT_MINSIGSTKSZ: u64 = 51;
 
-fn stack_size() -> usize {
-    let lim = hostsys::getrlimit(libc::RLIMIT_STACK).rlim_cur;
+/// The stack for a soft RLIMIT_STACK of `lim`: the exec'ing process's own
+/// (as Linux sizes a new program's stack by it), not a host call's.
+fn stack_size(lim: u64) -> usize {
     (lim.min(MAX_STACK as u64) as usize).clamp(MIN_STACK, MAX_STACK) & !(PAGE_SIZE - 1)
 }
 
@@ -58,6 +59,7 @@ pub struct AuxIds {
 
 /// Allocates the stack and writes the initial frame. Returns the initial
 /// stack pointer (pointing at argc) and the stack's lowest address.
+#[allow(clippy::too_many_arguments)] // what the frame holds, and where it goes
 pub fn build(
     space: &mut AddressSpace,
     image: &Image,
@@ -65,9 +67,10 @@ pub fn build(
     envp: &[Vec<u8>],
     execfn: &[u8],
     ids: AuxIds,
+    stack_limit: u64,
     kernel: &Kernel,
 ) -> Result<(usize, usize), ExecError> {
-    let size = stack_size();
+    let size = stack_size(stack_limit);
     let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
     if strings > size / 4 {
         return Err(Errno::E2BIG.into());

@@ -1039,20 +1039,32 @@ mod tests {
         fill(a, 16 * PAGE_SIZE, 0x77);
         space.protect(a, PAGE_SIZE, 0).unwrap();
         space.protect(a + 4 * PAGE_SIZE, 2 * PAGE_SIZE, PROT_READ | PROT_EXEC).unwrap();
+        // An inaccessible VMA longer than a guard page's.
+        let rw = Vma::new(0, PROT_READ | PROT_WRITE, VmaKind::Anon);
+        let big = 20 * PAGE_SIZE;
+        let r = space.map(Placement::Anywhere { align: PAGE_SIZE }, big, rw, |_| Ok(())).unwrap();
+        space.protect(r, big, 0).unwrap();
         let mut vma = Vma::new(0, PROT_READ, VmaKind::File);
         vma.frames = Some(Frames::new(src.clone(), 0));
         let f = space.map_frames(Placement::Anywhere { align: PAGE_SIZE }, 2 * PAGE_SIZE, vma).unwrap();
         space.leave();
         assert!(!phys.is_free(a, 16 * PAGE_SIZE), "torn down with a user left");
         space.leave();
-        assert!(phys.is_free(a, 16 * PAGE_SIZE) && phys.is_free(f, 2 * PAGE_SIZE));
+        assert!(phys.is_free(a, 16 * PAGE_SIZE) && phys.is_free(f, 2 * PAGE_SIZE) && phys.is_free(r, big));
         assert_eq!(phys.commit().committed(), c0);
         assert_eq!(phys.translate(f), f, "the direct map still shows the frames");
         assert_eq!(std::sync::Arc::strong_count(&src), 1, "the frames' reference was kept");
         let pages = phys.buddy.lock().unwrap();
         let p = phys.pfn(a);
-        assert!(pages.prot[p..p + 16].iter().all(|&c| c == prot_code(RW)), "a protection was left");
+        // The guard page (one inaccessible page) keeps its protection, as
+        // the host does; every other protection is put back.
+        assert_eq!(pages.prot[p], prot_code(libc::PROT_NONE), "the guard page's protection was put back");
+        assert_eq!(host_perms(a), "---");
+        assert!(pages.prot[p + 1..p + 16].iter().all(|&c| c == prot_code(RW)), "a protection was left");
+        let q = phys.pfn(r);
+        assert!(pages.prot[q..q + 20].iter().all(|&c| c == prot_code(RW)), "a long PROT_NONE VMA was left");
         drop(pages);
+        assert_eq!(host_perms(r), "rw-");
         drop(space);
         let b = phys.alloc(16 * PAGE_SIZE, PAGE_SIZE, Fresh::Used).unwrap();
         assert!(all_zero(b, 16 * PAGE_SIZE));

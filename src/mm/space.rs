@@ -1090,7 +1090,17 @@ impl AddressSpace {
         // thread stack's guard page is not a call of its own), and the
         // deferred pages (their VMAs went, their protection left).
         // (A source whose pages may not linger, a secret file's, gets the
-        // range's own pages back at once.)
+        // range's own pages back at once.) The one other thing left as it
+        // is: a guard page, an inaccessible VMA of at most GUARD_MAX (a
+        // stack's, a thread stack's): its host protection and the
+        // allocator's record of it agree, so whoever takes the page next
+        // gets it read-write, as every page the allocator hands out, and
+        // the next stack made at the same place (most often the next
+        // program's, or the next thread's) finds its guard there with no
+        // host call. Otherwise an mprotect with its TLB shootdown at each
+        // exit and each exec (~2.4 us of a vfork + execve + wait's ~40),
+        // and for a process with threads one across all their stacks,
+        // which the host must split and merge again at each guard.
         let framed = |v: &Vma| v.frames.is_some();
         let lingers = |v: &Vma| v.frames.as_ref().is_some_and(|f| f.source.lingers());
         for (s, e) in runs(vmas.iter().filter(|(_, v)| lingers(v)).map(|(&s, v)| (s, v.end))) {
@@ -1099,7 +1109,9 @@ impl AddressSpace {
         for (s, e) in runs(vmas.iter().filter(|(_, v)| framed(v) && !lingers(v)).map(|(&s, v)| (s, v.end))) {
             self.phys.unmap_frames(s, e - s);
         }
-        for (s, e) in protection_runs(vmas.iter().filter(|(_, v)| own(v) && !framed(v))).chain(deferred.iter().copied())
+        let guard = |s: usize, v: &Vma| host_prot(v.prot) == libc::PROT_NONE && v.end - s <= GUARD_MAX;
+        for (s, e) in protection_runs(vmas.iter().filter(|(&s, v)| own(v) && !framed(v) && !guard(s, v)))
+            .chain(deferred.iter().copied())
         {
             self.phys.reset_prot(s, e - s);
         }
@@ -1139,6 +1151,11 @@ impl AddressSpace {
         drop(vmas);
     }
 }
+
+/// Inaccessible VMAs up to this long are guard pages, whose protection a
+/// teardown leaves (see step 2 of `tear_down`): a stack's is one page,
+/// glibc's thread stacks' one page, musl's one page or its guard size.
+const GUARD_MAX: usize = 64 << 10;
 
 /// Read-write VMAs up to this long between two that are not are put back
 /// with them in one host call (longer ones would make the protection

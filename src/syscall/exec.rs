@@ -10,6 +10,7 @@ use crate::fs::pidfd::PidFd;
 use crate::kernel::process::{ExitStatus, Process, Thread};
 use crate::kernel::task::{Task, WaitFor, WaitQuery, WaitResult, Zombie};
 use crate::kernel::waiter::Wake;
+use crate::mm::PAGE_SIZE;
 use std::sync::Arc;
 
 const CLONE_VM: u64 = 0x100;
@@ -297,33 +298,61 @@ fn spawn_thread(
     Ok(tid as u64)
 }
 
-/// Reads a NULL-terminated array of string pointers (argv, envp).
+/// Reads a NULL-terminated array of string pointers (argv, envp), the
+/// rest of a guest page at a time (a page is all readable or not at all):
+/// one checked copy for dozens of pointers, not one each.
 fn read_pointers(ctx: &Ctx, mut ptr: u64) -> Result<Vec<u64>, Errno> {
     let mut out = Vec::new();
     if ptr == 0 {
         return Ok(out);
     }
+    let mem = ctx.mem();
+    let mut bytes = [0u8; PAGE_SIZE];
     loop {
-        let s: u64 = ctx.mem().read(ptr)?;
-        if s == 0 {
-            return Ok(out);
+        // The whole pointers left in this page, or (across a page
+        // boundary) the one pointer alone.
+        let n = ((PAGE_SIZE - ptr as usize % PAGE_SIZE) / 8 * 8).max(8);
+        mem.read_into(ptr, &mut bytes[..n])?;
+        for word in bytes[..n].chunks_exact(8) {
+            let s = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            if s == 0 {
+                return Ok(out);
+            }
+            if out.len() >= MAX_ARG_STRINGS {
+                return Err(Errno::E2BIG);
+            }
+            out.push(s);
         }
-        if out.len() >= MAX_ARG_STRINGS {
-            return Err(Errno::E2BIG);
-        }
-        out.push(s);
-        ptr += 8;
+        ptr += n as u64;
     }
 }
 
-/// Reads the strings `ptrs` point to.
+/// Reads the strings `ptrs` point to. They mostly lie side by side (on
+/// the caller's stack), so the rest of a guest page is copied once and
+/// serves every string that starts and ends in it; any other string is
+/// read alone (with the exact EFAULT or E2BIG that gives).
 fn read_strings(ctx: &Ctx, ptrs: &[u64], total: &mut usize) -> Result<Vec<Vec<u8>>, Errno> {
+    let mem = ctx.mem();
     let mut out = Vec::with_capacity(ptrs.len());
+    let mut page = [0u8; PAGE_SIZE];
+    // The guest bytes held in `page`: [at, at + len).
+    let (mut at, mut len) = (0u64, 0usize);
     for &s in ptrs {
-        let string = ctx.mem().read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
-            Errno::ENAMETOOLONG => Errno::E2BIG,
-            e => e,
-        })?;
+        if !(at..at + len as u64).contains(&s) {
+            len = PAGE_SIZE - s as usize % PAGE_SIZE;
+            at = s;
+            if mem.read_into(s, &mut page[..len]).is_err() {
+                len = 0;
+            }
+        }
+        let held = if (at..at + len as u64).contains(&s) { &page[(s - at) as usize..len] } else { &[][..] };
+        let string = match held.iter().position(|&b| b == 0) {
+            Some(nul) => held[..nul].to_vec(),
+            None => mem.read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
+                Errno::ENAMETOOLONG => Errno::E2BIG,
+                e => e,
+            })?,
+        };
         *total += string.len() + 1 + 8;
         if *total > ARG_MAX {
             return Err(Errno::E2BIG);
