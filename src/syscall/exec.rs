@@ -435,9 +435,9 @@ pub fn sys_execveat(
 /// opened: exec then reports why).
 fn is_script(ctx: &Ctx, path: &[u8]) -> bool {
     let cwd = ctx.process().cwd.lock().unwrap().clone();
-    let Ok((_, f)) = crate::loader::open_exec(ctx.kernel(), ctx.process().pid, &cwd, path) else { return false };
+    let Ok(opened) = crate::loader::open_exec(ctx.kernel(), ctx.process().pid, &cwd, path) else { return false };
     let mut head = [0u8; 2];
-    crate::host::fs::pread_local(f.fd(), &mut head, 0).is_ok_and(|n| n == 2 && head == *b"#!")
+    crate::host::fs::pread_local(opened.file.fd(), &mut head, 0).is_ok_and(|n| n == 2 && head == *b"#!")
 }
 
 /// execve of `path`, the program named `execfn` for itself (AT_EXECFN).
