@@ -698,6 +698,13 @@ pub fn patch(site: u64, how: Patching) -> bool {
     if !pm.contains(site as usize, 2) || (site as usize) / PAGE_SIZE != (site as usize + 1) / PAGE_SIZE {
         return false;
     }
+    // A page shown from elsewhere (mm::mapping) may be shown at other
+    // addresses too, where this patch's jump would miss its trampoline. The
+    // page cache shows the rewrite path only code without a syscall in it
+    // (mm::cache), so this is never a syscall site: leave it alone.
+    if pm.translate(site as usize) != site as usize {
+        return false;
+    }
     let mut st = state();
     match st.marks.get(&site).copied() {
         Some(Mark::Refused) => return false,

@@ -461,6 +461,26 @@ impl PhysMem {
         }
     }
 
+    /// Which of the physical pages [frame, frame+len) (whole pages, not
+    /// translated: a page source's own pages) hold the byte pair `pair`,
+    /// a pair split across two pages counting for both. For pages nobody
+    /// writes while this reads them (a page cache's run just filled).
+    pub fn pages_holding(&self, frame: usize, len: usize, pair: [u8; 2]) -> Vec<bool> {
+        assert!(self.contains(frame, len) && frame.is_multiple_of(PAGE_SIZE) && len.is_multiple_of(PAGE_SIZE));
+        // SAFETY: the pages lie inside physical memory, so inside the
+        // always-readable alias mapping; the caller's pages are not written
+        // meanwhile (see above), so a shared slice of them is sound.
+        let bytes = unsafe { std::slice::from_raw_parts((self.alias + (frame - self.base)) as *const u8, len) };
+        let mut holds: Vec<bool> = bytes.chunks(PAGE_SIZE).map(|page| page.windows(2).any(|w| w == pair)).collect();
+        for i in 1..holds.len() {
+            if bytes[i * PAGE_SIZE - 1] == pair[0] && bytes[i * PAGE_SIZE] == pair[1] {
+                holds[i - 1] = true;
+                holds[i] = true;
+            }
+        }
+        holds
+    }
+
     /// Stores `bytes` at `addr` one byte at a time through the writable
     /// alias (code patching: the caller orders the stores and serializes
     /// the other threads between them, see entry/rewrite.rs).
@@ -546,6 +566,11 @@ impl GuestRange {
     pub fn skip(self, n: usize) -> GuestRange {
         let n = n.min(self.len);
         GuestRange { addr: self.addr + n, len: self.len - n, ..self }
+    }
+
+    /// The first `n` bytes of the range.
+    pub fn take(self, n: usize) -> GuestRange {
+        GuestRange { len: n.min(self.len), ..self }
     }
 
     pub fn addr(&self) -> usize {

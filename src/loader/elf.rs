@@ -363,8 +363,10 @@ fn finish(
 /// copy (mm::cache): each read-only segment's whole pages of file bytes
 /// that no other segment shares (a page with bss is the process's own, as
 /// is one another segment's bytes share), as (start, end, the frames).
-/// Executable segments' pages are cached as code (not where the entry path
-/// cannot share code), the others as data.
+/// Executable segments' pages are cached as code; where the entry path
+/// cannot share code (the rewrite path), only the pages no syscall site can
+/// be patched in are (mm::cache's `code_without_syscalls`). The others are
+/// cached as data.
 fn cached_pieces(
     kernel: &Kernel,
     file: &OpenFile,
@@ -376,7 +378,7 @@ fn cached_pieces(
     let mut pieces = Vec::new();
     for (i, p) in loads.iter().enumerate() {
         let code = p.flags & 1 != 0;
-        if p.flags & 2 != 0 || p.filesz == 0 || (code && !kernel.entry.shares_code()) {
+        if p.flags & 2 != 0 || p.filesz == 0 {
             continue;
         }
         let seg_start = page_down(bias + p.vaddr as usize);
@@ -396,6 +398,11 @@ fn cached_pieces(
             continue;
         }
         let offset = page_down(p.offset as usize) as u64 + (s - seg_start) as u64;
+        if code && !kernel.entry.shares_code() {
+            let shared = kernel.page_cache.code_without_syscalls(file, id, offset, e - s);
+            pieces.extend(shared.into_iter().map(|(at, n, frames)| (s + at, s + at + n, frames)));
+            continue;
+        }
         // Without room in the cache the piece is copied, as before.
         if let Ok(frames) = kernel.page_cache.get(file, id, code, offset, e - s) {
             pieces.push((s, e, frames));

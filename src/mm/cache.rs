@@ -24,8 +24,12 @@
 //! same file must not see. A data run made executable (mprotect) gets a
 //! private copy first ([`PageSource::executable`]). The rewrite entry path
 //! patches code with jumps to trampolines at a fixed distance from the
-//! code, which a page shown at several addresses cannot hold: on that path
-//! code is not shared (`EntryPath::shares_code`).
+//! code, which a page shown at several addresses cannot hold
+//! (`EntryPath::shares_code`): on that path an exec shares only the pages
+//! of code in which no `syscall` instruction's bytes appear at all (most
+//! of a program: busybox's 222 pages of text hold syscalls in 23), and
+//! copies the rest, where its sites are patched as before
+//! ([`PageCache::code_without_syscalls`]).
 //!
 //! Accounting: the cache's pages are charged to the commit account (they
 //! are host memory guests caused), but to no process: a mapping of them is
@@ -43,7 +47,7 @@ use crate::fs::file::{FileIdentity, OpenFile};
 use crate::host::physmem::GuestRange;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A run of a file's pages in physical memory.
 pub struct CachedPages {
@@ -54,6 +58,9 @@ pub struct CachedPages {
     offset: u64,
     executable: bool,
     total: Arc<AtomicUsize>,
+    /// Which pages hold a `syscall`'s bytes (an executable run's, worked
+    /// out at the first question: see [`PageCache::code_without_syscalls`]).
+    syscall_pages: OnceLock<Vec<bool>>,
 }
 
 impl PageSource for CachedPages {
@@ -82,6 +89,11 @@ impl Drop for CachedPages {
         self.total.fetch_sub(self.len, Ordering::Relaxed);
     }
 }
+
+/// The shortest piece of code worth showing from the cache on the rewrite
+/// path (see [`PageCache::code_without_syscalls`]): shorter ones are
+/// copied, which costs less than a VMA and a host mapping of their own.
+const MIN_SHARED_CODE: usize = 4 * PAGE_SIZE;
 
 /// Runs are looked up by file and kind (executable or data).
 type Key = (FileIdentity, bool);
@@ -121,6 +133,53 @@ impl PageCache {
         offset: u64,
         len: usize,
     ) -> Result<Frames, Errno> {
+        let (run, delta) = self.get_run(file, id, executable, offset, len)?;
+        Ok(Frames::new(run, delta))
+    }
+
+    /// For an entry path that cannot share patched code between addresses
+    /// (the rewrite path: a patch is a jump to a trampoline at a fixed
+    /// distance): the pieces of `len` bytes of `file`'s code from `offset`
+    /// (page-aligned) that it can never patch, as (offset into the range,
+    /// length, frames). Those are the pages in which no `syscall` (0f 05)
+    /// appears at all, even inside another instruction, in runs of at least
+    /// [`MIN_SHARED_CODE`] bytes; the pages between stay the process's own
+    /// copies, where its syscall sites are patched as before.
+    pub fn code_without_syscalls(
+        &self,
+        file: &OpenFile,
+        id: FileIdentity,
+        offset: u64,
+        len: usize,
+    ) -> Vec<(usize, usize, Frames)> {
+        let Ok((run, delta)) = self.get_run(file, id, true, offset, len) else { return Vec::new() };
+        let holds = run
+            .syscall_pages
+            .get_or_init(|| crate::host::physmem::PhysMem::get().pages_holding(run.start, run.len, [0x0f, 0x05]));
+        let first = delta / PAGE_SIZE;
+        let mut pieces = Vec::new();
+        let mut page = 0;
+        while page < len / PAGE_SIZE {
+            let n = holds[first + page..first + len / PAGE_SIZE].iter().take_while(|&&h| !h).count();
+            if n * PAGE_SIZE >= MIN_SHARED_CODE {
+                let source: Arc<dyn PageSource> = run.clone();
+                pieces.push((page * PAGE_SIZE, n * PAGE_SIZE, Frames::new(source, delta + page * PAGE_SIZE)));
+            }
+            page += n.max(1);
+        }
+        pieces
+    }
+
+    /// The cached run holding `len` bytes of the file from `offset`, and
+    /// where they start in it.
+    fn get_run(
+        &self,
+        file: &OpenFile,
+        id: FileIdentity,
+        executable: bool,
+        offset: u64,
+        len: usize,
+    ) -> Result<(Arc<CachedPages>, usize), Errno> {
         debug_assert!(offset.is_multiple_of(PAGE_SIZE as u64) && len.is_multiple_of(PAGE_SIZE) && len > 0);
         let key = (id, executable);
         let end = offset.checked_add(len as u64).ok_or(Errno::EINVAL)?;
@@ -128,7 +187,8 @@ impl PageCache {
             runs.iter().find(|r| r.offset <= offset && end <= r.offset + r.len as u64).cloned()
         };
         if let Some(r) = self.files.lock().unwrap().get(&key).and_then(holding) {
-            return Ok(Frames::new(r.clone(), (offset - r.offset) as usize));
+            let delta = (offset - r.offset) as usize;
+            return Ok((r, delta));
         }
         // Read outside the lock (a charge may reclaim, which takes it).
         self.phys.commit().charge(len, 0)?;
@@ -140,7 +200,15 @@ impl PageCache {
             }
         };
         self.total.fetch_add(len, Ordering::Relaxed);
-        let run = Arc::new(CachedPages { phys: self.phys, start, len, offset, executable, total: self.total.clone() });
+        let run = Arc::new(CachedPages {
+            phys: self.phys,
+            start,
+            len,
+            offset,
+            executable,
+            total: self.total.clone(),
+            syscall_pages: OnceLock::new(),
+        });
         // The file's bytes up to its end; the rest stays zero.
         let range = GuestRange::new(start, len).expect("allocated pages lie in physical memory");
         file.read_at_into(range.through_alias(), offset)?;
@@ -174,7 +242,8 @@ impl PageCache {
         };
         drop(stale);
         drop(run);
-        Ok(Frames::new(found.clone(), (offset - found.offset) as usize))
+        let delta = (offset - found.offset) as usize;
+        Ok((found, delta))
     }
 
     /// Drops every run no mapping holds; returns the bytes freed.

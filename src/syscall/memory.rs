@@ -111,6 +111,12 @@ pub fn sys_mmap(
         Some(f) if !shared => cached_frames(ctx, f, prot, off, len),
         _ => None,
     };
+    // Code the entry path cannot share whole (the rewrite path): the pages
+    // it can never patch, from the page cache; the rest is copied.
+    let shared_code = match &file {
+        Some(f) if !shared && frames.is_none() => shared_code_pieces(ctx, f, prot, off, len),
+        _ => Vec::new(),
+    };
     let mut space = ctx.space().lock().unwrap();
     if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
         return Err(Errno::EEXIST);
@@ -121,9 +127,25 @@ pub fn sys_mmap(
         return space.map_frames(place, len, vma).map(|s| s as u64);
     }
     let start = space.map(place, len, vma, |range| match &file {
-        Some(f) => f.read_at_into(range, off).map(drop),
+        Some(f) => {
+            // The file's bytes, but for the pieces the page cache shows.
+            let mut at = 0;
+            for (s, n) in shared_code.iter().map(|&(s, n, _)| (s, n)).chain([(len, 0)]) {
+                if s > at {
+                    f.read_at_into(range.skip(at).take(s - at), off + at as u64)?;
+                }
+                at = s + n;
+            }
+            Ok(())
+        }
         None => Ok(()),
     })?;
+    for (s, n, frames) in shared_code {
+        if let Err(e) = space.replace_with_frames(start + s, n, frames) {
+            space.unmap(start, len);
+            return Err(e);
+        }
+    }
     Ok(start as u64)
 }
 
@@ -197,7 +219,42 @@ fn cached_frames(
     len: usize,
 ) -> Option<crate::mm::mapping::Frames> {
     let exec = prot & libc::PROT_EXEC != 0;
-    if prot & libc::PROT_WRITE != 0 || prot == 0 || (exec && !ctx.kernel().entry.shares_code()) {
+    if exec && !ctx.kernel().entry.shares_code() {
+        return None;
+    }
+    let id = cacheable(ctx, f, prot, off, len)?;
+    ctx.kernel().page_cache.get(f, id, exec, off, len).ok()
+}
+
+/// For an executable private mapping where the entry path cannot share
+/// code (the rewrite path): the pieces of it the page cache shows, as
+/// (offset in the mapping, length, frames): the pages without a syscall
+/// (mm::cache's `code_without_syscalls`). Empty to copy it all.
+fn shared_code_pieces(
+    ctx: &Ctx,
+    f: &crate::fs::file::OpenFile,
+    prot: i32,
+    off: u64,
+    len: usize,
+) -> Vec<(usize, usize, crate::mm::mapping::Frames)> {
+    if prot & libc::PROT_EXEC == 0 || ctx.kernel().entry.shares_code() {
+        return Vec::new();
+    }
+    let Some(id) = cacheable(ctx, f, prot, off, len) else { return Vec::new() };
+    ctx.kernel().page_cache.code_without_syscalls(f, id, off, len)
+}
+
+/// The file's identity if [off, off+len) of it may come from the page
+/// cache under a mapping with `prot`: read-only, within the file, and in
+/// nomu's own process.
+fn cacheable(
+    ctx: &Ctx,
+    f: &crate::fs::file::OpenFile,
+    prot: i32,
+    off: u64,
+    len: usize,
+) -> Option<crate::fs::file::FileIdentity> {
+    if prot & libc::PROT_WRITE != 0 || prot == 0 {
         return None;
     }
     // A process in a host process of its own (a forked child, a moved
@@ -210,7 +267,7 @@ fn cached_frames(
     if off.checked_add(len as u64)? > (id.size.max(0) as u64).next_multiple_of(PAGE_SIZE as u64) {
         return None;
     }
-    ctx.kernel().page_cache.get(f, id, exec, off, len).ok()
+    Some(id)
 }
 
 pub fn sys_munmap(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize) -> SysResult {
