@@ -646,8 +646,12 @@ impl Child {
         // SAFETY: the child is parked; the reference ends with this call.
         let uc = unsafe { self.ucontext() };
         uc.mcontext.regs = GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs };
-        // No saved extended state: sigreturn gives the initial FPU state.
-        uc.mcontext.fpstate = 0;
+        // Its creator's extended state over the one the host saved when
+        // the child parked; none: sigreturn gives the initial FPU state.
+        match (&start.xstate, xstate_of(uc.mcontext.fpstate)) {
+            (Some(from), Some(into)) => super::copy_guest_xstate(into, from),
+            _ => uc.mcontext.fpstate = 0,
+        }
         uc.sigmask = GUEST_HOST_MASK.load(Ordering::Relaxed);
         let mb = self.mailbox();
         mb.fs_base.store(start.fs_base, Ordering::Relaxed);
@@ -767,7 +771,9 @@ fn child_lost(kernel: &mut dyn GuestKernel, why: &str) -> Option<StartState> {
     let kill = Fault { signo: libc::SIGKILL, code: crate::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
     match kernel.on_trap(Trap::Fault(kill), &mut frame) {
         Resume::Exit => None,
-        Resume::Guest => Some(StartState { regs: *frame.regs, fs_base: frame.fs_base, gs_base: frame.gs_base }),
+        Resume::Guest => {
+            Some(StartState { regs: *frame.regs, fs_base: frame.fs_base, gs_base: frame.gs_base, xstate: None })
+        }
     }
 }
 

@@ -218,7 +218,7 @@ fn spawn_child(
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
     let _exit_signal = flags & CSIGNAL;
-    let start = StartState { regs, fs_base, gs_base: ctx.frame.gs_base };
+    let start = StartState { regs, fs_base, gs_base: ctx.frame.gs_base, xstate: creator_xstate(ctx) };
     // The parent waits until the child execs or exits: on an entry path
     // that can, the child runs on the parent's host thread meanwhile (not
     // from a child that itself runs so: its parent needs this thread back).
@@ -250,6 +250,12 @@ fn spawn_child(
         }
     }
     Ok(pid as u64)
+}
+
+/// The extended state (FPU, SSE, AVX...) a new thread or process starts
+/// with: its creator's at the clone, as Linux's copy_thread copies it.
+fn creator_xstate(ctx: &mut Ctx) -> Option<std::sync::Arc<[u8]>> {
+    ctx.frame.xstate.image().map(|image| std::sync::Arc::from(&*image))
 }
 
 /// clone(CLONE_THREAD): a new thread of this process on a host thread of
@@ -293,7 +299,7 @@ fn spawn_thread(
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
     kernel
-        .spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base })
+        .spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base, xstate: creator_xstate(ctx) })
         .inspect_err(|_| super::pidfd::undo_for_clone(ctx, pidfd))?;
     Ok(tid as u64)
 }
