@@ -216,9 +216,13 @@ pub trait GuestKernel {
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume;
     /// Changes to the memory map of a guest running in a host process of
     /// its own (split::run_own_process), for it to make before it resumes.
-    fn take_host_ops(&mut self) -> Vec<crate::mm::space::HostOp> {
-        Vec::new()
+    /// The pages to free go along: see [`free_after_host_ops`](Self::free_after_host_ops).
+    fn take_host_ops(&mut self) -> (Vec<crate::mm::space::HostOp>, crate::mm::space::HostFrees) {
+        Default::default()
     }
+    /// The host process has made the changes [`take_host_ops`](Self::take_host_ops)
+    /// gave (or runs no guest code until it has): their pages may go.
+    fn free_after_host_ops(&mut self, _frees: crate::mm::space::HostFrees) {}
 }
 
 /// The initial state of a guest thread (after execve, or for a new thread).
@@ -231,6 +235,9 @@ pub struct StartState {
     /// frame's xsave image: its creator's at the clone (Linux's fork and
     /// clone copy the whole FPU state). None: the initial state (execve).
     pub xstate: Option<std::sync::Arc<[u8]>>,
+    /// A new thread of a forked child: the host thread made for it in its
+    /// process's host process (split::new_forked_thread).
+    pub host_thread: Option<std::sync::Arc<split::ForkedThread>>,
 }
 
 /// Copies the state a program owns ([`GUEST_XSTATE_COMPONENTS`]) from
