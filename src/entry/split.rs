@@ -501,6 +501,9 @@ struct HostProcess {
     /// thread that asked for it goes on, and the pages it unmapped are
     /// freed only then (another thread may be running guest code).
     threads: AtomicUsize,
+    /// The nomu thread that made its first host thread: the parent of all
+    /// of them (the others are made with CLONE_PARENT).
+    maker: i32,
 }
 
 thread_local! {
@@ -571,7 +574,13 @@ impl Child {
             unmap_shared(ops, OPS_SIZE);
             return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
         }
-        let host = forked.then(|| Arc::new(HostProcess { apply: Mutex::new(()), threads: AtomicUsize::new(1) }));
+        let host = forked.then(|| {
+            Arc::new(HostProcess {
+                apply: Mutex::new(()),
+                threads: AtomicUsize::new(1),
+                maker: crate::host::sys::gettid(),
+            })
+        });
         let child = Child { area, tid: tid as i32, ops, host };
         child.table().register(child.tid);
         if !child.wait_request() {
@@ -1175,15 +1184,17 @@ thread_local! {
     /// The forked child whose trap this nomu thread handles (in
     /// [`run_own_process`]), for [`new_forked_thread`].
     static OWN_CHILD: std::cell::Cell<*const Child> = const { std::cell::Cell::new(std::ptr::null()) };
-    /// Set once a host thread made here runs in a forked child's host
-    /// process: its parent is this nomu thread (CLONE_PARENT), and it dies
-    /// with it (PR_SET_PDEATHSIG), so this host thread must stay.
-    static PARENT_OF_FORKED_THREADS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Whether this nomu host thread must not end (see PARENT_OF_FORKED_THREADS).
+/// The nomu threads that made a forked child's first host thread, once
+/// it has more: the others are their children too (CLONE_PARENT) and die
+/// with them (PR_SET_PDEATHSIG), so these must never end.
+static PARENTS_OF_FORKED_THREADS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Whether this nomu host thread must not end (see PARENTS_OF_FORKED_THREADS).
 pub fn parent_of_forked_threads() -> bool {
-    PARENT_OF_FORKED_THREADS.with(|p| p.get())
+    let me = crate::host::sys::gettid();
+    PARENTS_OF_FORKED_THREADS.lock().unwrap_or_else(|e| e.into_inner()).contains(&me)
 }
 
 /// A host thread made for a new guest thread of a forked child, in that
@@ -1247,9 +1258,14 @@ pub fn new_forked_thread() -> Result<Arc<ForkedThread>, String> {
         return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
     }
     host.threads.fetch_add(1, Ordering::SeqCst);
+    let child_maker = host.maker;
     let child = Child { area, tid: tid as i32, ops, host: Some(host) };
     FORKED.register(child.tid);
-    PARENT_OF_FORKED_THREADS.with(|p| p.set(true));
+    let mut parents = PARENTS_OF_FORKED_THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    if !parents.contains(&child_maker) {
+        parents.push(child_maker);
+    }
+    drop(parents);
     if !child.wait_request() {
         return Err("the new host thread died while starting".into());
     }
