@@ -6,6 +6,7 @@
  *     joined (futex-based pthread_join);
  *   - memory mapped by one thread is used by another, and unmapped memory
  *     faults in another thread;
+ *   - threads map, write, protect and unmap at once (fresh pages are zero);
  *   - exit_group while other threads spin in guest code;
  *   - a signal to one thread (pthread_kill) runs its handler there;
  *   - a second thread forks: only it is copied;
@@ -148,6 +149,46 @@ static int threads_memory(void)
 	return r ? 24 : 0;
 }
 
+/* ---- several threads map, write, protect and unmap at once ---- */
+
+static void *churn(void *arg)
+{
+	long id = (long)arg, bad = 0;
+	for (int i = 0; i < 200; i++) {
+		size_t n = 4096 * (1 + i % 7);
+		unsigned char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return (void *)1000;
+		/* Fresh pages read as zero, and hold what this thread wrote. */
+		for (size_t k = 0; k < n; k += 512) {
+			bad += m[k] != 0;
+			m[k] = (unsigned char)id;
+		}
+		for (size_t k = 0; k < n; k += 512)
+			bad += m[k] != (unsigned char)id;
+		if (i % 3 == 0)
+			mprotect(m, n, PROT_READ);
+		munmap(m, n);
+	}
+	return (void *)bad;
+}
+
+static int threads_map_churn(void)
+{
+	pthread_t t[NTHREADS];
+	long bad = 0;
+	for (long i = 0; i < NTHREADS; i++)
+		if (pthread_create(&t[i], NULL, churn, (void *)(i + 1)))
+			return 70;
+	for (int i = 0; i < NTHREADS; i++) {
+		void *r;
+		if (pthread_join(t[i], &r))
+			return 71;
+		bad += (long)r;
+	}
+	return bad ? 72 : 0;
+}
+
 /* ---- exit_group while other threads spin ---- */
 
 static void *spinner(void *arg)
@@ -259,6 +300,7 @@ int main(int argc, char **argv)
 	} cases[] = {
 		{ "syscalls from threads", threads_syscalls, 0 },
 		{ "memory across threads", threads_memory, 0 },
+		{ "map churn in threads", threads_map_churn, 0 },
 		{ "exit_group with spinners", threads_exit_group, 0 },
 		{ "signal to one thread", threads_signal, 0 },
 		{ "fork from a thread", threads_fork, 0 },
