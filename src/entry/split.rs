@@ -248,7 +248,15 @@ global_asm!(
     "    mov edx, {kick}",
     "    mov eax, 234", // tgkill
     "    syscall",
+    // Dying: state DEAD first, and its nomu thread woken (the host clears
+    // the tid word only while another process uses this memory map).
     ".Lsplit_die:",
+    "    mov dword ptr [rbx + {state}], {dead}",
+    "    lea rdi, [rbx + {state}]",
+    "    mov esi, {futex_wake}",
+    "    mov edx, 0x7fffffff",
+    "    mov eax, 202", // futex
+    "    syscall",
     "    mov edi, 127",
     "    mov eax, 60", // exit: the child is a single-thread process
     "    syscall",
@@ -440,6 +448,7 @@ global_asm!(
     start_mask = const offset_of!(Mailbox, start_mask),
     kick = const CHILD_KICK,
     request = const REQUEST,
+    dead = const DEAD,
     run = const RUN,
     futex_wake = const FUTEX_WAKE,
     wait_op = const offset_of!(Mailbox, wait_op),
