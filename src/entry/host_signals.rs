@@ -565,9 +565,13 @@ pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kern
         (*tcb).kernel =
             Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
     }
+    // The guest starts with its creator's extended state (a copy, 64-byte
+    // aligned for xrstor, that lives until this thread leaves guest code),
+    // or a clean FPU.
+    let mut image = start.xstate.as_deref().map(AlignedXstate::of);
     let mut entry = GuestEntry {
         regs: GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs },
-        fpstate: 0, // the guest starts with a clean FPU
+        fpstate: image.as_mut().map_or(0, |i| i.as_mut_ptr() as u64),
         fs_base: start.fs_base,
     };
     // Guest code and the kernel run with the guest's mask (the kick let
@@ -589,6 +593,30 @@ pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kern
     // in place for a kick that slips in first.
     if !nested {
         set_sigmask(GUEST_HOST_MASK.load(Ordering::Relaxed) | 1 << (KICK_SIGNAL - 1));
+    }
+}
+
+/// A copy of an xsave image (signal-frame layout) where xrstor can load it.
+struct AlignedXstate(Vec<XsaveChunk>, usize);
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct XsaveChunk([u8; 64]);
+
+impl AlignedXstate {
+    fn of(image: &[u8]) -> AlignedXstate {
+        let mut copy = AlignedXstate(vec![XsaveChunk([0; 64]); image.len().div_ceil(64)], image.len());
+        copy.bytes().copy_from_slice(image);
+        copy
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the chunks are plain bytes, at least self.1 of them.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<u8>(), self.1) }
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.0.as_mut_ptr().cast()
     }
 }
 

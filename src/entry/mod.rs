@@ -216,17 +216,54 @@ pub trait GuestKernel {
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume;
     /// Changes to the memory map of a guest running in a host process of
     /// its own (split::run_own_process), for it to make before it resumes.
-    fn take_host_ops(&mut self) -> Vec<crate::mm::space::HostOp> {
-        Vec::new()
+    /// The pages to free go along: see [`free_after_host_ops`](Self::free_after_host_ops).
+    fn take_host_ops(&mut self) -> (Vec<crate::mm::space::HostOp>, crate::mm::space::HostFrees) {
+        Default::default()
     }
+    /// The host process has made the changes [`take_host_ops`](Self::take_host_ops)
+    /// gave (or runs no guest code until it has): their pages may go.
+    fn free_after_host_ops(&mut self, _frees: crate::mm::space::HostFrees) {}
 }
 
 /// The initial state of a guest thread (after execve, or for a new thread).
-#[derive(Clone, Copy, Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct StartState {
     pub regs: GuestRegs,
     pub fs_base: u64,
     pub gs_base: u64,
+    /// The extended state it starts with, in the layout of a Linux signal
+    /// frame's xsave image: its creator's at the clone (Linux's fork and
+    /// clone copy the whole FPU state). None: the initial state (execve).
+    pub xstate: Option<std::sync::Arc<[u8]>>,
+    /// A new thread of a forked child: the host thread made for it in its
+    /// process's host process (split::new_forked_thread).
+    pub host_thread: Option<std::sync::Arc<split::ForkedThread>>,
+}
+
+/// Copies the state a program owns ([`GUEST_XSTATE_COMPONENTS`]) from
+/// `from` into `into`, both xsave images in the layout of a Linux signal
+/// frame on this host (`into` the host's own, whose software-reserved
+/// bytes and other components stay): a new thread starting with its
+/// creator's extended state.
+pub fn copy_guest_xstate(into: &mut [u8], from: &[u8]) {
+    use crate::abi::xsave::{HEADER, SW_RESERVED};
+    into[..SW_RESERVED].copy_from_slice(&from[..SW_RESERVED]);
+    if into.len() < HEADER + 64 || from.len() < HEADER + 64 {
+        return;
+    }
+    let word = |b: &[u8]| u64::from_le_bytes(b[HEADER..HEADER + 8].try_into().expect("8 bytes"));
+    let bv = (word(into) & !GUEST_XSTATE_COMPONENTS) | (word(from) & GUEST_XSTATE_COMPONENTS);
+    into[HEADER..HEADER + 8].copy_from_slice(&bv.to_le_bytes());
+    let comps = crate::host::cpu::xstate_components();
+    // The trailing FP_XSTATE_MAGIC2 stays `into`'s.
+    let end = (into.len() - 4).min(from.len() - 4);
+    for i in (2..64).filter(|&i| GUEST_XSTATE_COMPONENTS & (1 << i) != 0) {
+        let (off, size) = comps[i];
+        let stop = (off + size).min(end);
+        if size > 0 && off >= HEADER + 64 && stop > off {
+            into[off..stop].copy_from_slice(&from[off..stop]);
+        }
+    }
 }
 
 pub trait EntryPath: Send + Sync {

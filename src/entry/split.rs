@@ -79,7 +79,9 @@ use crate::mm::space::HostOp;
 use std::arch::global_asm;
 use std::cell::RefCell;
 use std::mem::offset_of;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Size and alignment of a child's block (signal stack, start stack, mailbox).
 const AREA_SIZE: usize = 64 << 10;
@@ -154,6 +156,12 @@ struct Mailbox {
     /// of [`OP_WORDS`] words (number, six arguments) at `ops`.
     ops: AtomicU64,
     nops: AtomicU64,
+    /// Set by the nomu thread: after the queued host syscalls, the child
+    /// hands back control (state REQUEST, same trap) instead of resuming
+    /// guest code.
+    ops_only: AtomicU64,
+    /// The result of the last queued host syscall made.
+    op_result: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
@@ -240,7 +248,15 @@ global_asm!(
     "    mov edx, {kick}",
     "    mov eax, 234", // tgkill
     "    syscall",
+    // Dying: state DEAD first, and its nomu thread woken (the host clears
+    // the tid word only while another process uses this memory map).
     ".Lsplit_die:",
+    "    mov dword ptr [rbx + {state}], {dead}",
+    "    lea rdi, [rbx + {state}]",
+    "    mov esi, {futex_wake}",
+    "    mov edx, 0x7fffffff",
+    "    mov eax, 202", // futex
+    "    syscall",
     "    mov edi, 127",
     "    mov eax, 60", // exit: the child is a single-thread process
     "    syscall",
@@ -294,6 +310,7 @@ global_asm!(
     // Post the request (xchg: a full barrier before reading the flag; the
     // nomu thread sets its flag, then reads state) and wake the nomu thread
     // only if it sleeps.
+    ".Lsplit_post:",
     "    mov eax, {request}",
     "    xchg dword ptr [rbx + {state}], eax",
     "    cmp dword ptr [rbx + {nomu_sleeps}], 0",
@@ -337,8 +354,11 @@ global_asm!(
     ".Lsplit_woken:",
     "    mov dword ptr [rbx + {child_sleeps}], 0",
     ".Lsplit_resume:",
-    // Queued host syscalls (a forked child's memory map), in order; one
-    // that fails kills the child (its guest then dies as if by SIGKILL).
+    // Queued host syscalls (a forked child's memory map, a host thread
+    // for a new guest thread), in order; one that fails kills the child
+    // (its guest then dies as if by SIGKILL), but a clone's failure is
+    // only reported. A clone's new host thread runs the start code on
+    // its own block.
     "    mov r15, [rbx + {nops}]",
     "    test r15, r15",
     "    jz .Lsplit_ops_done",
@@ -352,13 +372,26 @@ global_asm!(
     "    mov r8, [r14 + 40]",
     "    mov r9, [r14 + 48]",
     "    syscall",
+    "    cmp qword ptr [r14], 56", // clone
+    "    jne .Lsplit_op_check",
+    "    test rax, rax",
+    "    jz .Lsplit_child",
+    "    jmp .Lsplit_op_next",
+    ".Lsplit_op_check:",
     "    cmp rax, -4095",
     "    jae .Lsplit_die",
+    ".Lsplit_op_next:",
+    "    mov [rbx + {op_result}], rax",
     "    add r14, {op_size}",
     "    dec r15",
     "    jnz .Lsplit_op",
     "    mov qword ptr [rbx + {nops}], 0",
     ".Lsplit_ops_done:",
+    "    cmp qword ptr [rbx + {ops_only}], 0",
+    "    je .Lsplit_ops_resume",
+    "    mov qword ptr [rbx + {ops_only}], 0",
+    "    jmp .Lsplit_post",
+    ".Lsplit_ops_resume:",
     "    mov rsi, [rbx + {fs}]",
     "    cmp rsi, r12",
     "    je .Lsplit_fs_done",
@@ -415,12 +448,15 @@ global_asm!(
     start_mask = const offset_of!(Mailbox, start_mask),
     kick = const CHILD_KICK,
     request = const REQUEST,
+    dead = const DEAD,
     run = const RUN,
     futex_wake = const FUTEX_WAKE,
     wait_op = const offset_of!(Mailbox, wait_op),
     dispatch = const offset_of!(Mailbox, dispatch),
     ops = const offset_of!(Mailbox, ops),
     nops = const offset_of!(Mailbox, nops),
+    ops_only = const offset_of!(Mailbox, ops_only),
+    op_result = const offset_of!(Mailbox, op_result),
     op_size = const OP_WORDS * 8,
 );
 
@@ -460,6 +496,23 @@ struct Child {
     tid: i32,
     /// A forked child's ops block (MAP_SHARED; 0 for a CLONE_VM child).
     ops: usize,
+    /// A forked child's host process, which its host threads share.
+    host: Option<Arc<HostProcess>>,
+}
+
+/// What the host threads of a forked child's host process (one per guest
+/// thread, see [`new_forked_thread`]) share.
+struct HostProcess {
+    /// Held by a nomu thread while it takes its space's changes to the
+    /// memory map and has them made, so that they are made in order.
+    apply: Mutex<()>,
+    /// Its host threads: with more than one, a change is made before the
+    /// thread that asked for it goes on, and the pages it unmapped are
+    /// freed only then (another thread may be running guest code).
+    threads: AtomicUsize,
+    /// The nomu thread that made its first host thread: the parent of all
+    /// of them (the others are made with CLONE_PARENT).
+    maker: i32,
 }
 
 thread_local! {
@@ -505,52 +558,7 @@ impl Child {
         } else {
             0
         };
-        let mb = (area + MBOX_OFFSET) as *mut Mailbox;
-        let mut handled = [0u8; 16];
-        for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, CHILD_KICK])) {
-            *slot = sig as u8;
-        }
-        // The signals nomu keeps blocked in guest code are the ones it
-        // forwards to guests: the child ignores them.
-        let guest_mask = GUEST_HOST_MASK.load(Ordering::Relaxed);
-        let mut ignored = [0u8; 64];
-        for (slot, sig) in ignored.iter_mut().zip((1..64).filter(|s| guest_mask & (1 << (s - 1)) != 0)) {
-            *slot = sig as u8;
-        }
-        let restorer = nomu_split_restorer as *const () as u64;
-        let alt_lo = area + PAGE_SIZE;
-        let alt_size = MBOX_OFFSET - START_STACK - PAGE_SIZE;
-        let mailbox = Mailbox {
-            state: AtomicU32::new(RUN),
-            signo: AtomicI32::new(0),
-            info: AtomicU64::new(0),
-            uc: AtomicU64::new(0),
-            fs_base: AtomicU64::new(0),
-            gs_base: AtomicU64::new(0),
-            gs_dirty: AtomicU64::new(0),
-            fsgsbase: AtomicU64::new(crate::host::cpu::has_fsgsbase() as u64),
-            nomu_sleeps: AtomicU32::new(0),
-            child_sleeps: AtomicU32::new(0),
-            spin: AtomicU64::new(if may_spin() { CHILD_SPIN_CYCLES } else { 0 }),
-            altstack: [alt_lo as u64, 0, alt_size as u64],
-            act: [
-                nomu_split_handler as *const () as u64,
-                (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | SA_RESTORER,
-                restorer,
-                !0,
-            ],
-            ign: [libc::SIG_IGN as u64, SA_RESTORER, restorer, 0],
-            handled,
-            ignored,
-            start_mask: !(1u64 << (CHILD_KICK - 1)),
-            dispatch: super::dispatch::child_args(),
-            wait_op: AtomicU64::new(if forked { FUTEX_WAIT } else { FUTEX_WAIT | FUTEX_PRIVATE } as u64),
-            ops: AtomicU64::new(ops as u64),
-            nops: AtomicU64::new(0),
-        };
-        // SAFETY: the mailbox slot lies at the top of our fresh mapping,
-        // suitably aligned, and nobody else uses it yet.
-        unsafe { mb.write(mailbox) };
+        let mb = write_mailbox(area, ops, forked);
         // A forked child shares nomu's descriptor table (it maps the memfd
         // by number, and holds no second reference to any file: a pipe's
         // reader still sees its end) but not its memory.
@@ -575,7 +583,14 @@ impl Child {
             unmap_shared(ops, OPS_SIZE);
             return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
         }
-        let child = Child { area, tid: tid as i32, ops };
+        let host = forked.then(|| {
+            Arc::new(HostProcess {
+                apply: Mutex::new(()),
+                threads: AtomicUsize::new(1),
+                maker: crate::host::sys::gettid(),
+            })
+        });
+        let child = Child { area, tid: tid as i32, ops, host };
         child.table().register(child.tid);
         if !child.wait_request() {
             return Err("the child died while starting".into());
@@ -617,6 +632,14 @@ impl Child {
         state.load(Ordering::Acquire) == REQUEST
     }
 
+    /// Has the parked child make its queued host syscalls now and park
+    /// again in the same trap; false if it died.
+    fn run_ops(&self) -> bool {
+        self.mailbox().ops_only.store(1, Ordering::Relaxed);
+        self.release();
+        self.wait_request()
+    }
+
     /// Lets the parked child run with its (edited) ucontext.
     fn release(&self) {
         let mb = self.mailbox();
@@ -646,8 +669,12 @@ impl Child {
         // SAFETY: the child is parked; the reference ends with this call.
         let uc = unsafe { self.ucontext() };
         uc.mcontext.regs = GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs };
-        // No saved extended state: sigreturn gives the initial FPU state.
-        uc.mcontext.fpstate = 0;
+        // Its creator's extended state over the one the host saved when
+        // the child parked; none: sigreturn gives the initial FPU state.
+        match (&start.xstate, xstate_of(uc.mcontext.fpstate)) {
+            (Some(from), Some(into)) => super::copy_guest_xstate(into, from),
+            _ => uc.mcontext.fpstate = 0,
+        }
         uc.sigmask = GUEST_HOST_MASK.load(Ordering::Relaxed);
         let mb = self.mailbox();
         mb.fs_base.store(start.fs_base, Ordering::Relaxed);
@@ -661,9 +688,66 @@ impl Drop for Child {
         // Killed and reaped (unless nomu's exit did that already) before its
         // block goes.
         self.table().kill_and_reap(self.tid);
+        if let Some(host) = &self.host {
+            host.threads.fetch_sub(1, Ordering::SeqCst);
+        }
         unmap_area(self.area);
         unmap_shared(self.ops, OPS_SIZE);
     }
+}
+
+/// Writes a fresh mailbox at the top of block `area` (`ops`: a forked
+/// child's ops block, else 0).
+fn write_mailbox(area: usize, ops: usize, forked: bool) -> *mut Mailbox {
+    let mb = (area + MBOX_OFFSET) as *mut Mailbox;
+    let mut handled = [0u8; 16];
+    for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, CHILD_KICK])) {
+        *slot = sig as u8;
+    }
+    // The signals nomu keeps blocked in guest code are the ones it
+    // forwards to guests: the child ignores them.
+    let guest_mask = GUEST_HOST_MASK.load(Ordering::Relaxed);
+    let mut ignored = [0u8; 64];
+    for (slot, sig) in ignored.iter_mut().zip((1..64).filter(|s| guest_mask & (1 << (s - 1)) != 0)) {
+        *slot = sig as u8;
+    }
+    let restorer = nomu_split_restorer as *const () as u64;
+    let alt_lo = area + PAGE_SIZE;
+    let alt_size = MBOX_OFFSET - START_STACK - PAGE_SIZE;
+    let mailbox = Mailbox {
+        state: AtomicU32::new(RUN),
+        signo: AtomicI32::new(0),
+        info: AtomicU64::new(0),
+        uc: AtomicU64::new(0),
+        fs_base: AtomicU64::new(0),
+        gs_base: AtomicU64::new(0),
+        gs_dirty: AtomicU64::new(0),
+        fsgsbase: AtomicU64::new(crate::host::cpu::has_fsgsbase() as u64),
+        nomu_sleeps: AtomicU32::new(0),
+        child_sleeps: AtomicU32::new(0),
+        spin: AtomicU64::new(if may_spin() { CHILD_SPIN_CYCLES } else { 0 }),
+        altstack: [alt_lo as u64, 0, alt_size as u64],
+        act: [
+            nomu_split_handler as *const () as u64,
+            (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | SA_RESTORER,
+            restorer,
+            !0,
+        ],
+        ign: [libc::SIG_IGN as u64, SA_RESTORER, restorer, 0],
+        handled,
+        ignored,
+        start_mask: !(1u64 << (CHILD_KICK - 1)),
+        dispatch: super::dispatch::child_args(),
+        wait_op: AtomicU64::new(if forked { FUTEX_WAIT } else { FUTEX_WAIT | FUTEX_PRIVATE } as u64),
+        ops: AtomicU64::new(ops as u64),
+        nops: AtomicU64::new(0),
+        ops_only: AtomicU64::new(0),
+        op_result: AtomicU64::new(0),
+    };
+    // SAFETY: the mailbox slot lies at the top of our fresh mapping,
+    // suitably aligned, and nobody else uses it yet.
+    unsafe { mb.write(mailbox) };
+    mb
 }
 
 fn map_shared(len: usize) -> Result<usize, String> {
@@ -767,7 +851,13 @@ fn child_lost(kernel: &mut dyn GuestKernel, why: &str) -> Option<StartState> {
     let kill = Fault { signo: libc::SIGKILL, code: crate::abi::SI_KERNEL, addr: 0, trapno: 0, err: 0 };
     match kernel.on_trap(Trap::Fault(kill), &mut frame) {
         Resume::Exit => None,
-        Resume::Guest => Some(StartState { regs: *frame.regs, fs_base: frame.fs_base, gs_base: frame.gs_base }),
+        Resume::Guest => Some(StartState {
+            regs: *frame.regs,
+            fs_base: frame.fs_base,
+            gs_base: frame.gs_base,
+            xstate: None,
+            host_thread: None,
+        }),
     }
 }
 
@@ -1000,29 +1090,63 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
     let _kstack = ThreadKernelStack::enter();
     let _kicks = super::host_signals::KicksLetThrough::new();
     let before = crate::host::sys::guest_process();
-    let child = match Child::spawn_kind(true) {
-        Ok(c) => c,
-        Err(e) => {
-            child_lost(kernel, &format!("cannot start a forked guest's process: {e}"));
-            return;
+    let pm = PhysMem::get();
+    let prepared = start.host_thread.as_ref().and_then(|t| t.0.lock().unwrap_or_else(|e| e.into_inner()).take());
+    let (child, mut pending) = match prepared {
+        // A new thread's host thread, made in its process's host process:
+        // the map is that process's already. Its first trap comes at once
+        // (a kick to itself), so that a signal or an exit_group sent
+        // before this nomu thread took it over is seen.
+        Some(c) => {
+            FORKED.reassign(c.tid);
+            FORKED.signal(crate::host::sys::gettid(), CHILD_KICK);
+            (c, Vec::new())
         }
+        None => match Child::spawn_kind(true) {
+            // Nothing of nomu's physical memory stays visible but its own frames.
+            Ok(c) => (
+                c,
+                vec![
+                    [libc::SYS_munmap as u64, pm.base() as u64, pm.size() as u64, 0, 0, 0, 0],
+                    [libc::SYS_munmap as u64, pm.alias_base() as u64, pm.size() as u64, 0, 0, 0, 0],
+                ],
+            ),
+            Err(e) => {
+                child_lost(kernel, &format!("cannot start a forked guest's process: {e}"));
+                return;
+            }
+        },
     };
     crate::host::sys::set_guest_process(child.tid);
-    let pm = PhysMem::get();
-    // Nothing of nomu's physical memory stays visible but its own frames.
-    let mut pending = vec![
-        [libc::SYS_munmap as u64, pm.base() as u64, pm.size() as u64, 0, 0, 0, 0],
-        [libc::SYS_munmap as u64, pm.alias_base() as u64, pm.size() as u64, 0, 0, 0, 0],
-    ];
     child.load(&start);
+    drop(start);
+    let host = child.host.clone().expect("a forked child's host process");
+    let previous = OWN_CHILD.with(|c| c.replace(&child as *const Child));
     let mut affinity = Affinity::new();
     loop {
-        pending.extend(kernel.take_host_ops().iter().map(|op| op_words(op, pm)));
+        let order = host.apply.lock().unwrap_or_else(|e| e.into_inner());
+        let (ops, frees) = kernel.take_host_ops();
+        pending.extend(ops.iter().map(|op| op_words(op, pm)));
         if !child.queue(&pending) {
+            drop(order);
             child_lost(kernel, "too many memory map changes at once");
             break;
         }
         pending.clear();
+        // With other host threads running guest code on this map, the
+        // changes are made before this one goes on, and only then are the
+        // pages they unmapped freed (to another process, maybe). Alone, it
+        // makes them before it resumes: nothing runs on the map meanwhile.
+        let others = host.threads.load(Ordering::SeqCst) > 1;
+        if others && child.mailbox().nops.load(Ordering::Relaxed) > 0 && !child.run_ops() {
+            drop(order);
+            // Whether the map still shows them is not known: the pages leak.
+            std::mem::forget(frees);
+            child_lost(kernel, "a forked guest's process died");
+            break;
+        }
+        kernel.free_after_host_ops(frees);
+        drop(order);
         affinity.before_release(child.tid);
         child.release();
         if !child.wait_request() {
@@ -1059,9 +1183,143 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             uc.mcontext.fpstate = 0;
         }
     }
+    OWN_CHILD.with(|c| c.set(previous));
     affinity.unpin();
     drop(child);
     crate::host::sys::set_guest_process(before);
+}
+
+thread_local! {
+    /// The forked child whose trap this nomu thread handles (in
+    /// [`run_own_process`]), for [`new_forked_thread`].
+    static OWN_CHILD: std::cell::Cell<*const Child> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// The nomu threads that made a forked child's first host thread, once
+/// it has more: the others are their children too (CLONE_PARENT) and die
+/// with them (PR_SET_PDEATHSIG), so these must never end.
+static PARENTS_OF_FORKED_THREADS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Whether this nomu host thread must not end (see PARENTS_OF_FORKED_THREADS).
+pub fn parent_of_forked_threads() -> bool {
+    let me = crate::host::sys::gettid();
+    PARENTS_OF_FORKED_THREADS.lock().unwrap_or_else(|e| e.into_inner()).contains(&me)
+}
+
+/// A host thread made for a new guest thread of a forked child, in that
+/// child's host process, parked until the guest thread's nomu thread takes
+/// it ([`run_own_process`]); killed and reaped if it never does.
+pub struct ForkedThread(Mutex<Option<Child>>);
+
+impl std::fmt::Debug for ForkedThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ForkedThread")
+    }
+}
+
+/// clone(CLONE_THREAD) in a forked child, from inside its trap: a new host
+/// thread in its host process (sharing its memory map), with a block and
+/// ops block of its own shared with nomu (a memfd both map at the same
+/// address), made by the trapping thread's host thread: a clone with
+/// CLONE_VM (and CLONE_PARENT, so that nomu reaps it) that runs the start
+/// code, as a forked child's first thread does, and parks.
+pub fn new_forked_thread() -> Result<Arc<ForkedThread>, String> {
+    let creator = OWN_CHILD.with(|c| c.get());
+    if creator.is_null() {
+        return Err("not in a forked child's trap".into());
+    }
+    // SAFETY: set by run_own_process on this thread, which is below us on
+    // the stack (this runs inside its on_trap) with the child parked.
+    let creator = unsafe { &*creator };
+    let host = creator.host.clone().ok_or("not a forked child")?;
+    let fd = memfd_block()?;
+    let (area, ops) = map_block_fd(fd.as_raw_fd())?;
+    let mb = write_mailbox(area, ops, true);
+    let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    let shared_fixed = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
+    let fdn = fd.as_raw_fd() as u64;
+    let flags =
+        (libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_PARENT | libc::CLONE_CHILD_CLEARTID) as u64;
+    let ok = creator.queue(&[
+        [libc::SYS_mmap as u64, area as u64, AREA_SIZE as u64, rw, shared_fixed, fdn, 0],
+        [libc::SYS_mprotect as u64, area as u64, PAGE_SIZE as u64, libc::PROT_NONE as u64, 0, 0, 0],
+        [libc::SYS_mmap as u64, ops as u64, OPS_SIZE as u64, rw, shared_fixed, fdn, AREA_SIZE as u64],
+        [libc::SYS_clone as u64, flags, (area + MBOX_OFFSET) as u64, 0, mb as u64, 0, 0],
+    ]);
+    let cleanup = || {
+        unmap_area(area);
+        unmap_shared(ops, OPS_SIZE);
+    };
+    if !ok {
+        cleanup();
+        return Err("no room for the host calls".into());
+    }
+    // The child blocks every signal in its handler, so the new host thread
+    // starts with all blocked, as spawn_kind's children do.
+    if !creator.run_ops() {
+        cleanup();
+        return Err("the forked guest's process died".into());
+    }
+    drop(fd);
+    let tid = creator.mailbox().op_result.load(Ordering::Relaxed) as i64;
+    if tid < 0 {
+        cleanup();
+        return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
+    }
+    host.threads.fetch_add(1, Ordering::SeqCst);
+    let child_maker = host.maker;
+    let child = Child { area, tid: tid as i32, ops, host: Some(host) };
+    FORKED.register(child.tid);
+    let mut parents = PARENTS_OF_FORKED_THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    if !parents.contains(&child_maker) {
+        parents.push(child_maker);
+    }
+    drop(parents);
+    if !child.wait_request() {
+        return Err("the new host thread died while starting".into());
+    }
+    Ok(Arc::new(ForkedThread(Mutex::new(Some(child)))))
+}
+
+/// A memfd for a block and an ops block ([`map_block_fd`]).
+fn memfd_block() -> Result<std::os::fd::OwnedFd, String> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: memfd_create with a NUL-terminated name; the result, if a
+    // descriptor, is ours alone.
+    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, c"nomu-thread".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("memfd_create: {}", crate::host::last_errno()));
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: ftruncate on our own descriptor.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), (AREA_SIZE + OPS_SIZE) as i64) } != 0 {
+        return Err(format!("ftruncate: {}", crate::host::last_errno()));
+    }
+    Ok(fd)
+}
+
+/// Maps the memfd `fd`: a block aligned to its size (from offset 0, its
+/// first page a guard) and an ops block (after it).
+fn map_block_fd(fd: i32) -> Result<(usize, usize), String> {
+    let area = kstack::map_aligned_guarded(AREA_SIZE, libc::MAP_PRIVATE)?;
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: over our own fresh aligned reservation; then a fresh shared
+    // mapping at an address of the host's choice.
+    unsafe {
+        let at = libc::mmap(area as *mut libc::c_void, AREA_SIZE, rw, libc::MAP_SHARED | libc::MAP_FIXED, fd, 0);
+        if at == libc::MAP_FAILED {
+            unmap_area(area);
+            return Err(format!("mmap: {}", crate::host::last_errno()));
+        }
+        libc::mprotect(area as *mut libc::c_void, PAGE_SIZE, libc::PROT_NONE);
+        let ops = libc::mmap(std::ptr::null_mut(), OPS_SIZE, rw, libc::MAP_SHARED, fd, AREA_SIZE as i64);
+        if ops == libc::MAP_FAILED {
+            unmap_area(area);
+            return Err(format!("mmap: {}", crate::host::last_errno()));
+        }
+        Ok((area, ops as usize))
+    }
 }
 
 /// Kicks the forked child run by nomu thread `host_tid`, if it runs one.

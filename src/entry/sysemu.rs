@@ -319,15 +319,34 @@ impl Tracee {
     }
 
     /// Sets up a new guest thread: its registers over what the tracee has
-    /// (segment selectors), a clean FPU. None if the tracee is gone.
-    fn start(&mut self, regs: &GuestRegs, fs_base: u64, gs_base: u64) -> Option<libc::user_regs_struct> {
+    /// (segment selectors), its creator's extended state (`xstate`, in a
+    /// signal frame's layout) or a clean FPU. None if the tracee is gone.
+    fn start(
+        &mut self,
+        regs: &GuestRegs,
+        fs_base: u64,
+        gs_base: u64,
+        xstate: Option<&[u8]>,
+    ) -> Option<libc::user_regs_struct> {
         self.live_components = None;
         let mut r = self.get_regs()?;
         from_guest(&mut r, regs);
         r.fs_base = fs_base;
         r.gs_base = gs_base;
         self.set_regs(&r);
-        self.reset_xstate();
+        match xstate {
+            Some(from) => {
+                // Over the clean state, whose software bytes are the regset's.
+                let clean = CLEAN_XSTATE.get().expect("clean xstate built with the first tracee");
+                let mut image = clean.clone();
+                image.resize(image.len().max(self.xsize + 4), 0);
+                super::copy_guest_xstate(&mut image, from);
+                if !self.set_xstate(&image) && last_errno() != crate::abi::errno::Errno::ESRCH {
+                    fatal(&format!("PTRACE_SETREGSET of a new thread's xstate: {}", last_errno()));
+                }
+            }
+            None => self.reset_xstate(),
+        }
         Some(r)
     }
 
@@ -683,7 +702,7 @@ impl EntryPath for SysemuEntry {
         let kicks = super::host_signals::KicksLetThrough::new();
         let mut tracee = TRACEE.with(|t| t.borrow_mut().take()).filter(|t| t.pid > 0).unwrap_or_else(spawn_or_die);
         let mut hregs = loop {
-            match tracee.start(&start.regs, start.fs_base, start.gs_base) {
+            match tracee.start(&start.regs, start.fs_base, start.gs_base, start.xstate.as_deref()) {
                 Some(r) => break r,
                 None => {
                     // Killed from outside while idle.
@@ -720,7 +739,8 @@ impl EntryPath for SysemuEntry {
                 }
                 let (fs_base, gs_base) = (frame.fs_base, frame.gs_base);
                 tracee = spawn_or_die();
-                hregs = tracee.start(&regs, fs_base, gs_base).unwrap_or_else(|| fatal("a new traced process died"));
+                hregs =
+                    tracee.start(&regs, fs_base, gs_base, None).unwrap_or_else(|| fatal("a new traced process died"));
                 continue;
             };
             hregs = r;

@@ -344,7 +344,9 @@ impl Kernel {
             let ended = trap::run_thread(self, thread, start);
             let stay = {
                 let mut idle = self.idle_workers.lock().unwrap();
-                let stay = idle.len() < MAX_IDLE_WORKERS;
+                // A host thread that made host threads for a forked
+                // child's guest threads is their parent: they die with it.
+                let stay = idle.len() < MAX_IDLE_WORKERS || crate::entry::split::parent_of_forked_threads();
                 if stay {
                     idle.push(me.clone());
                 }

@@ -420,8 +420,14 @@ fn death_of(thread: &Thread) -> Option<ExitStatus> {
 }
 
 impl GuestKernel for ThreadCtx {
-    fn take_host_ops(&mut self) -> Vec<crate::mm::space::HostOp> {
+    fn take_host_ops(&mut self) -> (Vec<crate::mm::space::HostOp>, crate::mm::space::HostFrees) {
         self.mm.lock().unwrap().take_host_ops()
+    }
+
+    fn free_after_host_ops(&mut self, frees: crate::mm::space::HostFrees) {
+        if !frees.is_empty() {
+            self.mm.lock().unwrap().free_after_host_ops(frees);
+        }
     }
 
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume {

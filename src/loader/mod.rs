@@ -210,7 +210,7 @@ pub fn prepare_named(
             exe_file,
             cmdline: nul_separated(&argv),
             environ: nul_separated(&envp),
-            start: StartState { regs, fs_base: 0, gs_base: 0 },
+            start: StartState { regs, fs_base: 0, gs_base: 0, xstate: None, host_thread: None },
         });
     }
     Err(ExecError::new(Errno::ELOOP, "too many levels of #! interpreters"))

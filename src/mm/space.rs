@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod forked;
-pub use forked::HostOp;
+pub use forked::{HostFrees, HostOp};
 
 pub const PROT_READ: i32 = libc::PROT_READ;
 pub const PROT_WRITE: i32 = libc::PROT_WRITE;
@@ -204,6 +204,10 @@ pub struct AddressSpace {
     /// change is also queued for that host process's own memory map.
     own_host: bool,
     host_ops: Vec<HostOp>,
+    /// Pages unmapped from such a space, freed only once its host process
+    /// has unmapped them too (another thread of it may run guest code
+    /// meanwhile): (start, length, charged).
+    host_frees: Vec<(usize, usize, bool)>,
     /// A fixed-address image was loaded elsewhere (move_image): the space
     /// becomes its own host process's when the loader is done.
     moved_image: bool,
@@ -233,6 +237,7 @@ impl AddressSpace {
             committed: 0,
             own_host: false,
             host_ops: Vec::new(),
+            host_frees: Vec::new(),
             moved_image: false,
             held: Vec::new(),
             users: 0,
@@ -769,7 +774,7 @@ impl AddressSpace {
                     // A frames VMA is charged only when it gets private
                     // copies (made writable, see mm::mapping).
                     let privatized = v.frames.as_ref().is_some_and(|f| Self::copies_for(f, prot));
-                    if !v.charged && v.shm.is_none() && (v.frames.is_none() || privatized) {
+                    if !v.charged && v.shm.is_none() && (self.pages_own(v) || privatized) {
                         uncharged += v.end.min(end) - s.max(addr);
                     }
                     p = v.end
@@ -793,10 +798,11 @@ impl AddressSpace {
             self.privatize(s);
         }
         let mut shared = Vec::new();
+        let own_host = self.own_host;
         for (&s, v) in self.vmas.range_mut(addr..end) {
             // A shared memory segment is charged when it is made, not by
             // its attachments.
-            v.charged |= charge && v.shm.is_none() && v.frames.is_none();
+            v.charged |= charge && v.shm.is_none() && Self::pages_own_in(own_host, v);
             v.prot = prot;
             v.was_writable |= prot & PROT_WRITE != 0;
             v.was_executable |= prot & PROT_EXEC != 0;
@@ -819,6 +825,24 @@ impl AddressSpace {
             at = e;
         }
         self.phys.set_prot(at, end - at, host_prot(prot))
+    }
+
+    /// Whether `v`'s pages are its own to charge: no frames VMA
+    /// (mm::mapping), or in a forked child's space the frames of its own
+    /// copy (not those it shares with its parent). A reservation of a
+    /// forked child made accessible is charged as anywhere else, and its
+    /// pages scrubbed when freed (regression: left uncharged, they were
+    /// freed as untouched, and another process's new mapping showed a
+    /// dead thread's stack: tests/guest/fork_threads.c).
+    fn pages_own(&self, v: &Vma) -> bool {
+        Self::pages_own_in(self.own_host, v)
+    }
+
+    fn pages_own_in(own_host: bool, v: &Vma) -> bool {
+        match &v.frames {
+            None => true,
+            Some(f) => own_host && !f.source.shared_at_fork(),
+        }
     }
 
     /// Whether a VMA showing `f` needs private copies to take `prot`

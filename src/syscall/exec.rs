@@ -137,12 +137,20 @@ fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64, 
         if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
             return Err(Errno::EINVAL);
         }
-        if ctx.t.mm.lock().unwrap().own_host() {
-            // One guest thread per host process of its own, for now.
-            ctx.note("a forked child cannot make threads yet");
-            return Err(Errno::EAGAIN);
-        }
-        return spawn_thread(ctx, flags, stack, ptid, ctid, tls, pidfd_out);
+        // In a host process of its own, the new thread gets a host thread
+        // there (made now, from this thread's trap).
+        let host_thread = if ctx.t.mm.lock().unwrap().own_host() {
+            match crate::entry::split::new_forked_thread() {
+                Ok(t) => Some(t),
+                Err(why) => {
+                    ctx.note(&format!("no host thread for a forked child's new thread: {why}"));
+                    return Err(Errno::EAGAIN);
+                }
+            }
+        } else {
+            None
+        };
+        return spawn_thread(ctx, flags, stack, ptid, ctid, tls, pidfd_out, host_thread);
     }
     if flags & CLONE_VM == 0 && !ctx.kernel().fork {
         ctx.note("fork needs an MMU (nomu run --no-fork); use vfork or posix_spawn");
@@ -218,7 +226,8 @@ fn spawn_child(
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
     let _exit_signal = flags & CSIGNAL;
-    let start = StartState { regs, fs_base, gs_base: ctx.frame.gs_base };
+    let start =
+        StartState { regs, fs_base, gs_base: ctx.frame.gs_base, xstate: creator_xstate(ctx), host_thread: None };
     // The parent waits until the child execs or exits: on an entry path
     // that can, the child runs on the parent's host thread meanwhile (not
     // from a child that itself runs so: its parent needs this thread back).
@@ -252,8 +261,15 @@ fn spawn_child(
     Ok(pid as u64)
 }
 
+/// The extended state (FPU, SSE, AVX...) a new thread or process starts
+/// with: its creator's at the clone, as Linux's copy_thread copies it.
+fn creator_xstate(ctx: &mut Ctx) -> Option<std::sync::Arc<[u8]>> {
+    ctx.frame.xstate.image().map(|image| std::sync::Arc::from(&*image))
+}
+
 /// clone(CLONE_THREAD): a new thread of this process on a host thread of
 /// its own, starting after the syscall with rax = 0 on the given stack.
+#[allow(clippy::too_many_arguments)] // clone's own arguments, and the host thread made for it
 fn spawn_thread(
     ctx: &mut Ctx,
     flags: u64,
@@ -262,6 +278,7 @@ fn spawn_thread(
     ctid: u64,
     tls: u64,
     pidfd_out: Option<u64>,
+    host_thread: Option<std::sync::Arc<crate::entry::split::ForkedThread>>,
 ) -> SysResult {
     let kernel = ctx.kernel();
     let process = ctx.process().clone();
@@ -293,7 +310,10 @@ fn spawn_thread(
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
     kernel
-        .spawn_thread(thread, StartState { regs, fs_base, gs_base: ctx.frame.gs_base })
+        .spawn_thread(
+            thread,
+            StartState { regs, fs_base, gs_base: ctx.frame.gs_base, xstate: creator_xstate(ctx), host_thread },
+        )
         .inspect_err(|_| super::pidfd::undo_for_clone(ctx, pidfd))?;
     Ok(tid as u64)
 }

@@ -71,6 +71,18 @@ fn child_frames(start: usize, len: usize) -> Option<Frames> {
     Some(Frames::new(Arc::new(ChildFrames { start, len }), 0))
 }
 
+/// Pages a forked child's space unmapped, to be freed once its host
+/// process has unmapped them as well.
+#[derive(Default, Debug)]
+#[must_use = "the pages are freed by AddressSpace::free_after_host_ops"]
+pub struct HostFrees(Vec<(usize, usize, bool)>);
+
+impl HostFrees {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// A change to a forked child's host memory map, queued by its address
 /// space and carried out by its host process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,9 +111,21 @@ impl AddressSpace {
         self.own_host
     }
 
-    /// Takes the changes to carry out in the host process.
-    pub fn take_host_ops(&mut self) -> Vec<HostOp> {
-        std::mem::take(&mut self.host_ops)
+    /// Takes the changes to carry out in the host process, and the pages
+    /// to free once they are made ([`free_after_host_ops`](Self::free_after_host_ops)).
+    pub fn take_host_ops(&mut self) -> (Vec<HostOp>, HostFrees) {
+        (std::mem::take(&mut self.host_ops), HostFrees(std::mem::take(&mut self.host_frees)))
+    }
+
+    /// Frees pages whose unmapping the host process has made.
+    pub fn free_after_host_ops(&mut self, frees: HostFrees) {
+        for (f, len, charged) in frees.0 {
+            if charged {
+                self.free_pages(f, f + len);
+            } else {
+                self.phys.free_untouched(f, len);
+            }
+        }
     }
 
     /// The physical run behind [addr, addr+len): the frame of `addr` and
@@ -225,10 +249,9 @@ impl AddressSpace {
             pm.copy_within(pages.start(), old, len);
             if charged {
                 self.uncharge(len);
-                self.free_pages(old, old + len);
-            } else {
-                self.phys.free_untouched(old, len);
             }
+            // The host process maps the new pages over them first.
+            self.host_frees.push((old, len, charged));
             let _ = self.phys.set_prot(pages.start(), len, host_prot(prot));
             self.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(prot), frame: pages.start() });
             let v = self.vmas.get_mut(&s).unwrap();
@@ -400,12 +423,8 @@ impl AddressSpace {
                 // Pages the segment, or the last handle, frees.
                 continue;
             }
-            let f = v.frame_of(s, s);
-            if v.charged {
-                self.free_pages(f, f + len);
-            } else {
-                self.phys.free_untouched(f, len);
-            }
+            // Freed once the host process has unmapped them.
+            self.host_frees.push((v.frame_of(s, s), len, v.charged));
         }
     }
 
@@ -482,6 +501,9 @@ impl AddressSpace {
         let end = self.vmas.iter().next_back().map_or(0, |(_, v)| v.end);
         self.forked_unmap(0, end);
         self.host_ops.clear();
+        // Its host process is gone: nothing shows these pages any more.
+        let frees = HostFrees(std::mem::take(&mut self.host_frees));
+        self.free_after_host_ops(frees);
         for (s, e) in std::mem::take(&mut self.deferred) {
             self.phys.free(s, e - s);
         }
