@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod forked;
-pub use forked::HostOp;
+pub use forked::{HostOp, Unmapped};
 
 pub const PROT_READ: i32 = libc::PROT_READ;
 pub const PROT_WRITE: i32 = libc::PROT_WRITE;

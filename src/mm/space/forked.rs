@@ -93,6 +93,14 @@ pub enum HostOp {
     },
 }
 
+/// A secret VMA's part of a guest range: see
+/// [`AddressSpace::unmapped_at`].
+pub struct Unmapped {
+    pub source: Arc<dyn PageSource>,
+    pub runs: Vec<(usize, usize)>,
+    pub len: usize,
+}
+
 impl AddressSpace {
     /// Whether this is a forked child's address space (its own host process).
     pub fn own_host(&self) -> bool {
@@ -127,6 +135,37 @@ impl AddressSpace {
         let f = v.frames.as_ref().expect("a frames VMA");
         let (frame, run) = f.runs(addr - s, len.min(v.end - addr))[0];
         Some((frame, run))
+    }
+
+    /// The secret VMA at `addr`, if any: its pages are in the mermap's
+    /// reach only (mm::uaccess). The source, kept alive while a host call
+    /// uses its pages; the physical runs behind the pages of [addr,
+    /// addr+n), from `addr`'s page; and `n`: `len` cut at the VMA's end.
+    pub fn unmapped_at(&self, addr: usize, len: usize) -> Option<Unmapped> {
+        if !self.phys.secret_seen() {
+            return None;
+        }
+        let (s, v) = self.find(addr)?;
+        let f = v.frames.as_ref().filter(|f| f.source.unmapped())?;
+        let n = len.min(v.end - addr);
+        let first = (addr - s) & !(PAGE_SIZE - 1);
+        let end = (addr - s + n).next_multiple_of(PAGE_SIZE);
+        Some(Unmapped { source: f.source.clone(), runs: f.runs(first, end - first), len: n })
+    }
+
+    /// How much of [addr, addr+len) comes before a secret VMA (`len` when
+    /// none is in it): a range handed to a host call at its own address
+    /// stops there.
+    pub fn before_unmapped(&self, addr: usize, len: usize) -> usize {
+        if !self.phys.secret_seen() || len == 0 {
+            return len;
+        }
+        let is_secret = |v: &Vma| v.frames.as_ref().is_some_and(|f| f.source.unmapped());
+        if self.find(addr).is_some_and(|(_, v)| is_secret(v)) {
+            return 0;
+        }
+        let end = addr.saturating_add(len);
+        self.vmas.range(addr + 1..end).find(|(_, v)| is_secret(v)).map_or(len, |(&s, _)| s - addr)
     }
 
     /// A copy of this address space for a forked child: the same VMAs,
