@@ -248,6 +248,10 @@ impl AddressSpace {
             child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
             child.vmas.insert(s, copy);
         }
+        // Locks are not inherited (Linux's dup_mmap clears VM_LOCKED).
+        for v in child.vmas.values_mut() {
+            v.locked = false;
+        }
         Ok(child)
     }
 
