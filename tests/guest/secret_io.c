@@ -3,7 +3,7 @@
  * writev, send, recv, a path argument of open, larger than one 2 MiB
  * mermap slot) works, as copy_to_user/copy_from_user go through the
  * user's mapping; what Linux does by pinning the pages (get_user_pages:
- * a shared futex, vmsplice into a pipe)
+ * a shared futex, vmsplice into a pipe, O_DIRECT I/O)
  * is refused, as GUP refuses secretmem pages (EFAULT), while a private
  * futex (keyed by address, the word read by a copy) works. Under nomu
  * the copies and host calls reach the pages only through the mermap
@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -168,6 +169,26 @@ int main(void)
 		close(bfd);
 		CHECK_OK(munmap(b, blen));
 	}
+
+	/* Direct I/O pins the pages (GUP): EFAULT, where the filesystem does
+	 * it (tmpfs copies instead: not checked there). */
+	char dname[] = "/tmp/secret_io_direct.XXXXXX";
+	int dfd = mkstemp(dname);
+	CHECK(dfd >= 0);
+	CHECK_EQ(pwrite(dfd, big, 4096, 0), 4096);
+	close(dfd);
+	dfd = open(dname, O_RDWR | O_DIRECT);
+	unlink(dname);
+	struct statfs sfs;
+	if (dfd >= 0 && fstatfs(dfd, &sfs) == 0 && sfs.f_type != 0x01021994) {
+		CHECK_ERR(pread(dfd, p, 4096, 0), EFAULT);
+		CHECK_ERR(pwrite(dfd, p, 4096, 0), EFAULT);
+		CHECK_ERR(read(dfd, p, 4096), EFAULT);
+		struct iovec div = { p, 4096 };
+		CHECK_ERR(writev(dfd, &div, 1), EFAULT);
+	}
+	if (dfd >= 0)
+		close(dfd);
 
 	/* Futexes: a private one is keyed by the address and works; a shared
 	 * one pins the page (GUP), which secretmem refuses. */
