@@ -180,7 +180,9 @@ impl AddressSpace {
             .vmas
             .iter()
             .filter(|(_, v)| {
-                v.shared && v.shm.is_none() && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork())
+                v.shared
+                    && v.shm.is_none()
+                    && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork() || f.source.unmapped())
             })
             .map(|(&s, _)| s)
             .collect();
@@ -198,7 +200,10 @@ impl AddressSpace {
         for (&s, v) in &self.vmas {
             let len = v.end - s;
             let mut copy = v.clone();
-            if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork()) {
+            // A secret mapping is shared as it is: the same pages, which
+            // never leave UNMAPPED pageblocks (a copy through the direct
+            // map would fault, and put secret data where it reaches).
+            if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork() || f.source.unmapped()) {
                 copy.charged = false;
                 child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: f.frame_of(0) });
                 child.vmas.insert(s, copy);
@@ -439,7 +444,7 @@ impl AddressSpace {
             if v.charged {
                 self.uncharge(len);
             }
-            if v.shm.is_some() || v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork()) {
+            if v.shm.is_some() || v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork() || f.source.unmapped()) {
                 // Pages the segment, or the last handle, frees.
                 continue;
             }
