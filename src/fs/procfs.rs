@@ -779,7 +779,7 @@ fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::
     s.extend(thread.map_or_else(|| comm(p), |t| thread_comm(p, t)));
     s.extend(
         format!(
-            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{tid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nSigBlk:\t{blocked:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
+            "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{tid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmLck:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nSigBlk:\t{blocked:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",
             kernel.tasks.ppid(p.pid),
             c.uid,
             c.euid,
@@ -790,6 +790,7 @@ fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::
             c.sgid,
             c.fsgid,
             usage.size / 1024,
+            usage.locked / 1024,
             usage.size / 1024,
             p.threads.lock().unwrap().len().max(1),
             c.cap_inheritable,

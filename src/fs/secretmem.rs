@@ -53,6 +53,11 @@ impl crate::mm::mapping::PageSource for SecretPages {
         false
     }
 
+    /// nomu reaches them through the mermap only.
+    fn unmapped(&self) -> bool {
+        true
+    }
+
     /// No stale mapping may show secret pages where nobody maps them.
     fn lingers(&self) -> bool {
         false

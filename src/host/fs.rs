@@ -190,33 +190,47 @@ pub fn faccessat(dirfd: BorrowedFd, name: &CStr, mode: i32, flags: i32) -> R<()>
 }
 
 pub fn read(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
+    refuse_direct(fd, &[buf])?;
     // SAFETY: buf lies inside physical memory; the host reports EFAULT itself
     // for pages the guest protected.
     unsafe { syscall_retry(libc::SYS_read, args([raw(fd), buf.ptr() as u64, buf.len() as u64])) }
 }
 
 pub fn pread(fd: BorrowedFd, buf: GuestRange, off: i64) -> R<usize> {
+    refuse_direct(fd, &[buf])?;
     // SAFETY: as for read.
     unsafe { syscall_retry(libc::SYS_pread64, args([raw(fd), buf.ptr() as u64, buf.len() as u64, off as u64])) }
 }
 
 pub fn pwrite(fd: BorrowedFd, buf: GuestRange, off: i64) -> R<usize> {
+    refuse_direct(fd, &[buf])?;
     // SAFETY: as for write.
     unsafe { syscall_retry(libc::SYS_pwrite64, args([raw(fd), buf.ptr() as u64, buf.len() as u64, off as u64])) }
 }
 
-fn iovecs(bufs: &[GuestRange]) -> Vec<libc::iovec> {
-    bufs.iter().map(|b| libc::iovec { iov_base: b.ptr(), iov_len: b.len() }).collect()
+/// EFAULT for secret memory (a mermap range) and a descriptor opened with
+/// O_DIRECT: Linux's direct I/O pins the user's pages (get_user_pages),
+/// which secretmem refuses, where the host would take the mermap's pages.
+fn refuse_direct(fd: BorrowedFd, bufs: &[GuestRange]) -> R<()> {
+    if bufs.iter().any(|b| b.in_mermap()) && getfl(fd)? & libc::O_DIRECT != 0 {
+        return Err(Errno::EFAULT);
+    }
+    Ok(())
+}
+
+fn iovecs(fd: BorrowedFd, bufs: &[GuestRange]) -> R<Vec<libc::iovec>> {
+    refuse_direct(fd, bufs)?;
+    Ok(bufs.iter().map(|b| libc::iovec { iov_base: b.ptr(), iov_len: b.len() }).collect())
 }
 
 pub fn readv(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
-    let iov = iovecs(bufs);
+    let iov = iovecs(fd, bufs)?;
     // SAFETY: every iovec is a checked range inside physical memory.
     unsafe { syscall_retry(libc::SYS_readv, args([raw(fd), iov.as_ptr() as u64, iov.len() as u64])) }
 }
 
 pub fn writev(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
-    let iov = iovecs(bufs);
+    let iov = iovecs(fd, bufs)?;
     // SAFETY: as for readv; the host only reads.
     unsafe { syscall_retry(libc::SYS_writev, args([raw(fd), iov.as_ptr() as u64, iov.len() as u64])) }
 }
@@ -234,12 +248,12 @@ pub fn writev_interruptible(fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
 }
 
 fn rw_interruptible(one: libc::c_long, many: libc::c_long, fd: BorrowedFd, bufs: &[GuestRange]) -> R<usize> {
-    let fd = raw(fd);
     if let [b] = bufs {
+        refuse_direct(fd, bufs)?;
         // SAFETY: a checked range inside physical memory.
-        unsafe { super::blocking::syscall(one, args([fd, b.ptr() as u64, b.len() as u64])) }
+        unsafe { super::blocking::syscall(one, args([raw(fd), b.ptr() as u64, b.len() as u64])) }
     } else {
-        let iov = iovecs(bufs);
+        let (iov, fd) = (iovecs(fd, bufs)?, raw(fd));
         // SAFETY: every iovec is a checked range inside physical memory.
         unsafe { super::blocking::syscall(many, args([fd, iov.as_ptr() as u64, iov.len() as u64])) }
     }
@@ -576,7 +590,7 @@ pub fn sync_file_range(fd: BorrowedFd, offset: i64, nbytes: i64, flags: u32) -> 
 
 /// preadv2(2) into checked guest ranges; `offset` -1 is the file position.
 pub fn preadv2(fd: BorrowedFd, bufs: &[GuestRange], offset: i64, flags: i32) -> R<usize> {
-    let iov = iovecs(bufs);
+    let iov = iovecs(fd, bufs)?;
     let call = args([raw(fd), iov.as_ptr() as u64, iov.len() as u64, offset as u64, 0, flags as u64]);
     // SAFETY: every iovec is a checked range inside physical memory.
     unsafe { syscall_retry(libc::SYS_preadv2, call) }
@@ -584,7 +598,7 @@ pub fn preadv2(fd: BorrowedFd, bufs: &[GuestRange], offset: i64, flags: i32) -> 
 
 /// pwritev2(2) from checked guest ranges.
 pub fn pwritev2(fd: BorrowedFd, bufs: &[GuestRange], offset: i64, flags: i32) -> R<usize> {
-    let iov = iovecs(bufs);
+    let iov = iovecs(fd, bufs)?;
     let call = args([raw(fd), iov.as_ptr() as u64, iov.len() as u64, offset as u64, 0, flags as u64]);
     // SAFETY: as for preadv2; the host only reads.
     unsafe { syscall_retry(libc::SYS_pwritev2, call) }

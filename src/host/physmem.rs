@@ -550,11 +550,25 @@ pub struct GuestRange {
     /// protection): for nomu's own filling of fresh pages, never for a
     /// buffer a guest syscall named.
     through_alias: bool,
+    /// Where host calls reach it instead of at `addr`, when not 0: its
+    /// pages mapped in the mermap (secret memory, see host::mermap).
+    mermap: usize,
 }
 
 impl GuestRange {
     pub fn new(addr: usize, len: usize) -> Option<GuestRange> {
-        PhysMem::get().contains(addr, len).then_some(GuestRange { addr, len, through_alias: false })
+        PhysMem::get().contains(addr, len).then_some(GuestRange { addr, len, through_alias: false, mermap: 0 })
+    }
+
+    /// Guest memory at `addr` whose pages host calls reach at `at`, a
+    /// mermap mapping of them that outlives the range's use.
+    pub(super) fn mermapped(addr: usize, len: usize, at: usize) -> Option<GuestRange> {
+        GuestRange::new(addr, len).map(|r| GuestRange { mermap: at, ..r })
+    }
+
+    /// Whether host calls reach it through the mermap (secret memory).
+    pub fn in_mermap(&self) -> bool {
+        self.mermap != 0
     }
 
     /// The same bytes, written by host calls through the writable alias.
@@ -565,7 +579,8 @@ impl GuestRange {
     /// The range without its first `n` bytes.
     pub fn skip(self, n: usize) -> GuestRange {
         let n = n.min(self.len);
-        GuestRange { addr: self.addr + n, len: self.len - n, ..self }
+        let mermap = if self.mermap == 0 { 0 } else { self.mermap + n };
+        GuestRange { addr: self.addr + n, len: self.len - n, mermap, ..self }
     }
 
     /// The first `n` bytes of the range.
@@ -583,7 +598,9 @@ impl GuestRange {
 
     pub(super) fn ptr(&self) -> *mut libc::c_void {
         let pm = PhysMem::get();
-        let addr = if self.through_alias {
+        let addr = if self.mermap != 0 {
+            self.mermap
+        } else if self.through_alias {
             // One host call, one pointer: the range must be one run of
             // physical memory (nomu's own filling is of fresh pages, and
             // write-back goes a run at a time).

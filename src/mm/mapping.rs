@@ -82,6 +82,12 @@ pub trait PageSource: Send + Sync {
     fn lingers(&self) -> bool {
         true
     }
+    /// Whether its pages are absent from the direct map (secret memory's,
+    /// in UNMAPPED pageblocks): nomu reaches them only through the mermap
+    /// (mm::uaccess), never at their own address nor at the mapping's.
+    fn unmapped(&self) -> bool {
+        false
+    }
     /// Whether these are a MAP_SHARED mapping's pages that a fork made
     /// shared between parent and child (src/mm/space/forked.rs): the VMAs
     /// are still that mapping (written back to its file, if any), and the

@@ -57,6 +57,9 @@ pub struct PhysicalMemory {
     policy: std::sync::atomic::AtomicU8,
     /// Bytes of free UNMAPPED pageblocks kept (see UNMAPPED_POOL_MIN).
     pool: usize,
+    /// Whether secret memory was ever taken: until then no guest access
+    /// needs the look for secret VMAs (mm::uaccess).
+    secret_seen: std::sync::atomic::AtomicBool,
 }
 
 /// How pages for secret memory leave the direct map (`nomu run
@@ -249,7 +252,14 @@ impl PhysicalMemory {
             commit: Commit::new(limit.min(mem.size())),
             policy: std::sync::atomic::AtomicU8::new(UnmappedPolicy::Pooled as u8),
             pool: (limit / 4).clamp(UNMAPPED_POOL_MIN, UNMAPPED_POOL_MAX),
+            secret_seen: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether any secret memory was ever taken (mm::uaccess skips looking
+    /// for secret VMAs until then).
+    pub fn secret_seen(&self) -> bool {
+        self.secret_seen.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sets how secret pages leave the direct map (before any is taken).
@@ -325,6 +335,8 @@ impl PhysicalMemory {
     /// it), for a memfd_secret file. Only the mermap reaches them then.
     pub fn alloc_secret(&self, len: usize) -> Result<usize, Errno> {
         let n = len / PAGE_SIZE;
+        // Before any VMA can show the pages (they are mapped after this).
+        self.secret_seen.store(true, std::sync::atomic::Ordering::Relaxed);
         let mut pages = self.buddy.lock().unwrap();
         let policy = self.unmapped_policy();
         let ft = if policy == UnmappedPolicy::Pooled { FreeType::SHARED_UNMAPPED } else { FreeType::SHARED };
@@ -1124,6 +1136,28 @@ mod tests {
         assert_eq!(phys.secret_stats().0, 3 * PAGE_SIZE);
         crate::host::mermap::Mapping::new(a, 3 * PAGE_SIZE).unwrap().write(PAGE_SIZE, &[0xee; 100]);
         assert_eq!(crate::host::mermap::live(), 0, "a mermap mapping outlived its use");
+        {
+            // Several uses at once, each its own pages of the slot; one
+            // that does not fit is refused, and the slot is whole again
+            // when they go.
+            use crate::host::mermap::{room, Mapping, SLOT_SIZE};
+            assert_eq!(room(), SLOT_SIZE);
+            let one = Mapping::of_runs(&[(a + PAGE_SIZE, PAGE_SIZE), (a, PAGE_SIZE)]).unwrap();
+            let two = Mapping::new(a + PAGE_SIZE, PAGE_SIZE).unwrap();
+            assert_eq!((crate::host::mermap::live(), room()), (2, SLOT_SIZE - 3 * PAGE_SIZE));
+            let mut x = [0u8; 2];
+            one.read(0, &mut x);
+            assert_eq!(x, [0xee; 2]);
+            two.write(0, &[0x11]);
+            one.read(0, &mut x[..1]);
+            assert_eq!(x[0], 0x11, "two mappings of one page show one page");
+            drop(one);
+            assert_eq!(Mapping::new(a, SLOT_SIZE - PAGE_SIZE).err(), Some(crate::abi::errno::Errno::ENOMEM));
+            let three = Mapping::new(a, 3 * PAGE_SIZE).unwrap();
+            drop((two, three));
+            assert_eq!((crate::host::mermap::live(), room()), (0, SLOT_SIZE));
+            crate::host::mermap::check_empty();
+        }
         phys.free_secret(a, 3 * PAGE_SIZE);
         // Pooled: the same pages come back, still unmapped, zeroed.
         let b = phys.alloc_secret(3 * PAGE_SIZE).unwrap();

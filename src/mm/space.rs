@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod forked;
-pub use forked::{HostFrees, HostOp};
+pub use forked::{HostFrees, HostOp, Unmapped};
 
 pub const PROT_READ: i32 = libc::PROT_READ;
 pub const PROT_WRITE: i32 = libc::PROT_WRITE;
@@ -117,6 +117,10 @@ pub struct Vma {
     /// address (mm::mapping). In a forked child's address space (its own
     /// host process, see forked.rs) every VMA has them.
     pub frames: Option<Frames>,
+    /// VM_LOCKED: mlock'd, or a secret mapping (locked from its mmap);
+    /// counted in the address space's locked memory (VmLck). no-MMU pages
+    /// are always resident, so it is accounting only.
+    pub locked: bool,
 }
 
 impl Vma {
@@ -134,6 +138,7 @@ impl Vma {
             charged: false,
             shm: None,
             frames: None,
+            locked: false,
         }
     }
 
@@ -218,6 +223,9 @@ pub struct AddressSpace {
     /// last to leave tears it down ([`leave`](Self::leave)), whoever else
     /// still holds a reference (a /proc reader).
     users: usize,
+    /// mlockall(MCL_FUTURE): new mappings are locked (Linux's def_flags
+    /// VM_LOCKED); not inherited by a fork, gone at exec (a new space).
+    pub lock_future: bool,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -241,6 +249,46 @@ impl AddressSpace {
             moved_image: false,
             held: Vec::new(),
             users: 0,
+            lock_future: false,
+        }
+    }
+
+    /// Locked bytes (mm->locked_vm, /proc/PID/status's VmLck).
+    pub fn locked_bytes(&self) -> usize {
+        self.vmas.iter().filter(|(_, v)| v.locked).map(|(s, v)| v.end - s).sum()
+    }
+
+    /// Locked bytes in [addr, end) (Linux's count_mm_mlocked_page_nr).
+    pub fn locked_in(&self, addr: usize, end: usize) -> usize {
+        let first = self.find(addr).map_or(addr, |(s, _)| s);
+        self.vmas.range(first..end).filter(|(_, v)| v.locked).map(|(&s, v)| v.end.min(end) - s.max(addr)).sum()
+    }
+
+    /// Mapped bytes (mm->total_vm).
+    pub fn total_bytes(&self) -> usize {
+        self.vmas.iter().map(|(s, v)| v.end - s).sum()
+    }
+
+    /// mlock (`on`) or munlock of [addr, end) (page-aligned): ENOMEM
+    /// unless it is all mapped. A secret mapping stays locked (Linux's
+    /// mlock_fixup leaves secretmem VMAs alone).
+    pub fn set_locked(&mut self, addr: usize, end: usize, on: bool) -> Result<(), Errno> {
+        let mut p = addr;
+        while p < end {
+            p = self.find(p).ok_or(Errno::ENOMEM)?.1.end;
+        }
+        self.set_locked_where(addr, end, on);
+        Ok(())
+    }
+
+    /// Locks or unlocks what is mapped of [addr, end).
+    pub fn set_locked_where(&mut self, addr: usize, end: usize, on: bool) {
+        self.split_at(addr);
+        self.split_at(end);
+        for (_, v) in self.vmas.range_mut(addr..end) {
+            if !v.frames.as_ref().is_some_and(|f| f.source.unmapped()) {
+                v.locked = on;
+            }
         }
     }
 

@@ -12,10 +12,22 @@
 //! the check to its end; a range handed to the host (which may block in
 //! the call) is [`Pinned`]: a munmap meanwhile defers freeing its pages
 //! until the pin goes.
+//!
+//! Secret memory (a memfd_secret mapping: its pages are in UNMAPPED
+//! pageblocks, mm::mapping's `PageSource::unmapped`) is reached through
+//! the mermap only (host::mermap), never at the owner's mapping nor at the
+//! pages' own address: a copy maps the pages into the thread's mermap
+//! slot, copies and unmaps; a range handed to a host call is a mermap
+//! mapping of its pages, held (with the file's pages) while the
+//! [`Pinned`] lives, and cut to what fits in the slot (the host call then
+//! returns a partial count, as for a range that runs into unmapped
+//! memory). A range that starts in ordinary memory stops where secret
+//! memory starts. A failed mermap map is the guest's ENOMEM.
 
-use super::space::SharedSpace;
+use super::space::{SharedSpace, Unmapped};
 use super::PAGE_SIZE;
 use crate::abi::errno::Errno;
+use crate::host::mermap;
 use crate::host::physmem::{GuestRange, PhysMem};
 use crate::host::pod::{self, Pod};
 use crate::host::safecopy;
@@ -30,6 +42,47 @@ pub fn access_ok(addr: u64, len: u64) -> bool {
     addr.checked_add(len).is_some_and(|end| end <= TASK_SIZE_MAX)
 }
 
+/// Pages of the mermap slot a pinned secret range leaves free for the
+/// copies its syscall makes meanwhile (a struct, a string, a page-cut
+/// chunk of a larger copy).
+const COPY_ROOM: usize = 4 * PAGE_SIZE;
+
+/// Where a piece of a copy is reached.
+enum Where<'m> {
+    /// At this address of nomu's process (the guest's own, or a forked
+    /// child's frame).
+    Guest(usize),
+    /// At this offset into a mermap mapping of secret pages.
+    Mermap(&'m mermap::Mapping, usize),
+}
+
+/// Maps into the mermap the pages behind [addr+done, addr+u.len) of a
+/// secret VMA (`u` from `AddressSpace::unmapped_at` at `addr`), at most
+/// `room` bytes of pages: the mapping, the offset in it of `addr+done`,
+/// and how many bytes from there it reaches. EFAULT when not even that
+/// byte's page fits, the mermap's error when the map fails.
+fn map_unmapped(addr: usize, u: &Unmapped, done: usize, room: usize) -> Result<(mermap::Mapping, usize, usize), Errno> {
+    let lead = addr % PAGE_SIZE;
+    let first = (lead + done) & !(PAGE_SIZE - 1);
+    let end = (lead + u.len).next_multiple_of(PAGE_SIZE).min((first + room) & !(PAGE_SIZE - 1));
+    if end <= lead + done {
+        return Err(Errno::EFAULT);
+    }
+    // The runs (from addr's page on) cut to [first, end).
+    let mut runs = Vec::new();
+    let mut at = 0;
+    for &(phys, n) in &u.runs {
+        let (s, e) = (at.max(first), (at + n).min(end));
+        if s < e {
+            runs.push((phys + (s - at), e - s));
+        }
+        at += n;
+    }
+    let m = mermap::Mapping::of_runs(&runs)?;
+    let off = lead + done - first;
+    Ok((m, off, (end - first - off).min(u.len - done)))
+}
+
 pub struct UserMem<'a> {
     space: &'a SharedSpace,
 }
@@ -39,6 +92,10 @@ pub struct UserMem<'a> {
 pub struct Pinned {
     space: SharedSpace,
     range: GuestRange,
+    /// For secret memory, instead of a pin: the mermap mapping the range
+    /// is reached at, and the pages' owner (so a munmap and close
+    /// meanwhile cannot free them).
+    mermap: Option<(mermap::Mapping, std::sync::Arc<dyn crate::mm::mapping::PageSource>)>,
 }
 
 impl std::ops::Deref for Pinned {
@@ -50,7 +107,7 @@ impl std::ops::Deref for Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        if self.range.len() > 0 {
+        if self.range.len() > 0 && self.mermap.is_none() {
             self.space.lock().unwrap().unpin(self.range.addr(), self.range.len());
         }
     }
@@ -65,19 +122,29 @@ impl<'a> UserMem<'a> {
     /// handing to a host call (which then returns a partial count, as
     /// Linux does). EFAULT when not even the first byte is accessible.
     pub fn range(&self, addr: u64, len: usize, write: bool) -> Result<Pinned, Errno> {
-        let range = if len == 0 {
-            GuestRange::new(PhysMem::get().base(), 0).unwrap()
-        } else {
-            let mut space = self.space.lock().unwrap();
-            let ok = space.accessible_prefix(addr as usize, len, write);
-            // A forked child's pages: the run behind the first byte (a
-            // host call gets the part up to its VMA's end).
-            let (at, ok) = space.translate(addr as usize, ok).unwrap_or((addr as usize, 0));
-            let range = GuestRange::new(at, ok).filter(|_| ok > 0).ok_or(Errno::EFAULT)?;
-            space.pin(range.addr(), range.len());
-            range
-        };
-        Ok(Pinned { space: self.space.clone(), range })
+        if len == 0 {
+            let range = GuestRange::new(PhysMem::get().base(), 0).unwrap();
+            return Ok(Pinned { space: self.space.clone(), range, mermap: None });
+        }
+        let mut space = self.space.lock().unwrap();
+        let ok = space.accessible_prefix(addr as usize, len, write);
+        if ok > 0 {
+            if let Some(u) = space.unmapped_at(addr as usize, ok) {
+                drop(space);
+                // Room for the copies the call may make meanwhile.
+                let room = mermap::room().saturating_sub(COPY_ROOM);
+                let (m, off, n) = map_unmapped(addr as usize, &u, 0, room)?;
+                let range = m.guest_range(addr as usize, off, n).ok_or(Errno::EFAULT)?;
+                return Ok(Pinned { space: self.space.clone(), range, mermap: Some((m, u.source)) });
+            }
+        }
+        let ok = space.before_unmapped(addr as usize, ok);
+        // A forked child's pages: the run behind the first byte (a host
+        // call gets the part up to its VMA's end).
+        let (at, ok) = space.translate(addr as usize, ok).unwrap_or((addr as usize, 0));
+        let range = GuestRange::new(at, ok).filter(|_| ok > 0).ok_or(Errno::EFAULT)?;
+        space.pin(range.addr(), range.len());
+        Ok(Pinned { space: self.space.clone(), range, mermap: None })
     }
 
     /// Runs `call` (a copy, or a host call that never blocks: fstat into
@@ -93,6 +160,24 @@ impl<'a> UserMem<'a> {
     ) -> Result<T, Errno> {
         let space = self.space.lock().unwrap();
         if space.accessible_prefix(addr as usize, len, write) != len {
+            return Err(Errno::EFAULT);
+        }
+        if let Some(u) = space.unmapped_at(addr as usize, len) {
+            // Secret memory: the call reaches it through the mermap, all
+            // of it or EFAULT (one VMA, and a slot at most).
+            if u.len != len {
+                return Err(Errno::EFAULT);
+            }
+            let (m, off, n) = map_unmapped(addr as usize, &u, 0, mermap::room())?;
+            if n != len {
+                return Err(Errno::EFAULT);
+            }
+            let r = call(m.guest_range(addr as usize, off, n).ok_or(Errno::EFAULT)?);
+            drop(m);
+            drop(space);
+            return r;
+        }
+        if space.before_unmapped(addr as usize, len) != len {
             return Err(Errno::EFAULT);
         }
         let at = match space.translate(addr as usize, len) {
@@ -153,19 +238,26 @@ impl<'a> UserMem<'a> {
             return Ok(());
         }
         let len = buf.len();
-        self.with_pieces(addr, len, false, |at, off, n| safecopy::copy_from_guest(&mut buf[off..off + n], at) == n)
+        self.with_pieces(addr, len, false, |at, off, n| match at {
+            Where::Guest(at) => safecopy::copy_from_guest(&mut buf[off..off + n], at) == n,
+            Where::Mermap(m, at) => {
+                m.read(at, &mut buf[off..off + n]);
+                true
+            }
+        })
     }
 
     /// Runs `copy(where, offset, len)` on each run of [addr, addr+len)
     /// with the address space locked, after checking the guest may access
     /// all of it: one run, at `addr`, but in a forked child (its pages are
-    /// frames elsewhere), one per VMA. EFAULT if a copy comes up short.
+    /// frames elsewhere), one per VMA, and secret memory a mermap use at a
+    /// time. EFAULT if a copy comes up short.
     fn with_pieces(
         &self,
         addr: u64,
         len: usize,
         write: bool,
-        mut copy: impl FnMut(usize, usize, usize) -> bool,
+        mut copy: impl FnMut(Where<'_>, usize, usize) -> bool,
     ) -> Result<(), Errno> {
         let space = self.space.lock().unwrap();
         if space.accessible_prefix(addr as usize, len, write) != len {
@@ -173,13 +265,33 @@ impl<'a> UserMem<'a> {
         }
         let mut off = 0;
         while off < len {
-            let (at, run) = space.translate(addr as usize + off, len - off).ok_or(Errno::EFAULT)?;
-            if !copy(at, off, run) {
+            let at = addr as usize + off;
+            if let Some(u) = space.unmapped_at(at, len - off) {
+                let mut done = 0;
+                while done < u.len {
+                    let (m, moff, n) = map_unmapped(at, &u, done, mermap::room())?;
+                    if !copy(Where::Mermap(&m, moff), off + done, n) {
+                        return Err(Errno::EFAULT);
+                    }
+                    done += n;
+                }
+                off += u.len;
+                continue;
+            }
+            let (host, run) = space.translate(at, len - off).ok_or(Errno::EFAULT)?;
+            let run = space.before_unmapped(at, run);
+            if !copy(Where::Guest(host), off, run) {
                 return Err(Errno::EFAULT);
             }
             off += run;
         }
         Ok(())
+    }
+
+    /// Whether `addr` is in secret memory (a memfd_secret mapping): what
+    /// Linux's get_user_pages refuses (a shared futex, vmsplice).
+    pub fn is_secret(&self, addr: u64) -> bool {
+        self.space.lock().unwrap().unmapped_at(addr as usize, 1).is_some()
     }
 
     pub fn read<T: Pod>(&self, addr: u64) -> Result<T, Errno> {
@@ -192,7 +304,13 @@ impl<'a> UserMem<'a> {
         if data.is_empty() {
             return Ok(());
         }
-        self.with_pieces(addr, data.len(), true, |at, off, n| safecopy::copy_to_guest(at, &data[off..off + n]) == n)
+        self.with_pieces(addr, data.len(), true, |at, off, n| match at {
+            Where::Guest(at) => safecopy::copy_to_guest(at, &data[off..off + n]) == n,
+            Where::Mermap(m, at) => {
+                m.write(at, &data[off..off + n]);
+                true
+            }
+        })
     }
 
     pub fn write<T: Pod>(&self, addr: u64, v: &T) -> Result<(), Errno> {

@@ -783,7 +783,7 @@ fn ranges_after(ranges: &[GuestRange], mut skip: usize) -> Vec<GuestRange> {
             skip -= r.len();
             continue;
         }
-        out.push(GuestRange::new(r.addr() + skip, r.len() - skip).unwrap());
+        out.push(r.skip(skip));
         skip = 0;
     }
     out

@@ -118,6 +118,13 @@ pub fn sys_mmap(
         _ => Vec::new(),
     };
     let mut space = ctx.space().lock().unwrap();
+    if space.lock_future {
+        // mlockall(MCL_FUTURE): locked from the start, within the limit.
+        if !mlock_future_ok(ctx, &space, len) {
+            return Err(Errno::EAGAIN);
+        }
+        vma.locked = true;
+    }
     if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
         return Err(Errno::EEXIST);
     }
@@ -174,16 +181,8 @@ fn map_secret(
     }
     let secret = f.secretmem().expect("a secret file's state");
     let mut space = ctx.space().lock().unwrap();
-    if !ctx.t.thread.cred().capable(CAP_IPC_LOCK) {
-        let locked: usize = space
-            .vmas()
-            .filter(|(_, v)| v.image_file.as_ref().is_some_and(|b| b.file.secretmem().is_some()))
-            .map(|(s, v)| v.end - s)
-            .sum();
-        let limit = ctx.process().rlimit(libc::RLIMIT_MEMLOCK).rlim_cur;
-        if (locked + len) as u64 > limit {
-            return Err(Errno::EAGAIN);
-        }
+    if !mlock_future_ok(ctx, &space, len) {
+        return Err(Errno::EAGAIN);
     }
     let pages = secret.pages().ok_or(Errno::ENXIO)?;
     if off.checked_add(len as u64).is_none_or(|e| e > pages.len() as u64) {
@@ -197,6 +196,7 @@ fn map_secret(
     vma.shared = true;
     vma.image_file = Some(Backing { file: f.clone(), offset: off });
     vma.frames = Some(crate::mm::mapping::Frames::new(pages, off as usize));
+    vma.locked = true;
     let place = if fixed { Placement::Fixed(addr) } else { Placement::Anywhere { align: PAGE_SIZE } };
     let start = space.map_frames(place, len, vma)?;
     if prot & libc::PROT_WRITE != 0 {
@@ -206,6 +206,102 @@ fn map_secret(
 }
 
 const CAP_IPC_LOCK: u32 = 14;
+
+/// Linux's mlock_future_ok: `len` more bytes of locked memory fit in
+/// RLIMIT_MEMLOCK, or the caller has CAP_IPC_LOCK.
+fn mlock_future_ok(ctx: &Ctx, space: &crate::mm::space::AddressSpace, len: usize) -> bool {
+    ctx.t.thread.cred().capable(CAP_IPC_LOCK)
+        || ((space.locked_bytes() + len) as u64) <= ctx.process().rlimit(libc::RLIMIT_MEMLOCK).rlim_cur
+}
+
+/// Linux's can_do_mlock: a nonzero RLIMIT_MEMLOCK or CAP_IPC_LOCK.
+fn can_do_mlock(ctx: &Ctx) -> bool {
+    ctx.process().rlimit(libc::RLIMIT_MEMLOCK).rlim_cur != 0 || ctx.t.thread.cred().capable(CAP_IPC_LOCK)
+}
+
+const MLOCK_ONFAULT: u32 = 1;
+const MCL_CURRENT: i32 = 1;
+const MCL_FUTURE: i32 = 2;
+const MCL_ONFAULT: i32 = 4;
+
+/// The page-aligned [start, end) an mlock or munlock of (addr, len)
+/// covers (Linux rounds out to pages): EINVAL when it wraps.
+fn lock_range(addr: u64, len: usize) -> Result<(usize, usize), Errno> {
+    let start = addr as usize & !(PAGE_SIZE - 1);
+    let len =
+        (len as u64).checked_add(addr % PAGE_SIZE as u64).and_then(|l| page_up(l as usize)).ok_or(Errno::EINVAL)?;
+    let end = start.checked_add(len).ok_or(Errno::EINVAL)?;
+    Ok((start, end))
+}
+
+/// mlock and mlock2 (Linux's do_mlock). no-MMU pages are always resident:
+/// locking is accounting (VmLck, RLIMIT_MEMLOCK) and the VMAs' flag.
+fn do_mlock(ctx: &Ctx, addr: u64, len: usize) -> SysResult {
+    if !can_do_mlock(ctx) {
+        return Err(Errno::EPERM);
+    }
+    let (start, end) = lock_range(addr, len)?;
+    let mut space = ctx.space().lock().unwrap();
+    let limit = ctx.process().rlimit(libc::RLIMIT_MEMLOCK).rlim_cur;
+    let mut locked = space.locked_bytes() + (end - start);
+    if locked as u64 > limit && !ctx.t.thread.cred().capable(CAP_IPC_LOCK) {
+        // What is locked already in the range is not counted twice.
+        locked -= space.locked_in(start, end);
+        if locked as u64 > limit {
+            return Err(Errno::ENOMEM);
+        }
+    }
+    if start == end {
+        return Ok(0);
+    }
+    space.set_locked(start, end, true).map(|_| 0)
+}
+
+pub fn sys_mlock(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize) -> SysResult {
+    do_mlock(ctx, addr, len)
+}
+
+pub fn sys_mlock2(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Hex(flags): Hex<u32>) -> SysResult {
+    if flags & !MLOCK_ONFAULT != 0 {
+        return Err(Errno::EINVAL);
+    }
+    do_mlock(ctx, addr, len)
+}
+
+pub fn sys_munlock(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize) -> SysResult {
+    let (start, end) = lock_range(addr, len)?;
+    if start == end {
+        return Ok(0);
+    }
+    ctx.space().lock().unwrap().set_locked(start, end, false).map(|_| 0)
+}
+
+pub fn sys_mlockall(ctx: &mut Ctx, Hex(flags): Hex<i32>) -> SysResult {
+    if flags == 0 || flags & !(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0 || flags == MCL_ONFAULT {
+        return Err(Errno::EINVAL);
+    }
+    if !can_do_mlock(ctx) {
+        return Err(Errno::EPERM);
+    }
+    let mut space = ctx.space().lock().unwrap();
+    let limit = ctx.process().rlimit(libc::RLIMIT_MEMLOCK).rlim_cur;
+    // Linux compares everything mapped (total_vm) with the limit.
+    if flags & MCL_CURRENT != 0 && space.total_bytes() as u64 > limit && !ctx.t.thread.cred().capable(CAP_IPC_LOCK) {
+        return Err(Errno::ENOMEM);
+    }
+    space.lock_future = flags & MCL_FUTURE != 0;
+    if flags & MCL_CURRENT != 0 {
+        space.set_locked_where(0, usize::MAX & !(PAGE_SIZE - 1), true);
+    }
+    Ok(0)
+}
+
+pub fn sys_munlockall(ctx: &mut Ctx) -> SysResult {
+    let mut space = ctx.space().lock().unwrap();
+    space.lock_future = false;
+    space.set_locked_where(0, usize::MAX & !(PAGE_SIZE - 1), false);
+    Ok(0)
+}
 
 /// The page cache's pages for a private, read-only (readable or
 /// executable, not writable) mapping of a regular file that lies within the

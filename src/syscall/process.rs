@@ -280,6 +280,13 @@ pub fn sys_futex(
     if !uaddr.is_multiple_of(4) {
         return Err(Errno::EINVAL);
     }
+    // A shared futex is keyed by its page (Linux pins it: get_user_pages),
+    // which secret memory refuses; a private one by its address (its word
+    // read as a copy): the host futex on the owner's mapping, the one
+    // address all its threads name the word by.
+    if op & FUTEX_PRIVATE == 0 && ctx.mem().is_secret(uaddr) {
+        return Err(Errno::EFAULT);
+    }
     let word = || ctx.mem().checked_range(uaddr, 4, false);
     match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {

@@ -103,6 +103,14 @@ pub fn sys_vmsplice(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, nr_segs: u64, 
     if !is_pipe(&f) {
         return Err(Errno::EBADF);
     }
+    // Linux gives the pipe the pages themselves (get_user_pages), which
+    // secret memory refuses: the buffers before the first secret one go,
+    // or EFAULT.
+    let secret = if to_pipe { ranges.iter().position(|r| r.in_mermap()) } else { None };
+    let ranges = &ranges[..secret.unwrap_or(ranges.len())];
+    if ranges.is_empty() {
+        return Err(Errno::EFAULT);
+    }
     let events = if to_pipe { libc::POLLOUT } else { libc::POLLIN };
     let mut pfd = [libc::pollfd { fd: f.fd().as_raw_fd(), events, revents: 0 }];
     let mut wait = |ctx: &mut Ctx| {
@@ -113,9 +121,9 @@ pub fn sys_vmsplice(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, nr_segs: u64, 
     };
     loop {
         let moved = if to_pipe {
-            hostfs::pwritev2(f.fd(), &ranges, -1, RWF_NOWAIT)
+            hostfs::pwritev2(f.fd(), ranges, -1, RWF_NOWAIT)
         } else {
-            hostfs::preadv2(f.fd(), &ranges, -1, RWF_NOWAIT)
+            hostfs::preadv2(f.fd(), ranges, -1, RWF_NOWAIT)
         };
         match moved {
             Err(Errno::EAGAIN) if flags & SPLICE_F_NONBLOCK == 0 => {
@@ -135,9 +143,9 @@ pub fn sys_vmsplice(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, nr_segs: u64, 
                 }
                 let moved = ctx.t.block_in_host(|| {
                     if to_pipe {
-                        hostfs::writev_interruptible(f.fd(), &ranges)
+                        hostfs::writev_interruptible(f.fd(), ranges)
                     } else {
-                        hostfs::readv_interruptible(f.fd(), &ranges)
+                        hostfs::readv_interruptible(f.fd(), ranges)
                     }
                 })?;
                 return Ok(moved as u64);

@@ -302,6 +302,10 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(146, sched::sys_sched_get_priority_max(i32)),
     sys!(147, sched::sys_sched_get_priority_min(i32)),
     sys!(148, sched::sys_sched_rr_get_interval(i32, UserPtr)),
+    sys!(149, memory::sys_mlock(UserPtr, usize)),
+    sys!(150, memory::sys_munlock(UserPtr, usize)),
+    sys!(151, memory::sys_mlockall(Hex<i32>)),
+    sys!(152, memory::sys_munlockall()),
     sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
         .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS"),
     sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
@@ -415,6 +419,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(318, info::sys_getrandom(UserPtr, usize, Hex<u32>)),
     sys!(319, io::sys_memfd_create(UserPtr, Hex<u32>)),
     sys!(322, exec::sys_execveat(DirFd, Path, UserPtr, UserPtr, AtFlags)),
+    sys!(325, memory::sys_mlock2(UserPtr, usize, Hex<u32>)),
     sys!(326, splice::sys_copy_file_range(Fd, UserPtr, Fd, UserPtr, usize, Hex<u32>)),
     sys!(327, io::sys_preadv2(Fd, UserPtr, u32, i64, u64, Hex<i32>)),
     sys!(328, io::sys_pwritev2(Fd, UserPtr, u32, i64, u64, Hex<i32>)).sigpipe(),

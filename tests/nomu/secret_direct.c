@@ -16,7 +16,9 @@
  *     program dies of SIGSEGV.
  * "inject" (run with NOMU_MERMAP_FAIL=1): a failed mermap map makes the
  * allocation that needed it (zeroing reused secret pages) fail with
- * ENOMEM, and nomu stays up. */
+ * ENOMEM, and so a syscall whose buffer is in secret memory (nomu
+ * reaches it only through the mermap: a read() into it, a write() from
+ * it, a path there), and nomu stays up. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +106,25 @@ static int owner(void)
 	return 0;
 }
 
+static const char *result(long r)
+{
+	return r >= 0 ? "ok" : errno == ENOMEM ? "ENOMEM" : strerror(errno);
+}
+
+/* Syscalls with a buffer in secret memory `p`, every mermap map failing. */
+static void buffers(char *p)
+{
+	int pfd[2];
+	if (pipe(pfd) < 0 || write(pfd[1], "x", 1) != 1)
+		return;
+	printf("inject: read into secret memory: %s", result(read(pfd[0], p, 1)));
+	printf("; write from it: %s", result(write(pfd[1], p, 1)));
+	strcpy(p, "/dev/null");
+	printf("; a path there: %s\n", result(open(p, O_RDONLY)));
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
 static int inject(void)
 {
 	int enomem = 0, other = 0;
@@ -116,8 +137,12 @@ static int inject(void)
 			char *p = mmap(NULL, 64 << 10, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			if (p == MAP_FAILED)
 				other++;
-			else
-				memset(p, 0x77, 64 << 10), munmap(p, 64 << 10);
+			else {
+				memset(p, 0x77, 64 << 10);
+				if (i == 0)
+					buffers(p);
+				munmap(p, 64 << 10);
+			}
 		}
 		close(fd);
 	}

@@ -14,6 +14,7 @@ struct Piece {
     prot: i32,
     shared: bool,
     kind: VmaKind,
+    locked: bool,
     file: Option<(Arc<OpenFile>, u64)>,
     /// A shared memory attachment: its offset in the segment, inode, name.
     shm: Option<(u64, u64, Vec<u8>)>,
@@ -30,6 +31,7 @@ fn pieces(p: &Process) -> Vec<Piece> {
             prot: v.prot,
             shared: v.shared,
             kind: v.kind,
+            locked: v.locked,
             file: v.shown_file().map(|b| (b.file.clone(), b.offset)),
             shm: v.shm.as_ref().map(|h| {
                 let (ino, name) = h.shown();
@@ -140,13 +142,18 @@ pub struct Usage {
     pub file: u64,
     pub text: u64,
     pub data: u64,
+    /// Locked (VmLck).
+    pub locked: u64,
 }
 
 pub fn usage(p: &Process) -> Usage {
-    let mut u = Usage { size: 0, file: 0, text: 0, data: 0 };
+    let mut u = Usage { size: 0, file: 0, text: 0, data: 0, locked: 0 };
     for piece in pieces(p) {
         let len = (piece.end - piece.start) as u64;
         u.size += len;
+        if piece.locked {
+            u.locked += len;
+        }
         if piece.file.is_some() {
             u.file += len;
         }

@@ -105,6 +105,14 @@ pub enum HostOp {
     },
 }
 
+/// A secret VMA's part of a guest range: see
+/// [`AddressSpace::unmapped_at`].
+pub struct Unmapped {
+    pub source: Arc<dyn PageSource>,
+    pub runs: Vec<(usize, usize)>,
+    pub len: usize,
+}
+
 impl AddressSpace {
     /// Whether this is a forked child's address space (its own host process).
     pub fn own_host(&self) -> bool {
@@ -153,6 +161,37 @@ impl AddressSpace {
         Some((frame, run))
     }
 
+    /// The secret VMA at `addr`, if any: its pages are in the mermap's
+    /// reach only (mm::uaccess). The source, kept alive while a host call
+    /// uses its pages; the physical runs behind the pages of [addr,
+    /// addr+n), from `addr`'s page; and `n`: `len` cut at the VMA's end.
+    pub fn unmapped_at(&self, addr: usize, len: usize) -> Option<Unmapped> {
+        if !self.phys.secret_seen() {
+            return None;
+        }
+        let (s, v) = self.find(addr)?;
+        let f = v.frames.as_ref().filter(|f| f.source.unmapped())?;
+        let n = len.min(v.end - addr);
+        let first = (addr - s) & !(PAGE_SIZE - 1);
+        let end = (addr - s + n).next_multiple_of(PAGE_SIZE);
+        Some(Unmapped { source: f.source.clone(), runs: f.runs(first, end - first), len: n })
+    }
+
+    /// How much of [addr, addr+len) comes before a secret VMA (`len` when
+    /// none is in it): a range handed to a host call at its own address
+    /// stops there.
+    pub fn before_unmapped(&self, addr: usize, len: usize) -> usize {
+        if !self.phys.secret_seen() || len == 0 {
+            return len;
+        }
+        let is_secret = |v: &Vma| v.frames.as_ref().is_some_and(|f| f.source.unmapped());
+        if self.find(addr).is_some_and(|(_, v)| is_secret(v)) {
+            return 0;
+        }
+        let end = addr.saturating_add(len);
+        self.vmas.range(addr + 1..end).find(|(_, v)| is_secret(v)).map_or(len, |(&s, _)| s - addr)
+    }
+
     /// A copy of this address space for a forked child: the same VMAs,
     /// each with frames of its own holding a copy of its data. `restore`
     /// is told each copy (guest address, frame, length) so that an entry
@@ -165,7 +204,9 @@ impl AddressSpace {
             .vmas
             .iter()
             .filter(|(_, v)| {
-                v.shared && v.shm.is_none() && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork())
+                v.shared
+                    && v.shm.is_none()
+                    && !v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork() || f.source.unmapped())
             })
             .map(|(&s, _)| s)
             .collect();
@@ -183,7 +224,10 @@ impl AddressSpace {
         for (&s, v) in &self.vmas {
             let len = v.end - s;
             let mut copy = v.clone();
-            if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork()) {
+            // A secret mapping is shared as it is: the same pages, which
+            // never leave UNMAPPED pageblocks (a copy through the direct
+            // map would fault, and put secret data where it reaches).
+            if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork() || f.source.unmapped()) {
                 copy.charged = false;
                 child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: f.frame_of(0) });
                 child.vmas.insert(s, copy);
@@ -232,6 +276,10 @@ impl AddressSpace {
             let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
             child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
             child.vmas.insert(s, copy);
+        }
+        // Locks are not inherited (Linux's dup_mmap clears VM_LOCKED).
+        for v in child.vmas.values_mut() {
+            v.locked = false;
         }
         Ok(child)
     }
@@ -419,7 +467,7 @@ impl AddressSpace {
             if v.charged {
                 self.uncharge(len);
             }
-            if v.shm.is_some() || v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork()) {
+            if v.shm.is_some() || v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork() || f.source.unmapped()) {
                 // Pages the segment, or the last handle, frees.
                 continue;
             }
