@@ -219,6 +219,12 @@ pub trait GuestKernel {
     fn take_host_ops(&mut self) -> Vec<crate::mm::space::HostOp> {
         Vec::new()
     }
+    /// What ends the guest, as SIGKILL does, when the host process of its
+    /// own that it runs in dies by itself (killed from the host, or by the
+    /// host's OOM killer); called from another host thread.
+    fn on_host_process_lost(&self) -> Option<std::sync::Arc<dyn Fn() + Send + Sync>> {
+        None
+    }
 }
 
 /// The initial state of a guest thread (after execve, or for a new thread).

@@ -157,21 +157,34 @@ fn load_one(
         // The heap reservation is best effort for fixed-address programs.
         let heap = if reserve > 0 && phys.alloc_at(hi, reserve, Fresh::Used).is_ok() { reserve } else { 0 };
         (lo, heap)
-    } else if kernel.fork && phys.contains(lo, span) {
-        // Its range is taken: it runs in a host process of its own (as a
-        // forked child does), its image loaded at free pages and shown at
-        // its own addresses there (see AddressSpace::move_image).
+    } else if kernel.fork
+        && (phys.contains(lo, span)
+            || (crate::entry::dispatch::in_use() && crate::host::sys::reserve_far_range(lo, span).is_ok()))
+    {
+        // Its range is taken, or lies outside physical memory (then kept
+        // free of nomu's own mappings for good; its syscalls trap there
+        // only by syscall user dispatch, which a forked child's host
+        // process allows from split's code alone): it runs in a host
+        // process of its own (as a forked child does), its image loaded at
+        // free pages and shown at its own addresses there (see
+        // AddressSpace::move_image).
         let start = phys
             .alloc(span, PAGE_SIZE, Fresh::Used)
             .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
-        space.hold_range(lo, span);
+        if phys.contains(lo, span) {
+            space.hold_range(lo, span);
+        }
         (start, 0)
     } else {
         return Err(ExecError::new(
             Errno::ENOMEM,
             format!(
-                "fixed-address (ET_EXEC) program wants {lo:#x}-{hi:#x}, which is outside nomu's physical memory{}; rebuild it as PIE",
-                if kernel.fork { "" } else { " or in use (--no-fork)" }
+                "fixed-address (ET_EXEC) program wants {lo:#x}-{hi:#x}, which is {}; rebuild it as PIE",
+                if kernel.fork {
+                    "outside nomu's physical memory (where only syscall user dispatch catches its syscalls), outside user space, or taken by nomu's own mappings"
+                } else {
+                    "outside nomu's physical memory or in use (--no-fork)"
+                }
             ),
         ));
     };
