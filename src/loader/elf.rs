@@ -189,13 +189,15 @@ fn load_one(
         ));
     };
     let moved = etype == ET_EXEC && start != lo;
-    let bias = start - lo;
+    // A moved image lies below its own addresses when they are above
+    // physical memory: the bias wraps.
+    let bias = start.wrapping_sub(lo);
     // Page protections per segment; a page two segments share gets both.
     let ranges: Vec<(usize, usize, i32)> = loads
         .iter()
         .map(|p| {
-            let s = page_down(bias + p.vaddr as usize);
-            let e = page_up(bias + (p.vaddr + p.memsz) as usize).unwrap();
+            let s = page_down(bias.wrapping_add(p.vaddr as usize));
+            let e = page_up(bias.wrapping_add((p.vaddr + p.memsz) as usize)).unwrap();
             (s, e, prot_of(p.flags))
         })
         .collect();
@@ -245,7 +247,7 @@ fn load_one(
         for p in &loads {
             // Through the alias: the pages may still be protected as the
             // last program here wanted them. Not the cached pieces.
-            let (a, b) = (bias + p.vaddr as usize, bias + (p.vaddr + p.filesz) as usize);
+            let (a, b) = (bias.wrapping_add(p.vaddr as usize), bias.wrapping_add((p.vaddr + p.filesz) as usize));
             let mut parts = vec![(a, b)];
             for &(s, e, _) in &cached {
                 parts = parts
@@ -262,8 +264,10 @@ fn load_one(
             }
         }
         if unzeroed {
-            let mut file_bytes: Vec<(usize, usize)> =
-                loads.iter().map(|p| (bias + p.vaddr as usize, bias + (p.vaddr + p.filesz) as usize)).collect();
+            let mut file_bytes: Vec<(usize, usize)> = loads
+                .iter()
+                .map(|p| (bias.wrapping_add(p.vaddr as usize), bias.wrapping_add((p.vaddr + p.filesz) as usize)))
+                .collect();
             // The cached pieces' own pages are emptied as they are replaced.
             file_bytes.extend(cached.iter().map(|&(s, e, _)| (s, e)));
             file_bytes.sort_unstable();
@@ -312,8 +316,8 @@ fn load_one(
     // Each segment's file pages show the file in /proc/PID/maps (the
     // zeroed pages past them are anonymous, as Linux's bss).
     for p in &loads {
-        let s = page_down(bias + p.vaddr as usize);
-        let e = page_up(bias + (p.vaddr + p.filesz) as usize).unwrap();
+        let s = page_down(bias.wrapping_add(p.vaddr as usize));
+        let e = page_up(bias.wrapping_add((p.vaddr + p.filesz) as usize)).unwrap();
         if e > s {
             let offset = page_down(p.offset as usize) as u64;
             space.set_image_file(s, e, Backing { file: file.clone(), offset });
