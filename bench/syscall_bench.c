@@ -34,6 +34,10 @@
  *               pages, or runs 32 threads blocked in pause (exit_group);
  *               timed from the byte that tells it to exit to waitpid's
  *               return (spawning it and its setup are not timed)
+ *   fork_exit_1m, fork_exit_64m
+ *               fork + _exit + wait of a process that touched 1 or 64 MiB
+ *               (touched once, untimed, before the loop)
+ *   fork_exec   fork + execve(this program, trivial) + wait, 1 MiB touched
  *   sigsys_raw  one seccomp SECCOMP_RET_TRAP -> SIGSYS handler -> sigreturn
  *               round trip with no emulator at all; measured in a forked
  *               child because a seccomp filter cannot be removed
@@ -488,6 +492,69 @@ static int loop_spawn_sh(unsigned long iters)
             return e;
     }
     return 0;
+}
+
+/* fork: what the parent touched is the child's (nomu copies it into the
+ * child's host process of its own at fork). Touched once per run of the
+ * op, untimed. */
+static int fork_touch(unsigned long mib)
+{
+    static unsigned long have;
+    static char *touched;
+    if (have == mib)
+        return 0;
+    if (touched)
+        munmap(touched, have << 20); /* another op's: not copied here */
+    touched = NULL;
+    have = 0;
+    size_t len = mib << 20;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return errno;
+    for (size_t off = 0; off < len; off += 4096)
+        p[off] = 1;
+    touched = p;
+    have = mib;
+    return 0;
+}
+
+static int fork_loop(unsigned long iters, unsigned long mib, int exec)
+{
+    uint64_t t0 = now_ns();
+    int e = fork_touch(mib);
+    untimed_ns += now_ns() - t0;
+    if (e)
+        return e;
+    char *args[] = {(char *)self_path, "--child-exit", NULL};
+    for (unsigned long i = 0; i < iters; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (exec)
+                execve(self_path, args, environ);
+            _exit(exec ? 127 : 0);
+        }
+        if (pid < 0)
+            return errno;
+        e = wait_ok(pid);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+static int loop_fork_exit_1m(unsigned long iters)
+{
+    return fork_loop(iters, 1, 0);
+}
+
+static int loop_fork_exit_64m(unsigned long iters)
+{
+    return fork_loop(iters, 64, 0);
+}
+
+static int loop_fork_exec(unsigned long iters)
+{
+    return fork_loop(iters, 1, 1);
 }
 
 static int echo_to = -1, echo_from = -1; /* pipes to and from the echo child */
@@ -1234,6 +1301,9 @@ static const struct op ops[] = {
     {"exit_256m", loop_exit_256m, 0, 0, NOT_SIGSYS},
     {"exit_map4g", loop_exit_map4g, 0, 0, NOT_SIGSYS},
     {"exit_threads", loop_exit_threads, 0, 0, NOT_SIGSYS},
+    {"fork_exit_1m", loop_fork_exit_1m, 0, 0, NOT_SIGSYS},
+    {"fork_exit_64m", loop_fork_exit_64m, 0, 0, NOT_SIGSYS},
+    {"fork_exec", loop_fork_exec, 0, 0, NOT_SIGSYS},
     {"sigsys_raw", loop_sigsys, 0, 0, SIGSYS_RAW},
     {"sigsys_floor_getpid", loop_floor_getpid, 0, 0, SIGSYS_FLOOR},
     {"sigsys_floor_fstat", loop_floor_fstat, NEED_FILE, 0, SIGSYS_FLOOR},

@@ -37,6 +37,9 @@ pub const OPS: &[Op] = &[
     Op { name: "exit_256m", label: "exit + wait, child touched 256 MiB" },
     Op { name: "exit_map4g", label: "exit + wait, mapped 4 GiB, touched 7 pages" },
     Op { name: "exit_threads", label: "exit_group + wait, 32 threads" },
+    Op { name: "fork_exit_1m", label: "fork + _exit + wait, 1 MiB touched" },
+    Op { name: "fork_exit_64m", label: "fork + _exit + wait, 64 MiB touched" },
+    Op { name: "fork_exec", label: "fork + execve + wait, 1 MiB touched" },
 ];
 
 /// The raw SIGSYS round trip, measured natively only: the floor of any

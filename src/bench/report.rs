@@ -217,6 +217,15 @@ impl Report {
             }
         }
 
+        // Issue 18: fork + exit + wait at most 2x native, fork + execve +
+        // wait at most native, on every path (a forked child runs in a host
+        // process of its own whatever the path).
+        for sys in ["nomu-zpoline", "nomu-rewrite", "nomu-seccomp", "nomu-split", "nomu-sysemu"] {
+            ratio_goal(sys, "fork_exit_1m", 2.0);
+            ratio_goal(sys, "fork_exit_64m", 2.0);
+            ratio_goal(sys, "fork_exec", 1.0);
+        }
+
         let text = "nomu-seccomp getpid <= 1.2x the raw SIGSYS round trip".to_string();
         goals.push(match (self.missing("nomu-seccomp"), self.ns("nomu-seccomp", "getpid"), self.raw_sigsys()) {
             (Some(why), _, _) => Goal { text, verdict: Verdict::Unknown(why), detail: String::new() },

@@ -100,6 +100,23 @@ pub fn child_args() -> [u64; 3] {
     [from, TO - from, &SELECTOR as *const u8 as u64]
 }
 
+/// For a forked child's host process (split's start code): syscalls are
+/// allowed from its own code, [code_start, code_end), alone, so that guest
+/// code anywhere else traps, a fixed-address image above physical memory
+/// too. All zero when dispatch is not in use.
+pub fn forked_child_args(code_start: u64, code_end: u64) -> [u64; 3] {
+    if FROM.load(Ordering::Relaxed) == 0 {
+        return [0; 3];
+    }
+    [code_start, code_end - code_start, &SELECTOR as *const u8 as u64]
+}
+
+/// Whether guest syscalls are caught by dispatch (a forked child's host
+/// process can then run guest code above physical memory).
+pub fn in_use() -> bool {
+    FROM.load(Ordering::Relaxed) != 0
+}
+
 /// Turns dispatch on for the calling host thread, once, if nomu uses it.
 /// Every in-process entry path calls this before it runs guest code: a
 /// thread without it would let the guest's syscalls reach the host.

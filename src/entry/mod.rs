@@ -223,6 +223,12 @@ pub trait GuestKernel {
     /// The host process has made the changes [`take_host_ops`](Self::take_host_ops)
     /// gave (or runs no guest code until it has): their pages may go.
     fn free_after_host_ops(&mut self, _frees: crate::mm::space::HostFrees) {}
+    /// What ends the guest, as SIGKILL does, when the host process of its
+    /// own that it runs in dies by itself (killed from the host, or by the
+    /// host's OOM killer); called from another host thread.
+    fn on_host_process_lost(&self) -> Option<std::sync::Arc<dyn Fn() + Send + Sync>> {
+        None
+    }
 }
 
 /// The initial state of a guest thread (after execve, or for a new thread).

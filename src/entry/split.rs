@@ -81,7 +81,7 @@ use std::cell::RefCell;
 use std::mem::offset_of;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Size and alignment of a child's block (signal stack, start stack, mailbox).
 const AREA_SIZE: usize = 64 << 10;
@@ -461,6 +461,8 @@ global_asm!(
 );
 
 extern "C" {
+    static nomu_split_code_start: u8;
+    static nomu_split_code_end: u8;
     fn nomu_split_clone(flags: u64, stack: u64, ptid: u64, ctid: u64) -> i64;
     fn nomu_split_handler(signo: i32, info: *mut libc::siginfo_t, uc: *mut libc::c_void);
     fn nomu_split_restorer();
@@ -530,7 +532,7 @@ fn futex(word: &AtomicU32, op: i32, val: u32) -> i64 {
 impl Child {
     /// Maps a block, starts the child in it and waits until it is parked.
     fn spawn() -> Result<Child, String> {
-        Child::spawn_kind(false)
+        Child::spawn_kind(false, None)
     }
 
     /// The table of such children.
@@ -543,8 +545,9 @@ impl Child {
     }
 
     /// `forked`: a host process of its own (clone without CLONE_VM), its
-    /// block and ops block shared memory; else a CLONE_VM child.
-    fn spawn_kind(forked: bool) -> Result<Child, String> {
+    /// block and ops block shared memory, watched for its own death
+    /// (`on_lost` then ends its guest); else a CLONE_VM child.
+    fn spawn_kind(forked: bool, on_lost: Option<Arc<dyn Fn() + Send + Sync>>) -> Result<Child, String> {
         let sharing = if forked { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
         let area = kstack::map_aligned_guarded(AREA_SIZE, sharing)?;
         let ops = if forked {
@@ -592,6 +595,9 @@ impl Child {
         });
         let child = Child { area, tid: tid as i32, ops, host };
         child.table().register(child.tid);
+        if forked {
+            watch(child.tid, &child.mailbox().state, on_lost);
+        }
         if !child.wait_request() {
             return Err("the child died while starting".into());
         }
@@ -643,8 +649,11 @@ impl Child {
     /// Lets the parked child run with its (edited) ucontext.
     fn release(&self) {
         let mb = self.mailbox();
-        // As in wait_request: state first, then the child's flag.
-        mb.state.swap(RUN, Ordering::SeqCst);
+        // As in wait_request: state first, then the child's flag. A child
+        // found dead meanwhile stays DEAD.
+        if mb.state.compare_exchange(REQUEST, RUN, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            return;
+        }
         if mb.child_sleeps.load(Ordering::SeqCst) != 0 {
             let private = if self.ops != 0 { 0 } else { FUTEX_PRIVATE };
             futex(&mb.state, FUTEX_WAKE | private, 1);
@@ -686,7 +695,10 @@ impl Child {
 impl Drop for Child {
     fn drop(&mut self) {
         // Killed and reaped (unless nomu's exit did that already) before its
-        // block goes.
+        // block goes; no longer watched before it is killed.
+        if self.ops != 0 {
+            unwatch(self.tid);
+        }
         self.table().kill_and_reap(self.tid);
         if let Some(host) = &self.host {
             host.threads.fetch_sub(1, Ordering::SeqCst);
@@ -737,7 +749,12 @@ fn write_mailbox(area: usize, ops: usize, forked: bool) -> *mut Mailbox {
         handled,
         ignored,
         start_mask: !(1u64 << (CHILD_KICK - 1)),
-        dispatch: super::dispatch::child_args(),
+        dispatch: if forked {
+            let (start, end) = (&raw const nomu_split_code_start as u64, &raw const nomu_split_code_end as u64);
+            super::dispatch::forked_child_args(start, end)
+        } else {
+            super::dispatch::child_args()
+        },
         wait_op: AtomicU64::new(if forked { FUTEX_WAIT } else { FUTEX_WAIT | FUTEX_PRIVATE } as u64),
         ops: AtomicU64::new(ops as u64),
         nops: AtomicU64::new(0),
@@ -1102,7 +1119,7 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             FORKED.signal(crate::host::sys::gettid(), CHILD_KICK);
             (c, Vec::new())
         }
-        None => match Child::spawn_kind(true) {
+        None => match Child::spawn_kind(true, kernel.on_host_process_lost()) {
             // Nothing of nomu's physical memory stays visible but its own frames.
             Ok(c) => (
                 c,
@@ -1329,4 +1346,104 @@ pub fn interrupt_own_process(host_tid: i32) -> bool {
 
 extern "C" fn reap_forked_at_exit() {
     FORKED.reap_all();
+}
+
+/// A forked child's host process, watched for a death of its own: the
+/// host clears no CLONE_CHILD_CLEARTID word for a process whose memory map
+/// is its own, so its nomu thread would wait for good.
+struct Watched {
+    pid: i32,
+    pidfd: i32,
+    /// Its mailbox's `state` word (the block lives until it is unwatched).
+    state: usize,
+    on_lost: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+static WATCHED: Mutex<Vec<Watched>> = Mutex::new(Vec::new());
+
+fn watched() -> std::sync::MutexGuard<'static, Vec<Watched>> {
+    WATCHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The epoll set of the watched pidfds, and its thread (started with the
+/// first forked child); None where the host has no pidfd_open.
+fn watch_set() -> Option<i32> {
+    static SET: OnceLock<Option<i32>> = OnceLock::new();
+    *SET.get_or_init(|| {
+        // SAFETY: a new epoll descriptor, ours for good.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return None;
+        }
+        // The watcher takes no signal (kicks, forwarded ones): each would
+        // only end its wait.
+        let creator_mask = crate::host::sys::block_mask(!0);
+        let spawned = std::thread::Builder::new().name("nomu-forkwatch".into()).spawn(move || watch_deaths(ep));
+        crate::host::sys::swap_sigmask(creator_mask);
+        spawned.ok().map(|_| ep)
+    })
+}
+
+/// Watches forked child `pid` until [`unwatch`]: if it dies first, its
+/// mailbox's `state` becomes DEAD (its nomu thread, waiting there, sees
+/// the guest thread lost) and `on_lost` runs (ending a guest blocked in a
+/// syscall meanwhile).
+fn watch(pid: i32, state: &AtomicU32, on_lost: Option<Arc<dyn Fn() + Send + Sync>>) {
+    let Some(set) = watch_set() else { return };
+    // SAFETY: pidfd_open of our own child, not yet reaped (its nomu thread
+    // reaps it only after unwatch).
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if pidfd < 0 {
+        return;
+    }
+    let mut list = watched();
+    // One-shot: a dead child's pidfd stays readable until it is unwatched.
+    let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32, u64: pid as u64 };
+    // SAFETY: adding our own pidfd to our own epoll set.
+    if unsafe { libc::epoll_ctl(set, libc::EPOLL_CTL_ADD, pidfd, &mut ev) } != 0 {
+        // SAFETY: our own descriptor, used nowhere else.
+        unsafe { libc::close(pidfd) };
+        return;
+    }
+    list.push(Watched { pid, pidfd, state: state.as_ptr() as usize, on_lost });
+}
+
+/// Stops watching `pid` (before it is killed and reaped, and its block
+/// unmapped).
+fn unwatch(pid: i32) {
+    let mut list = watched();
+    if let Some(i) = list.iter().position(|w| w.pid == pid) {
+        let w = list.swap_remove(i);
+        // SAFETY: our own pidfd; closing it takes it out of the epoll set.
+        unsafe { libc::close(w.pidfd) };
+    }
+}
+
+/// The watcher thread: each watched child that dies while watched is
+/// marked DEAD and its guest ended.
+fn watch_deaths(set: i32) {
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
+    loop {
+        // SAFETY: epoll_wait into our own array, its length given.
+        let n = unsafe { libc::epoll_wait(set, events.as_mut_ptr(), events.len() as i32, -1) };
+        for ev in events.iter().take(n.max(0) as usize) {
+            let pid = ev.u64 as i32;
+            let lost = {
+                let list = watched();
+                let Some(w) = list.iter().find(|w| w.pid == pid) else { continue };
+                if FORKED.exiting() {
+                    continue;
+                }
+                // SAFETY: the mailbox lives until its Child is dropped,
+                // which unwatches it first, under the lock held here.
+                let state = unsafe { &*(w.state as *const AtomicU32) };
+                state.store(DEAD, Ordering::SeqCst);
+                futex(state, FUTEX_WAKE, i32::MAX as u32);
+                w.on_lost.clone()
+            };
+            if let Some(end_guest) = lost {
+                end_guest();
+            }
+        }
+    }
 }

@@ -506,3 +506,53 @@ pub fn guest_umask() -> u32 {
     // modes it already masked.
     *UMASK.get_or_init(|| unsafe { libc::umask(0) } as u32)
 }
+
+/// Keeps [addr, addr+len) of nomu's own address space from the host's
+/// mmap for good (PROT_NONE, nothing committed): a fixed-address program
+/// whose range lies outside physical memory is shown there in a host
+/// process of its own, which starts as a copy of nomu's map, so nothing of
+/// nomu's may be there then. Parts reserved before (another such program
+/// at the same addresses) stay so; EEXIST when anything else is there,
+/// ENOMEM past the top of user space.
+pub fn reserve_far_range(addr: usize, len: usize) -> R<()> {
+    /// x86-64's TASK_SIZE_MAX: user space ends below it.
+    const USER_END: usize = 0x7fff_ffff_f000;
+    static RESERVED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+    let end = addr.checked_add(len).filter(|&e| e <= USER_END && len > 0).ok_or(Errno::ENOMEM)?;
+    let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
+    // The parts of the range not reserved yet.
+    let mut gaps = vec![(addr, end)];
+    for &(s, e) in reserved.iter() {
+        gaps = gaps.into_iter().flat_map(|(a, b)| [(a, b.min(s)), (a.max(e), b)]).filter(|&(a, b)| a < b).collect();
+    }
+    let mut made = Vec::new();
+    for &(a, b) in &gaps {
+        // SAFETY: a new inaccessible mapping where nothing is mapped
+        // (MAP_FIXED_NOREPLACE never replaces a mapping).
+        let p = unsafe {
+            libc::mmap(
+                a as *mut libc::c_void,
+                b - a,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p as usize != a {
+            let err = if p == libc::MAP_FAILED { super::last_errno() } else { Errno::EEXIST };
+            if p != libc::MAP_FAILED {
+                // A host that ignores MAP_FIXED_NOREPLACE put it elsewhere.
+                made.push((p as usize, b - a));
+            }
+            for (m, n) in made {
+                // SAFETY: unmapping only what this call just mapped.
+                unsafe { libc::munmap(m as *mut libc::c_void, n) };
+            }
+            return Err(err);
+        }
+        made.push((a, b - a));
+    }
+    reserved.extend(gaps);
+    Ok(())
+}

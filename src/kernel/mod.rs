@@ -4,6 +4,7 @@ pub mod cred;
 pub mod exit;
 pub mod futex;
 pub mod ipc;
+pub mod nproc;
 pub mod poll;
 pub mod process;
 pub mod sched;
@@ -303,6 +304,16 @@ impl Kernel {
     pub fn spawn_thread(&'static self, thread: Arc<Thread>, start: crate::entry::StartState) -> Result<(), Errno> {
         // Registered first, so a signal sent at once finds the thread.
         thread.process.threads.lock().unwrap().push(thread.clone());
+        self.start_registered_thread(thread, start)
+    }
+
+    /// spawn_thread for a thread already in its process's list (counted
+    /// for RLIMIT_NPROC as it went in); it leaves the list if it cannot start.
+    pub fn start_registered_thread(
+        &'static self,
+        thread: Arc<Thread>,
+        start: crate::entry::StartState,
+    ) -> Result<(), Errno> {
         self.continue_thread(thread.clone(), start).inspect_err(|_| {
             thread.process.threads.lock().unwrap().retain(|x| !Arc::ptr_eq(x, &thread));
             thread.process.thread_left.notify();

@@ -384,6 +384,9 @@ pub struct Thread {
     pub futex_dead: AtomicBool,
     /// Its credentials (a leaf lock: nothing is locked while it is held).
     pub cred: Mutex<Cred>,
+    /// Linux's PF_NPROC_EXCEEDED: a set*uid made it a task of a user over
+    /// RLIMIT_NPROC, so its next execve fails (kernel/nproc.rs).
+    pub nproc_exceeded: AtomicBool,
     /// Its scheduling attributes (a leaf lock too).
     pub sched: Mutex<super::sched::SchedAttr>,
 }
@@ -432,6 +435,7 @@ impl Thread {
             left: AtomicBool::new(false),
             futex_dead: AtomicBool::new(false),
             cred: Mutex::new(cred),
+            nproc_exceeded: AtomicBool::new(false),
             sched: Mutex::new(sched),
         }
     }

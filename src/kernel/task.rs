@@ -118,6 +118,25 @@ impl<P: Member> Tasks<P> {
         self.table.lock().unwrap().insert(task.process.pid(), task);
     }
 
+    /// Inserts `task` unless `refuse`, shown every task already in the
+    /// table, answers an error: under the table's lock, so no other insert
+    /// comes between its look and this one (RLIMIT_NPROC's last place).
+    pub fn insert_unless(
+        &self,
+        task: Task<P>,
+        refuse: impl FnOnce(&mut dyn Iterator<Item = &Task<P>>) -> Result<(), Errno>,
+    ) -> Result<(), Errno> {
+        let mut table = self.table.lock().unwrap();
+        refuse(&mut table.values())?;
+        table.insert(task.process.pid(), task);
+        Ok(())
+    }
+
+    /// `f` of every task, live or zombie, while none enters or leaves.
+    pub fn with_all<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &Task<P>>) -> R) -> R {
+        f(&mut self.table.lock().unwrap().values())
+    }
+
     pub fn ppid(&self, pid: u32) -> u32 {
         self.table.lock().unwrap().get(&pid).map_or(0, |t| t.ppid)
     }

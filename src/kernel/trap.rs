@@ -430,6 +430,13 @@ impl GuestKernel for ThreadCtx {
         }
     }
 
+    fn on_host_process_lost(&self) -> Option<Arc<dyn Fn() + Send + Sync>> {
+        let (kernel, process) = (self.kernel, self.thread.process.clone());
+        Some(Arc::new(move || {
+            kernel.signal_process(&process, super::signal::SigInfo::kernel(libc::SIGKILL));
+        }))
+    }
+
     fn on_trap(&mut self, trap: Trap, frame: &mut TrapFrame) -> Resume {
         if let Some(status) = self.must_leave() {
             self.exit = Some(status);

@@ -157,32 +157,47 @@ fn load_one(
         // The heap reservation is best effort for fixed-address programs.
         let heap = if reserve > 0 && phys.alloc_at(hi, reserve, Fresh::Used).is_ok() { reserve } else { 0 };
         (lo, heap)
-    } else if kernel.fork && phys.contains(lo, span) {
-        // Its range is taken: it runs in a host process of its own (as a
-        // forked child does), its image loaded at free pages and shown at
-        // its own addresses there (see AddressSpace::move_image).
+    } else if kernel.fork
+        && (phys.contains(lo, span)
+            || (crate::entry::dispatch::in_use() && crate::host::sys::reserve_far_range(lo, span).is_ok()))
+    {
+        // Its range is taken, or lies outside physical memory (then kept
+        // free of nomu's own mappings for good; its syscalls trap there
+        // only by syscall user dispatch, which a forked child's host
+        // process allows from split's code alone): it runs in a host
+        // process of its own (as a forked child does), its image loaded at
+        // free pages and shown at its own addresses there (see
+        // AddressSpace::move_image).
         let start = phys
             .alloc(span, PAGE_SIZE, Fresh::Used)
             .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
-        space.hold_range(lo, span);
+        if phys.contains(lo, span) {
+            space.hold_range(lo, span);
+        }
         (start, 0)
     } else {
         return Err(ExecError::new(
             Errno::ENOMEM,
             format!(
-                "fixed-address (ET_EXEC) program wants {lo:#x}-{hi:#x}, which is outside nomu's physical memory{}; rebuild it as PIE",
-                if kernel.fork { "" } else { " or in use (--no-fork)" }
+                "fixed-address (ET_EXEC) program wants {lo:#x}-{hi:#x}, which is {}; rebuild it as PIE",
+                if kernel.fork {
+                    "outside nomu's physical memory (where only syscall user dispatch catches its syscalls), outside user space, or taken by nomu's own mappings"
+                } else {
+                    "outside nomu's physical memory or in use (--no-fork)"
+                }
             ),
         ));
     };
     let moved = etype == ET_EXEC && start != lo;
-    let bias = start - lo;
+    // A moved image lies below its own addresses when they are above
+    // physical memory: the bias wraps.
+    let bias = start.wrapping_sub(lo);
     // Page protections per segment; a page two segments share gets both.
     let ranges: Vec<(usize, usize, i32)> = loads
         .iter()
         .map(|p| {
-            let s = page_down(bias + p.vaddr as usize);
-            let e = page_up(bias + (p.vaddr + p.memsz) as usize).unwrap();
+            let s = page_down(bias.wrapping_add(p.vaddr as usize));
+            let e = page_up(bias.wrapping_add((p.vaddr + p.memsz) as usize)).unwrap();
             (s, e, prot_of(p.flags))
         })
         .collect();
@@ -232,7 +247,7 @@ fn load_one(
         for p in &loads {
             // Through the alias: the pages may still be protected as the
             // last program here wanted them. Not the cached pieces.
-            let (a, b) = (bias + p.vaddr as usize, bias + (p.vaddr + p.filesz) as usize);
+            let (a, b) = (bias.wrapping_add(p.vaddr as usize), bias.wrapping_add((p.vaddr + p.filesz) as usize));
             let mut parts = vec![(a, b)];
             for &(s, e, _) in &cached {
                 parts = parts
@@ -249,8 +264,10 @@ fn load_one(
             }
         }
         if unzeroed {
-            let mut file_bytes: Vec<(usize, usize)> =
-                loads.iter().map(|p| (bias + p.vaddr as usize, bias + (p.vaddr + p.filesz) as usize)).collect();
+            let mut file_bytes: Vec<(usize, usize)> = loads
+                .iter()
+                .map(|p| (bias.wrapping_add(p.vaddr as usize), bias.wrapping_add((p.vaddr + p.filesz) as usize)))
+                .collect();
             // The cached pieces' own pages are emptied as they are replaced.
             file_bytes.extend(cached.iter().map(|&(s, e, _)| (s, e)));
             file_bytes.sort_unstable();
@@ -299,8 +316,8 @@ fn load_one(
     // Each segment's file pages show the file in /proc/PID/maps (the
     // zeroed pages past them are anonymous, as Linux's bss).
     for p in &loads {
-        let s = page_down(bias + p.vaddr as usize);
-        let e = page_up(bias + (p.vaddr + p.filesz) as usize).unwrap();
+        let s = page_down(bias.wrapping_add(p.vaddr as usize));
+        let e = page_up(bias.wrapping_add((p.vaddr + p.filesz) as usize)).unwrap();
         if e > s {
             let offset = page_down(p.offset as usize) as u64;
             space.set_image_file(s, e, Backing { file: file.clone(), offset });

@@ -20,7 +20,14 @@ impl Ctx<'_, '_> {
     }
 
     fn set_cred(&self, change: impl FnOnce(&Cred) -> Result<Cred, Errno>) -> SysResult {
-        let new = change(&self.cred())?;
+        let old = self.cred();
+        let new = change(&old)?;
+        if new.uid != old.uid {
+            // flag_nproc_exceeded: counted before the caller joins that user.
+            let max = self.process().rlimit(libc::RLIMIT_NPROC).rlim_cur;
+            let exceeded = crate::kernel::nproc::exceeded_after_setuid(&self.kernel().tasks, new.uid, max);
+            self.t.thread.nproc_exceeded.store(exceeded, std::sync::atomic::Ordering::Relaxed);
+        }
         self.commit_cred(new);
         Ok(0)
     }

@@ -7,6 +7,7 @@ use crate::abi::errno::Errno;
 use crate::entry::StartState;
 use crate::fs::path::PATH_MAX;
 use crate::fs::pidfd::PidFd;
+use crate::kernel::nproc::NprocLimit;
 use crate::kernel::process::{ExitStatus, Process, Thread};
 use crate::kernel::task::{Task, WaitFor, WaitQuery, WaitResult, Zombie};
 use crate::kernel::waiter::Wake;
@@ -132,6 +133,12 @@ pub fn sys_clone3(ctx: &mut Ctx, UserPtr(uargs): UserPtr, size: usize) -> SysRes
 /// is where CLONE_PIDFD's descriptor goes.
 fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64, pidfd_out: u64) -> SysResult {
     let pidfd_out = (flags & CLONE_PIDFD != 0).then_some(pidfd_out);
+    // RLIMIT_NPROC, before anything is copied (as copy_process checks it
+    // before copy_mm); checked again as the new task is counted.
+    let nproc = NprocLimit::for_new_task(&ctx.t.thread);
+    if let Some(limit) = nproc {
+        ctx.kernel().tasks.with_all(|all| limit.check(all))?;
+    }
     if flags & CLONE_THREAD != 0 {
         // Linux: a thread shares signal handlers, which needs shared memory.
         if flags & CLONE_SIGHAND == 0 || flags & CLONE_VM == 0 {
@@ -150,7 +157,7 @@ fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64, 
         } else {
             None
         };
-        return spawn_thread(ctx, flags, stack, ptid, ctid, tls, pidfd_out, host_thread);
+        return spawn_thread(ctx, flags, stack, ptid, ctid, tls, pidfd_out, nproc, host_thread);
     }
     if flags & CLONE_VM == 0 && !ctx.kernel().fork {
         ctx.note("fork needs an MMU (nomu run --no-fork); use vfork or posix_spawn");
@@ -167,9 +174,9 @@ fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64, 
         let mm = ctx.t.mm.clone();
         let entry = &ctx.kernel().entry;
         let copy = mm.lock().unwrap().fork_copy(&|addr, frame, len| entry.restore_copy(addr, frame, len))?;
-        return spawn_child(ctx, flags & !CLONE_VM, stack, ptid, ctid, tls, pidfd_out, Some(copy));
+        return spawn_child(ctx, flags & !CLONE_VM, stack, ptid, ctid, tls, pidfd_out, nproc, Some(copy));
     }
-    spawn_child(ctx, flags, stack, ptid, ctid, tls, pidfd_out, None)
+    spawn_child(ctx, flags, stack, ptid, ctid, tls, pidfd_out, nproc, None)
 }
 
 /// A new process: sharing this one's memory (vfork, CLONE_VM), or, with
@@ -183,6 +190,7 @@ fn spawn_child(
     ctid: u64,
     tls: u64,
     pidfd_out: Option<u64>,
+    nproc: Option<NprocLimit>,
     copy: Option<crate::mm::space::AddressSpace>,
 ) -> SysResult {
     let kernel = ctx.kernel();
@@ -193,24 +201,42 @@ fn spawn_child(
     if let Some(mm) = &copy {
         child.replace_mm(mm.clone());
     }
-    let pidfd = match pidfd_out {
-        Some(out) => Some(super::pidfd::install_for_clone(ctx, PidFd::Process(child.clone()), out)?),
-        None => None,
-    };
-    let (pgid, sid) = kernel.tasks.ids(parent.pid).unwrap_or((parent.pid, parent.pid));
-    if flags & CLONE_PARENT_SETTID != 0 {
-        // The parent's memory only (a fork's copy is made already).
-        ctx.mem().write(ptid, &(pid as i32))?;
-    }
-    if flags & CLONE_CHILD_SETTID != 0 {
-        // The child's view of ctid: the parent's memory (vfork) or its own.
-        match &copy {
-            Some(mm) => crate::mm::uaccess::UserMem::new(mm).write(ctid, &(pid as i32))?,
-            None => ctx.mem().write(ctid, &(pid as i32))?,
-        }
-    }
-    kernel.tasks.insert(Task { process: child.clone(), ppid: parent.pid, pgid, sid, zombie: None, stop_event: None });
+    // Its thread is its user's task from the moment the process is in the
+    // table (RLIMIT_NPROC counts threads).
     let thread = Arc::new(Thread::new(pid, child.clone(), &ctx.t.thread));
+    child.threads.lock().unwrap().push(thread.clone());
+    let (pgid, sid) = kernel.tasks.ids(parent.pid).unwrap_or((parent.pid, parent.pid));
+    let task = Task { process: child.clone(), ppid: parent.pid, pgid, sid, zombie: None, stop_event: None };
+    if let Err(e) = kernel.tasks.insert_unless(task, |all| nproc.map_or(Ok(()), |limit| limit.check(all))) {
+        crate::kernel::exit::discard_unborn(kernel, &child);
+        return Err(e);
+    }
+    // copy_process: the child keeps PF_NPROC_EXCEEDED, the parent's goes.
+    let exceeded = ctx.t.thread.nproc_exceeded.swap(false, std::sync::atomic::Ordering::Relaxed);
+    thread.nproc_exceeded.store(exceeded, std::sync::atomic::Ordering::Relaxed);
+    let mut pidfd = None;
+    let written = (|| {
+        if let Some(out) = pidfd_out {
+            pidfd = Some(super::pidfd::install_for_clone(ctx, PidFd::Process(child.clone()), out)?);
+        }
+        if flags & CLONE_PARENT_SETTID != 0 {
+            // The parent's memory only (a fork's copy is made already).
+            ctx.mem().write(ptid, &(pid as i32))?;
+        }
+        if flags & CLONE_CHILD_SETTID != 0 {
+            // The child's view of ctid: the parent's memory (vfork) or its own.
+            match &copy {
+                Some(mm) => crate::mm::uaccess::UserMem::new(mm).write(ctid, &(pid as i32))?,
+                None => ctx.mem().write(ctid, &(pid as i32))?,
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = written {
+        super::pidfd::undo_for_clone(ctx, pidfd);
+        crate::kernel::exit::discard_unborn(kernel, &child);
+        return Err(e);
+    }
     if flags & CLONE_CHILD_CLEARTID != 0 {
         thread.state.lock().unwrap().clear_child_tid = ctid;
     }
@@ -232,12 +258,11 @@ fn spawn_child(
     // that can, the child runs on the parent's host thread meanwhile (not
     // from a child that itself runs so: its parent needs this thread back).
     if flags & CLONE_VFORK != 0 && copy.is_none() && kernel.entry.runs_nested() && ctx.t.vfork_parent.is_none() {
-        child.threads.lock().unwrap().push(thread.clone());
         crate::kernel::trap::run_vfork_child(kernel, thread, start, &ctx.t.thread);
         ctx.t.leave_if_gone();
         return Ok(pid as u64);
     }
-    if let Err(e) = kernel.spawn_thread(thread, start) {
+    if let Err(e) = kernel.continue_thread(thread, start) {
         // It never ran: gone without a trace (no exit, no SIGCHLD).
         super::pidfd::undo_for_clone(ctx, pidfd);
         crate::kernel::exit::discard_unborn(kernel, &child);
@@ -269,7 +294,7 @@ fn creator_xstate(ctx: &mut Ctx) -> Option<std::sync::Arc<[u8]>> {
 
 /// clone(CLONE_THREAD): a new thread of this process on a host thread of
 /// its own, starting after the syscall with rax = 0 on the given stack.
-#[allow(clippy::too_many_arguments)] // clone's own arguments, and the host thread made for it
+#[allow(clippy::too_many_arguments)] // clone's own arguments, and what clone made of them
 fn spawn_thread(
     ctx: &mut Ctx,
     flags: u64,
@@ -278,12 +303,13 @@ fn spawn_thread(
     ctid: u64,
     tls: u64,
     pidfd_out: Option<u64>,
+    nproc: Option<NprocLimit>,
     host_thread: Option<std::sync::Arc<crate::entry::split::ForkedThread>>,
 ) -> SysResult {
     let kernel = ctx.kernel();
     let process = ctx.process().clone();
     let tid = kernel.pids.next(|id| kernel.id_in_use(id)).ok_or(Errno::EAGAIN)?;
-    let thread = Arc::new(Thread::new(tid, process, &ctx.t.thread));
+    let thread = Arc::new(Thread::new(tid, process.clone(), &ctx.t.thread));
     // Linux 6.9 on: a thread's clone gives a PIDFD_THREAD pidfd.
     let pidfd = match pidfd_out {
         Some(out) => Some(super::pidfd::install_for_clone(ctx, PidFd::Thread(thread.clone()), out)?),
@@ -309,8 +335,20 @@ fn spawn_thread(
         regs.rsp = stack;
     }
     let fs_base = if flags & CLONE_SETTLS != 0 { tls } else { ctx.frame.fs_base };
+    // RLIMIT_NPROC counts threads: checked and counted in one step.
+    let counted = kernel.tasks.with_all(|all| {
+        nproc.map_or(Ok(()), |limit| limit.check(all))?;
+        process.threads.lock().unwrap().push(thread.clone());
+        Ok(())
+    });
+    if let Err(e) = counted {
+        super::pidfd::undo_for_clone(ctx, pidfd);
+        return Err(e);
+    }
+    let exceeded = ctx.t.thread.nproc_exceeded.swap(false, std::sync::atomic::Ordering::Relaxed);
+    thread.nproc_exceeded.store(exceeded, std::sync::atomic::Ordering::Relaxed);
     kernel
-        .spawn_thread(
+        .start_registered_thread(
             thread,
             StartState { regs, fs_base, gs_base: ctx.frame.gs_base, xstate: creator_xstate(ctx), host_thread },
         )
@@ -462,6 +500,9 @@ fn is_script(ctx: &Ctx, path: &[u8]) -> bool {
 
 /// execve of `path`, the program named `execfn` for itself (AT_EXECFN).
 fn exec_path(ctx: &mut Ctx, path: Vec<u8>, execfn: &[u8], argv: u64, envp: u64) -> SysResult {
+    // A set*uid into a user over RLIMIT_NPROC fails here (before the file
+    // is opened, as in do_execveat_common).
+    crate::kernel::nproc::check_exec(&ctx.t.thread, &ctx.kernel().tasks)?;
     let [argv, envp] = read_args(ctx, argv, envp).map_err(|e| {
         // Linux opens the file before it reads argv and envp (alloc_bprm).
         let cwd = ctx.process().cwd.lock().unwrap().clone();

@@ -414,7 +414,7 @@ static int set_limit(int use_prlimit, int resource, rlim_t cur, struct rlimit *o
 	return use_prlimit ? prlimit(0, resource, &now, NULL) : setrlimit(resource, &now);
 }
 
-/* "limits are recorded; NOFILE is enforced", through setrlimit or prlimit64. */
+/* "limits are recorded; NOFILE and NPROC are enforced", through setrlimit or prlimit64. */
 static void check_limits(int use_prlimit)
 {
 	struct rlimit old, now;
@@ -427,7 +427,7 @@ static void check_limits(int use_prlimit)
 	EXPECT(n == (on_linux ? 1 : 10), "a write past RLIMIT_FSIZE");
 	close(fd);
 	EXPECT(setrlimit(RLIMIT_FSIZE, &old) == 0, "RLIMIT_FSIZE back");
-	/* RLIMIT_NOFILE is enforced on both. */
+	/* RLIMIT_NOFILE is enforced on both (RLIMIT_NPROC too: tests/guest/nproc.c). */
 	EXPECT(set_limit(use_prlimit, RLIMIT_NOFILE, 16, &old) == 0, "RLIMIT_NOFILE = 16");
 	int last = -1;
 	for (;;) {
@@ -795,11 +795,11 @@ static const struct note {
 	{ "bind", "an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL", check_bind },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
-	{ "setrlimit", "limits are recorded; NOFILE is enforced", check_setrlimit },
+	{ "setrlimit", "limits are recorded; NOFILE and NPROC are enforced", check_setrlimit },
 	{ "futex", "PI futexes: no priority inheritance; waiters get the lock in the order they came, not by priority",
 	  check_futex },
 	{ "timer_create", "no CPU-time or alarm clocks (EINVAL)", check_timer_create },
-	{ "prlimit64", "limits are recorded; NOFILE is enforced", check_prlimit64 },
+	{ "prlimit64", "limits are recorded; NOFILE and NPROC are enforced", check_prlimit64 },
 	{ "recvmmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid",
 	  check_recvmmsg },
 	{ "close_range", "CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)",

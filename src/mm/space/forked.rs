@@ -390,7 +390,8 @@ impl AddressSpace {
         let pm = crate::host::physmem::PhysMem::get();
         let (lo, hi) = (pm.base(), pm.end());
         let mut at = up(lo);
-        for (&s, v) in self.vmas.range(lo..) {
+        // A moved image may lie above the window: not in the way.
+        for (&s, v) in self.vmas.range(lo..hi) {
             if at + len <= s {
                 break;
             }
