@@ -103,11 +103,19 @@ pub struct PageCache {
     files: crate::sync::OrderedMutex<HashMap<Key, Vec<Arc<CachedPages>>>, { crate::sync::CACHE }>,
     /// Bytes of physical memory the cache holds (`Cached:`).
     total: Arc<AtomicUsize>,
+    /// Code in which [`code_without_syscalls`](Self::code_without_syscalls)
+    /// found nothing to share: not kept in the cache, nor read again.
+    unshareable: std::sync::Mutex<std::collections::HashSet<(FileIdentity, u64, usize)>>,
 }
 
 impl PageCache {
     pub fn new(phys: &'static PhysicalMemory) -> PageCache {
-        PageCache { phys, files: crate::sync::OrderedMutex::new(HashMap::new()), total: Arc::default() }
+        PageCache {
+            phys,
+            files: crate::sync::OrderedMutex::new(HashMap::new()),
+            total: Arc::default(),
+            unshareable: Default::default(),
+        }
     }
 
     /// Bytes the cache holds.
@@ -152,6 +160,9 @@ impl PageCache {
         offset: u64,
         len: usize,
     ) -> Vec<(usize, usize, Frames)> {
+        if self.unshareable.lock().unwrap().contains(&(id, offset, len)) {
+            return Vec::new();
+        }
         let Ok((run, delta)) = self.get_run(file, id, true, offset, len) else { return Vec::new() };
         let holds = run
             .syscall_pages
@@ -166,6 +177,15 @@ impl PageCache {
                 pieces.push((page * PAGE_SIZE, n * PAGE_SIZE, Frames::new(source, delta + page * PAGE_SIZE)));
             }
             page += n.max(1);
+        }
+        if pieces.is_empty() {
+            // Nothing to share (a small program's code holds a syscall
+            // every few pages): the run would only be an unused copy.
+            self.unshareable.lock().unwrap().insert((id, offset, len));
+            if let Some(runs) = self.files.lock().unwrap().get_mut(&(id, true)) {
+                // Unless somebody maps it: the map's reference and ours.
+                runs.retain(|r| !(Arc::ptr_eq(r, &run) && Arc::strong_count(r) == 2));
+            }
         }
         pieces
     }

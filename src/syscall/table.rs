@@ -224,7 +224,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(55, net::sys_getsockopt(Fd, i32, i32, UserPtr, UserPtr)),
     sys!(56, exec::sys_clone(Hex, UserPtr, UserPtr, UserPtr, Hex))
         .partial(
-            "a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL; the exit signal is always SIGCHLD; in a forked child (a host process of its own) a CLONE_VM child gets a copy of its memory and a thread (CLONE_THREAD) is EAGAIN",
+            "a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL; the exit signal is always SIGCHLD; in a forked child (a host process of its own) a CLONE_VM child gets a copy of its memory",
         ),
     sys!(57, exec::sys_fork()),
     sys!(58, exec::sys_vfork()),

@@ -197,16 +197,16 @@ static void check_clone(void)
 	long r = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	EXPECT(reaped(r), "clone without CLONE_VM makes a process on both");
 	static char stack[64 << 10];
-	/* In a forked child: a thread only on Linux (EAGAIN under nomu). */
+	/* In a forked child: a thread on both (it was EAGAIN under nomu). */
 	r = syscall(SYS_fork);
 	if (r == 0) {
 		static char tstack[64 << 10];
 		int flags = CLONE_VM | CLONE_THREAD | CLONE_SIGHAND | CLONE_FS | CLONE_FILES | CLONE_SYSVSEM;
 		errno = 0;
 		long t = clone(child_exits, tstack + sizeof(tstack), flags, NULL);
-		_exit(on_linux ? t > 0 ? 0 : 1 : FAILS_WITH(t, EAGAIN) ? 0 : 1);
+		_exit(t > 0 ? 0 : 1);
 	}
-	EXPECT(reaped(r), "a thread in a forked child: on Linux only");
+	EXPECT(reaped(r), "a thread in a forked child");
 	int saved;
 	const int shared[] = { CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_PARENT };
 	for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++) {
@@ -763,8 +763,7 @@ static const struct note {
 	{ "setitimer", "ITIMER_REAL only", check_setitimer },
 	{ "clone",
 	  "a process with CLONE_FILES, CLONE_FS, CLONE_SIGHAND or CLONE_PARENT: EINVAL; the exit signal is always "
-	  "SIGCHLD; in a forked child (a host process of its own) a CLONE_VM child gets a copy of its memory and a "
-	  "thread (CLONE_THREAD) is EAGAIN",
+	  "SIGCHLD; in a forked child (a host process of its own) a CLONE_VM child gets a copy of its memory",
 	  check_clone },
 	{ "mincore", "a page counts as resident when nomu's physical memory holds data for it: untouched pages another mapping used before count",
 	  check_mincore },
