@@ -43,7 +43,7 @@ setup:
 nomu:
 	$(CARGO) build --release
 
-guests: $(GUEST_STATIC) $(GUEST_DYN) $(GUEST_GLIBC) $(NOMU_BINS) $(EXEC_BINS) $(BUILD)/root/bin/busybox
+guests: $(GUEST_STATIC) $(GUEST_DYN) $(GUEST_GLIBC) $(NOMU_BINS) $(EXEC_BINS) $(BUILD)/root/bin/busybox $(BUILD)/root-mmu/bin/busybox
 
 bench-bins: $(BENCH_BINS)
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds nomu's bundled guest userland: busybox, from Debian's busybox SOURCE
-# package, compiled against musl as a no-MMU static-PIE binary, plus a minimal
-# guest root directory around it.
+# package, compiled against musl as a static-PIE binary, plus a minimal guest
+# root directory around it. Two builds of the same source tree:
 #
-#   scripts/build-busybox.sh            build (or bring up to date) $BUILD/root
+#   scripts/build-busybox.sh            no-MMU (hush as sh, no fork): $BUILD/root
+#   scripts/build-busybox.sh mmu        with MMU, as upstream's defconfig (ash as
+#                                       sh, fork allowed): $BUILD/root-mmu
 #
 # Environment:
 #   BUILD   build directory (default: build, relative to the repository root)
@@ -16,10 +18,12 @@
 #   busybox-src/            apt-get source busybox (the .dsc, tarballs, and the
 #                           unpacked, Debian-patched tree busybox-<version>/)
 #   busybox-obj/            out-of-tree build directory (.config, objects)
+#   busybox-obj-mmu/        the same for the MMU build
 #   busybox-include/        kernel headers (linux/ asm/ asm-generic/ mtd/) for musl
 #   busybox-musl.specs      musl-gcc specs that really link static-PIE
 #   musl-static-pie-cc      the compiler driver busybox is built with
 #   root/                   the guest root: bin/busybox, applet links, etc/, ...
+#   root-mmu/               the MMU build's guest root, laid out the same way
 set -euo pipefail
 
 SCRIPT=build-busybox
@@ -31,12 +35,19 @@ BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
+VARIANT=${1:-nommu}
+case $VARIANT in
+nommu) SUFFIX= ;;
+mmu) SUFFIX=-mmu ;;
+*) die "unknown build '$VARIANT' (nommu or mmu)" ;;
+esac
+
 SRC_DIR=$BUILD/busybox-src
-OBJ_DIR=$BUILD/busybox-obj
+OBJ_DIR=$BUILD/busybox-obj$SUFFIX
 INC_DIR=$BUILD/busybox-include
 SPECS=$BUILD/busybox-musl.specs
 CC_WRAPPER=$BUILD/musl-static-pie-cc
-ROOT=$BUILD/root
+ROOT=$BUILD/root$SUFFIX
 MUSL_SPECS=/usr/lib/x86_64-linux-musl/musl-gcc.specs
 
 start_time=$(date +%s)
@@ -233,20 +244,26 @@ file "$probe_dir/probe" | grep -q 'static-pie linked' || die "$CC_WRAPPER does n
 
 
 # --------------------------------------------------------------------------
-# 4. Configuration: defconfig + the no-MMU static-PIE deltas below
+# 4. Configuration: defconfig + the deltas below
 # --------------------------------------------------------------------------
 # Applets the guest userland must have: checked in .config and in the binary.
+# The shell is hush in the no-MMU build, ash (upstream's sh) in the MMU one.
 REQUIRED_APPLETS="ls cat echo grep sed awk sort uniq wc head tail cut tr find xargs cp mv rm
 mkdir ln chmod date sleep env test printf tar gzip gunzip md5sum seq yes true false pwd
-uname id kill ps clear more hush"
+uname id kill ps clear more"
 
-# Everything else in defconfig builds against musl as-is. Kconfig itself drops
-# the applets that need fork() once NOMMU is set (ash, unshare); they are also
-# listed here so that the intent is explicit.
-CONFIG_DELTAS=$(
-	# Kconfig: PIE depends on !STATIC, so STATIC stays off; the static-PIE
-	# link comes from the compiler driver (its specs file).
-	cat <<DELTAS
+# Both builds: static-PIE (Kconfig: PIE depends on !STATIC, so STATIC stays
+# off; the static-PIE link comes from the compiler driver, its specs file),
+# applets found through /proc/self/exe, and the shell running busybox's own
+# applets before any in PATH (a native run of the tests uses busybox's sort,
+# not the host's).
+if [ "$VARIANT" = nommu ]; then
+	SH_APPLET=hush
+	# Everything else in defconfig builds against musl as-is. Kconfig itself
+	# drops the applets that need fork() once NOMMU is set (ash, unshare);
+	# they are also listed here so that the intent is explicit.
+	VARIANT_DELTAS=$(
+		cat <<DELTAS
 CONFIG_NOMMU=y
 CONFIG_PIE=y
 # CONFIG_STATIC is not set
@@ -288,6 +305,36 @@ CONFIG_FEATURE_SH_NOFORK=y
 CONFIG_FEATURE_EDITING=y
 CONFIG_FEATURE_EDITING_FANCY_PROMPT=y
 DELTAS
+	)
+else
+	SH_APPLET=ash
+	# defconfig's own shell choice, spelled out: ash as sh, with job
+	# control; fork is used wherever busybox uses it on Linux.
+	VARIANT_DELTAS=$(
+		cat <<DELTAS
+# CONFIG_NOMMU is not set
+CONFIG_PIE=y
+# CONFIG_STATIC is not set
+# CONFIG_BUILD_LIBBUSYBOX is not set
+CONFIG_EXTRA_CFLAGS="-isystem $INC_DIR"
+CONFIG_EXTRA_LDFLAGS=""
+CONFIG_BUSYBOX_EXEC_PATH="/proc/self/exe"
+CONFIG_ASH=y
+CONFIG_SH_IS_ASH=y
+# CONFIG_SH_IS_HUSH is not set
+CONFIG_ASH_JOB_CONTROL=y
+CONFIG_ASH_BASH_COMPAT=y
+CONFIG_FEATURE_SH_STANDALONE=y
+CONFIG_FEATURE_PREFER_APPLETS=y
+CONFIG_FEATURE_EDITING=y
+CONFIG_FEATURE_EDITING_FANCY_PROMPT=y
+DELTAS
+	)
+fi
+REQUIRED_APPLETS="$REQUIRED_APPLETS $SH_APPLET"
+
+CONFIG_DELTAS=$(
+	printf '%s\n' "$VARIANT_DELTAS"
 	for a in $REQUIRED_APPLETS; do
 		echo "CONFIG_${a^^}=y"
 	done
@@ -315,14 +362,14 @@ bb_make() {
 	make -C "$BB_SRC" O="$OBJ_DIR" CC="$CC_WRAPPER" HOSTCC=gcc "$@"
 }
 
-BUILD_LOG=$BUILD/busybox-build.log
+BUILD_LOG=$BUILD/busybox-build$SUFFIX.log
 : >"$BUILD_LOG"
 config_stamp=$( (
 	echo "$BB_SRC $BB_VERSION"
 	printf '%s\n' "$CONFIG_DELTAS"
 ) | sha256sum | cut -d' ' -f1)
 if [ ! -f "$OBJ_DIR/.config" ] || [ "$(cat "$OBJ_DIR/.nomu-config-stamp" 2>/dev/null)" != "$config_stamp" ]; then
-	log "configuring busybox in $OBJ_DIR (defconfig + no-MMU static-PIE deltas)"
+	log "configuring busybox in $OBJ_DIR (defconfig + $VARIANT static-PIE deltas)"
 	mkdir -p "$OBJ_DIR"
 	rm -f "$OBJ_DIR/.nomu-config-stamp"
 	bb_make defconfig >>"$BUILD_LOG" 2>&1 || {
@@ -433,7 +480,7 @@ X
 nlinks=$(find "$ROOT" -type l -lname /bin/busybox | wc -l)
 size=$(stat -c %s "$ROOT/bin/busybox")
 cat <<REPORT
-busybox $BB_VERSION (Debian source package, musl, NOMMU, static-PIE)
+busybox $BB_VERSION (Debian source package, musl, $VARIANT, static-PIE, sh is $SH_APPLET)
   source:       $BB_SRC
   build dir:    $OBJ_DIR (.config, log: $BUILD_LOG)
   compiler:     $CC_WRAPPER (specs: $SPECS)

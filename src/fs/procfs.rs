@@ -677,7 +677,7 @@ pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
             let t = thread_of(&p, tid).ok_or(Errno::ESRCH)?;
             match e {
                 ThreadEntry::Comm => {
-                    let mut c = thread_comm(&p, &t);
+                    let mut c = t.comm();
                     c.push(b'\n');
                     c
                 }
@@ -691,29 +691,13 @@ pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
     })
 }
 
-/// The process's name: what its first thread set with PR_SET_NAME, else
-/// its program's file name (as Linux sets comm at exec).
+/// The process's name: its first thread's (as Linux's comm of the leader).
 fn comm(p: &Process) -> Vec<u8> {
-    if let Some(t) = p.threads.lock().unwrap().first() {
-        let name = t.state.lock().unwrap().comm;
-        let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-        if len > 0 {
-            return name[..len].to_vec();
-        }
+    let first = p.threads.lock().unwrap().first().cloned();
+    match first {
+        Some(t) => t.comm(),
+        None => p.program_name(),
     }
-    let exe = p.exe.lock().unwrap().clone();
-    let base = exe.rsplit(|&b| b == b'/').next().unwrap_or(&exe).to_vec();
-    base.into_iter().take(15).collect()
-}
-
-/// A thread's name: what it set with PR_SET_NAME, else the process's.
-fn thread_comm(p: &Process, t: &crate::kernel::process::Thread) -> Vec<u8> {
-    let name = t.state.lock().unwrap().comm;
-    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    if len > 0 {
-        return name[..len].to_vec();
-    }
-    comm(p)
 }
 
 /// Clock ticks (USER_HZ, 100 a second) since nomu started.
@@ -729,7 +713,7 @@ fn stat_line(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::proces
     let usage = maps::usage(p);
     let start = ticks_since_boot(kernel, p.started);
     let mut line = format!("{} (", thread.map_or(p.pid, |t| t.tid)).into_bytes();
-    line.extend(thread.map_or_else(|| comm(p), |t| thread_comm(p, t)));
+    line.extend(thread.map_or_else(|| comm(p), |t| t.comm()));
     line.extend(
         format!(
             ") {state} {} {pgid} {sid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 {threads} 0 {start} {} {} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
@@ -776,7 +760,7 @@ fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::
     let shown = thread.map_or(leader.as_deref(), Some);
     let blocked = shown.map_or(0, |t| t.state.lock().unwrap().sigmask);
     let mut s = b"Name:\t".to_vec();
-    s.extend(thread.map_or_else(|| comm(p), |t| thread_comm(p, t)));
+    s.extend(thread.map_or_else(|| comm(p), |t| t.comm()));
     s.extend(
         format!(
             "\nState:\t{state}\nTgid:\t{pid}\nPid:\t{tid}\nPPid:\t{}\nUid:\t{}\t{}\t{}\t{}\nGid:\t{}\t{}\t{}\t{}\nGroups:\t{groups}\nVmSize:\t{:8} kB\nVmLck:\t{:8} kB\nVmRSS:\t{:8} kB\nThreads:\t{}\nSigBlk:\t{blocked:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}\nCapInh:\t{:016x}\nCapPrm:\t{:016x}\nCapEff:\t{:016x}\nCapBnd:\t{:016x}\nCapAmb:\t{:016x}\n",

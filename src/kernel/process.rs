@@ -162,6 +162,14 @@ impl Process {
         Process::with(pid, mm, FdTable::default(), b"/".to_vec(), umask, SignalActions::default(), rlimits, Vec::new())
     }
 
+    /// The running program's file name, as execve gave it (comm before any
+    /// PR_SET_NAME): at most 15 bytes.
+    pub fn program_name(&self) -> Vec<u8> {
+        let exe = self.exe.lock().unwrap();
+        let base = exe.rsplit(|&b| b == b'/').next().unwrap_or(&exe);
+        base.iter().copied().take(15).collect()
+    }
+
     /// A child created by vfork (or clone with CLONE_VM): it borrows the
     /// parent's memory and inherits copies of everything else.
     pub fn new_child(parent: &Process, pid: u32) -> Process {
@@ -411,10 +419,26 @@ impl Thread {
 
     /// A thread or process `creator` makes: it inherits its credentials
     /// and scheduling attributes (as Linux's copy_creds and sched_fork).
+    /// Its name (comm) too, as Linux's dup_task_struct copies it: a
+    /// forked child or a new thread is called what its creator was.
     pub fn new(tid: u32, process: Arc<Process>, creator: &Thread) -> Thread {
         let cred = creator.cred();
         let sched = creator.sched.lock().unwrap().for_child();
-        Thread::with(tid, process, cred, sched)
+        let comm = creator.state.lock().unwrap().comm;
+        let thread = Thread::with(tid, process, cred, sched);
+        thread.state.lock().unwrap().comm = comm;
+        thread
+    }
+
+    /// Its name (comm, at most 15 bytes): what PR_SET_NAME set, else its
+    /// program's file name as execve gave it (Linux sets comm at exec).
+    pub fn comm(&self) -> Vec<u8> {
+        let name = self.state.lock().unwrap().comm;
+        let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        if len > 0 {
+            return name[..len].to_vec();
+        }
+        self.process.program_name()
     }
 
     /// A copy of its credentials.

@@ -160,6 +160,17 @@ impl ThreadCtx {
         })
     }
 
+    /// Runs `call`, a host call through host::blocking that the caller
+    /// knows can complete without waiting (its descriptor polled ready),
+    /// even with a signal pending: Linux looks for signals only where a
+    /// call waits. Should it wait after all, a later kick still ends it.
+    pub fn run_in_host_now<T>(&self, call: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errno> {
+        self.waiting_in(Waiting::InHostCall, || {
+            crate::host::blocking::forget_kicks();
+            call()
+        })
+    }
+
     /// Runs `wait` with the thread marked as waiting `how`, so
     /// Kernel::interrupt knows how to end it.
     fn waiting_in<T>(&self, how: Waiting, wait: impl FnOnce() -> T) -> T {

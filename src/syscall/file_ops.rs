@@ -796,6 +796,9 @@ fn ranges_after(ranges: &[GuestRange], mut skip: usize) -> Vec<GuestRange> {
 /// by a signal gives the partial count, as on Linux.
 fn blocking_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> SysResult {
     let total: usize = ranges.iter().map(|r| r.len()).sum();
+    if ctx.t.signal_pending() {
+        return io_without_waiting(ctx, f, write, ranges);
+    }
     let mut done = 0usize;
     loop {
         let rest = if done == 0 { None } else { Some(ranges_after(ranges, done)) };
@@ -808,6 +811,9 @@ fn blocking_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> S
             }
         });
         match moved {
+            // A signal came before anything moved: what can move without
+            // waiting still does, as on Linux.
+            Err(Errno::ERESTARTSYS) if done == 0 => return io_without_waiting(ctx, f, write, ranges),
             Ok(n) => {
                 done += n;
                 // A write the host cut short (a kick, a non-blocking pipe
@@ -821,6 +827,51 @@ fn blocking_io(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> S
             Err(e) => return Err(e),
         }
     }
+}
+
+/// I/O with a signal pending: Linux looks for signals only where the call
+/// would wait, so what can move now still moves (a read takes the bytes
+/// there, a write at most PIPE_BUF, which a pipe that polls writable takes
+/// whole); ERESTARTSYS only if nothing can. (Interactive ash lost its
+/// "[1]+ Stopped" line: written as the SIGCHLD of the stop came in, it got
+/// EINTR.)
+fn io_without_waiting(ctx: &Ctx, f: &OpenFile, write: bool, ranges: &[GuestRange]) -> SysResult {
+    const PIPE_BUF: usize = 4096;
+    let want = if write { libc::POLLOUT } else { libc::POLLIN };
+    let first = ranges_before(ranges, if write { PIPE_BUF } else { usize::MAX });
+    loop {
+        let ready = crate::host::events::poll_now(f.fd(), want)?;
+        if ready & (want | libc::POLLHUP | libc::POLLERR) == 0 {
+            return Err(Errno::ERESTARTSYS);
+        }
+        let moved = ctx.t.run_in_host_now(|| {
+            if write {
+                hostfs::writev_interruptible(f.fd(), &first)
+            } else {
+                hostfs::readv_interruptible(f.fd(), &first)
+            }
+        });
+        match moved {
+            // A kick (another signal, an exit) before the host call began:
+            // each ends one try only, and what was ready still is.
+            Err(Errno::EINTR) => continue,
+            r => return r.map(|n| n as u64),
+        }
+    }
+}
+
+/// The first `len` bytes of `ranges`.
+fn ranges_before(ranges: &[GuestRange], mut len: usize) -> Vec<GuestRange> {
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        if len == 0 {
+            break;
+        }
+        let n = r.len().min(len);
+        out.push(GuestRange::new(r.addr(), n).unwrap());
+        len -= n;
+    }
+    out
 }
 
 /// Whether I/O on `f` must not wait (O_NONBLOCK, kept in its host

@@ -144,7 +144,10 @@ pub fn sys_prctl(
             Ok(0)
         }
         PR_GET_NAME => {
-            let name = ctx.t.thread.state.lock().unwrap().comm;
+            // The name in use: the program's file name until one is set.
+            let mut name = [0u8; 16];
+            let comm = ctx.t.thread.comm();
+            name[..comm.len()].copy_from_slice(&comm);
             ctx.mem().write(arg2, &name)?;
             Ok(0)
         }
