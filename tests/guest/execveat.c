@@ -94,9 +94,14 @@ int main(int argc, char **argv)
 	CHECK_EQ(run(m, "", AT_EMPTY_PATH, "memfd"), 7);
 	fflush(stdout);
 
+	/* Files of this run's own, in a directory of its own: a guest pid
+	 * names nothing unique (parallel nomu runs each have a pid 1). */
+	char tmpdir[] = "/tmp/nomu-execveat-XXXXXX";
+	CHECK(mkdtemp(tmpdir) != NULL);
+
 	/* AT_SYMLINK_NOFOLLOW: a link is ELOOP, the file itself runs. */
 	char link[64];
-	snprintf(link, sizeof link, "/tmp/nomu-execveat-%d", (int)getpid());
+	snprintf(link, sizeof link, "%s/link", tmpdir);
 	CHECK_OK(symlink(self, link));
 	CHECK_EQ(run(AT_FDCWD, link, AT_SYMLINK_NOFOLLOW, "nofollow-link"), 100 + ELOOP);
 	CHECK_EQ(run(AT_FDCWD, link, 0, "followed-link"), 7);
@@ -106,22 +111,23 @@ int main(int argc, char **argv)
 	/* A script: its interpreter is given /dev/fd/N (or /dev/fd/N/name),
 	 * so a descriptor that closes on exec cannot serve it: ENOENT. */
 	char script[64];
-	snprintf(script, sizeof script, "/tmp/nomu-execveat-%d.sh", (int)getpid());
+	snprintf(script, sizeof script, "%s/s.sh", tmpdir);
 	int w = open(script, O_WRONLY | O_CREAT | O_EXCL, 0755);
 	CHECK(w >= 0);
 	CHECK_EQ(write(w, "#!/bin/sh\nexit 9\n", 18), 18);
 	close(w);
 	int s_fd = open(script, O_RDONLY);
 	int s_cfd = open(script, O_RDONLY | O_CLOEXEC);
-	int tmp = open("/tmp", O_RDONLY | O_DIRECTORY);
-	int tmp_c = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int tmp = open(tmpdir, O_RDONLY | O_DIRECTORY);
+	int tmp_c = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	CHECK_EQ(run(s_fd, "", AT_EMPTY_PATH, "script-fd"), 9);
 	CHECK_EQ(run(s_cfd, "", AT_EMPTY_PATH, "script-cloexec-fd"), 100 + ENOENT);
-	CHECK_EQ(run(tmp, script + 5, 0, "script-relative"), 9);
-	CHECK_EQ(run(tmp_c, script + 5, 0, "script-cloexec-dir"), 100 + ENOENT);
+	CHECK_EQ(run(tmp, "s.sh", 0, "script-relative"), 9);
+	CHECK_EQ(run(tmp_c, "s.sh", 0, "script-cloexec-dir"), 100 + ENOENT);
 	/* An ELF program is read before the exec: close-on-exec is fine. */
 	CHECK_EQ(run(dp, base, 0, "elf-cloexec-dir"), 7);
 	CHECK_OK(unlink(script));
+	CHECK_OK(rmdir(tmpdir));
 	close(s_fd);
 	close(s_cfd);
 	close(tmp);
