@@ -277,6 +277,27 @@ impl ThreadCtx {
         let _ = self.thread.queue_signal(&mut st, info);
     }
 
+    /// Whether `f` is a page fault that copy on access between a forked
+    /// parent and child explains (mm::space's cow.rs): resolved, the
+    /// thread retries the access.
+    fn resolve_copy_fault(&mut self, f: &Fault) -> bool {
+        const PAGE_FAULT: u64 = 14;
+        const WRITE: u64 = 1 << 1;
+        const FETCH: u64 = 1 << 4;
+        const SEGV_ACCERR: i32 = 2;
+        if f.signo != libc::SIGSEGV || f.code != SEGV_ACCERR || f.trapno != PAGE_FAULT {
+            return false;
+        }
+        let access = if f.err & WRITE != 0 {
+            crate::mm::space::Access::Write
+        } else if f.err & FETCH != 0 {
+            crate::mm::space::Access::Exec
+        } else {
+            crate::mm::space::Access::Read
+        };
+        self.mm.lock().unwrap().resolve_copy_fault(f.addr as usize, access)
+    }
+
     /// A synchronous fault: it cannot be blocked or ignored, so if it is,
     /// the default action comes back (Linux's force_sig).
     #[cold]
@@ -448,6 +469,7 @@ impl GuestKernel for ThreadCtx {
         }
         match trap {
             Trap::Syscall => crate::syscall::handle(self, frame),
+            Trap::Fault(f) if self.resolve_copy_fault(&f) => {}
             Trap::Fault(f) => self.force_fault(&f),
             Trap::Interrupt => {}
         }

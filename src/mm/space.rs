@@ -22,7 +22,9 @@ use crate::host::physmem::GuestRange;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod cow;
 mod forked;
+pub use cow::Access;
 pub use forked::{HostFrees, HostOp, Unmapped};
 
 pub const PROT_READ: i32 = libc::PROT_READ;
@@ -121,6 +123,10 @@ pub struct Vma {
     /// counted in the address space's locked memory (VmLck). no-MMU pages
     /// are always resident, so it is accounting only.
     pub locked: bool,
+    /// Copied on access between a forked parent and child (cow.rs): in the
+    /// parent its pages may be write-protected for a child's sake, in the
+    /// child its frames may still be holes shown with no access.
+    pub cow: bool,
 }
 
 impl Vma {
@@ -139,6 +145,7 @@ impl Vma {
             shm: None,
             frames: None,
             locked: false,
+            cow: false,
         }
     }
 
@@ -226,6 +233,11 @@ pub struct AddressSpace {
     /// mlockall(MCL_FUTURE): new mappings are locked (Linux's def_flags
     /// VM_LOCKED); not inherited by a fork, gone at exec (a new space).
     pub lock_future: bool,
+    /// The links to forked children still copying pages of this space on
+    /// access (cow.rs).
+    cow_children: Vec<Arc<cow::CowLink>>,
+    /// In a forked child: the link to the parent it copies on access.
+    cow_parent: Option<Arc<cow::CowLink>>,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -250,6 +262,8 @@ impl AddressSpace {
             held: Vec::new(),
             users: 0,
             lock_future: false,
+            cow_children: Vec::new(),
+            cow_parent: None,
         }
     }
 
@@ -470,6 +484,7 @@ impl AddressSpace {
     /// written back first, so nothing the guest wrote through them is lost;
     /// frames VMAs get the direct map's own pages back.
     fn take_range(&mut self, start: usize, end: usize) -> Vec<(usize, usize, bool)> {
+        self.settle_copies(start, end);
         self.split_at(start);
         self.split_at(end);
         let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
@@ -807,6 +822,7 @@ impl AddressSpace {
     /// accessible charges it (ENOMEM over `--mem`, and nothing changes).
     pub fn protect(&mut self, addr: usize, len: usize, prot: i32) -> Result<(), Errno> {
         let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
+        self.settle_copies(addr, end);
         let mut p = addr;
         let mut uncharged = 0;
         while p < end {
@@ -920,6 +936,7 @@ impl AddressSpace {
     /// file pages as the file's contents.
     pub fn discard(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
         let end = addr.saturating_add(len);
+        self.settle_copies(addr, end);
         let mut p = addr;
         while p < end {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
@@ -961,6 +978,7 @@ impl AddressSpace {
         if old_end > vma.end {
             return Err(Errno::EFAULT);
         }
+        self.settle_copies(old, old_end);
         if new_len <= old_len {
             self.unmap(old + new_len, old_len - new_len);
             return Ok(old);
@@ -1136,6 +1154,9 @@ impl AddressSpace {
             // A forked child's: its frames and its host process's map.
             return self.forked_release_all();
         }
+        // Children still copying pages on access get them now (cow.rs).
+        self.settle_copies(0, usize::MAX);
+        self.cow_children.clear();
         let vmas = std::mem::take(&mut self.vmas);
         // What it charged is free for guests again.
         self.uncharge(self.committed);
@@ -1253,7 +1274,8 @@ fn protection_runs<'a>(vmas: impl Iterator<Item = (&'a usize, &'a Vma)>) -> impl
             out.extend(cur.take());
         }
         own_end = v.end;
-        if host_prot(v.prot) == super::phys::RW {
+        // A forked parent's pages may be write-protected still (cow.rs).
+        if host_prot(v.prot) == super::phys::RW && !v.cow {
             continue;
         }
         cur = match cur {

@@ -139,6 +139,7 @@ impl<'a> UserMem<'a> {
             }
         }
         let ok = space.before_unmapped(addr as usize, ok);
+        space.prepare_access(addr as usize, ok, write);
         // A forked child's pages: the run behind the first byte (a host
         // call gets the part up to its VMA's end).
         let (at, ok) = space.translate(addr as usize, ok).unwrap_or((addr as usize, 0));
@@ -158,7 +159,7 @@ impl<'a> UserMem<'a> {
         write: bool,
         call: impl FnOnce(GuestRange) -> Result<T, Errno>,
     ) -> Result<T, Errno> {
-        let space = self.space.lock().unwrap();
+        let mut space = self.space.lock().unwrap();
         if space.accessible_prefix(addr as usize, len, write) != len {
             return Err(Errno::EFAULT);
         }
@@ -180,6 +181,7 @@ impl<'a> UserMem<'a> {
         if space.before_unmapped(addr as usize, len) != len {
             return Err(Errno::EFAULT);
         }
+        space.prepare_access(addr as usize, len, write);
         let at = match space.translate(addr as usize, len) {
             Some((at, run)) if run == len => at,
             // Over two VMAs of a forked child: not one run of pages.
@@ -200,10 +202,11 @@ impl<'a> UserMem<'a> {
     /// often this same lock, preempt the waker only to sleep on it: a
     /// futex round trip on one CPU took 4x native instead of 1x.
     pub fn checked_range(&self, addr: u64, len: usize, write: bool) -> Result<GuestRange, Errno> {
-        let space = self.space.lock().unwrap();
+        let mut space = self.space.lock().unwrap();
         if space.accessible_prefix(addr as usize, len, write) != len {
             return Err(Errno::EFAULT);
         }
+        space.prepare_access(addr as usize, len, write);
         match space.translate(addr as usize, len) {
             Some((at, run)) if run == len => GuestRange::new(at, len).ok_or(Errno::EFAULT),
             _ => Err(Errno::EFAULT),
@@ -259,10 +262,11 @@ impl<'a> UserMem<'a> {
         write: bool,
         mut copy: impl FnMut(Where<'_>, usize, usize) -> bool,
     ) -> Result<(), Errno> {
-        let space = self.space.lock().unwrap();
+        let mut space = self.space.lock().unwrap();
         if space.accessible_prefix(addr as usize, len, write) != len {
             return Err(Errno::EFAULT);
         }
+        space.prepare_access(addr as usize, len, write);
         let mut off = 0;
         while off < len {
             let at = addr as usize + off;

@@ -13,6 +13,7 @@
 //! alias. The copy is charged to the commit account like any mapping, so
 //! `--mem` refuses a fork that does not fit (ENOMEM to the parent).
 
+use super::cow::CowLink;
 use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
 use crate::abi::errno::Errno;
 use crate::host::physmem::GuestRange;
@@ -213,8 +214,15 @@ impl AddressSpace {
         for s in shared {
             self.share_for_fork(s)?;
         }
+        // A child still copying from its own parent copies the rest first:
+        // its frames are what its child copies.
+        if self.cow_parent.is_some() {
+            self.settle_copies(0, usize::MAX);
+        }
         let mut child = AddressSpace::new(self.phys);
         child.own_host = true;
+        let link = Arc::new(CowLink::default());
+        let mut on_access = Vec::new();
         let pm = crate::host::physmem::PhysMem::get();
         // Nothing of the parent's heap reservation beyond the break comes
         // along: the child grows its heap with frames of its own.
@@ -238,6 +246,19 @@ impl AddressSpace {
                 copy.frames = child_frames(v.frame_of(s, s), len);
                 child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: v.frame_of(s, s) });
                 child.vmas.insert(s, copy);
+                continue;
+            }
+            if self.copies_on_access(s, v) {
+                // Copied on access (cow.rs): holes for now, shown to the
+                // child with no access until it has copied them.
+                child.charge(len, 0)?;
+                let frame = child.phys.alloc(len, PAGE_SIZE, Fresh::Reserved).inspect_err(|_| child.uncharge(len))?;
+                copy.frames = child_frames(frame, len);
+                copy.cow = true;
+                let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
+                child.host_ops.push(HostOp::Map { addr: s, len, prot: libc::PROT_NONE, frame });
+                child.vmas.insert(s, copy);
+                on_access.push((s, frame));
                 continue;
             }
             // What may hold data is copied and charged (a frames VMA of a
@@ -280,6 +301,13 @@ impl AddressSpace {
         // Locks are not inherited (Linux's dup_mmap clears VM_LOCKED).
         for v in child.vmas.values_mut() {
             v.locked = false;
+        }
+        if !on_access.is_empty() {
+            for (s, frame) in on_access {
+                self.share_on_access(&link, s, frame);
+            }
+            self.cow_children.push(link.clone());
+            child.cow_parent = Some(link);
         }
         Ok(child)
     }
@@ -457,6 +485,7 @@ impl AddressSpace {
         if start >= end {
             return;
         }
+        self.forget_copies(start, end);
         self.split_at(start);
         self.split_at(end);
         let keys: Vec<usize> = self.vmas.range(start..end).map(|(&s, _)| s).collect();
@@ -547,6 +576,7 @@ impl AddressSpace {
     }
 
     pub(super) fn forked_release_all(&mut self) {
+        self.drop_copies();
         let end = self.vmas.iter().next_back().map_or(0, |(_, v)| v.end);
         self.forked_unmap(0, end);
         self.host_ops.clear();

@@ -1,0 +1,227 @@
+//! Copy on access for fork: a forked child's copy of its parent's larger
+//! private writable mappings is made a chunk at a time, when either side
+//! first needs it, not at fork.
+//!
+//! The parent runs in nomu's process, where an address *is* its page, so
+//! its pages cannot move; the child's copy goes to frames of its own (its
+//! host process shows them at the same addresses, forked.rs). At fork each
+//! such mapping gets its child frames as holes, shown to the child with no
+//! access, and the parent's pages are write-protected in nomu's direct
+//! map. A [`CowLink`] remembers what is still to copy. Then:
+//! - the child touching a chunk (a fault handed to nomu, or a checked copy
+//!   of nomu's) copies it from the parent first, then the child's host
+//!   process gives the chunk the mapping's protection;
+//! - the parent writing a chunk (a fault, or a checked copy or host call
+//!   that writes) first copies it to every child that has not got it, then
+//!   makes it writable again;
+//! - anything else that changes the parent's pages (munmap, mprotect,
+//!   MADV_DONTNEED, mremap, exec, exit) first copies what the children
+//!   still need of the range; the child forgets what it unmaps, and the
+//!   whole link at its exit or exec.
+//!
+//! So the parent's pages never change while a child may still copy them,
+//! and nothing is copied that nobody touches: a fork + exec, or a fork +
+//! exit, copies what the two touch in between, in [`CHUNK`]s. Smaller
+//! mappings (a stack's top, a program's data) are copied at fork, as
+//! before: each chunk copied on demand costs a fault handed to nomu.
+//!
+//! The parent's write-protection goes when no child is left (one host
+//! mprotect per mapping, at its next write fault), else a chunk at a time.
+//! Pages a host call of the parent is using (pinned) are copied at fork,
+//! as Linux copies pinned pages eagerly: the call may write them.
+
+use super::{host_prot, AddressSpace, Vma, PROT_EXEC, PROT_READ, PROT_WRITE};
+use crate::mm::PAGE_SIZE;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// Mappings at least this long are copied on access, smaller ones at fork.
+const COW_MIN: usize = 256 << 10;
+
+/// What one fault copies and unprotects: aligned, cut to the mapping.
+const CHUNK: usize = 64 << 10;
+
+/// The pages a forked child still has to copy from its parent: runs of
+/// addresses (the same in both: the child's mappings sit where the
+/// parent's are), each with the child frame of its first page. The parent
+/// holds one per live child, the child its own.
+#[derive(Default)]
+pub struct CowLink {
+    pending: Mutex<BTreeMap<usize, (usize, usize)>>,
+}
+
+impl CowLink {
+    fn add(&self, start: usize, end: usize, frame: usize) {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(start, (end, frame));
+    }
+
+    /// Takes the pending runs overlapping [start, end) out of the map (cut
+    /// at the edges), as (start, end, child frame of start).
+    fn take(pending: &mut BTreeMap<usize, (usize, usize)>, start: usize, end: usize) -> Vec<(usize, usize, usize)> {
+        let first = pending.range(..=start).next_back().filter(|(_, &(e, _))| e > start).map_or(start, |(&s, _)| s);
+        let keys: Vec<usize> = pending.range(first..end).map(|(&s, _)| s).collect();
+        let mut out = Vec::new();
+        for s in keys {
+            let (e, f) = pending.remove(&s).unwrap();
+            if s < start {
+                pending.insert(s, (start, f));
+            }
+            if e > end {
+                pending.insert(end, (e, f + (end - s)));
+            }
+            let (a, b) = (s.max(start), e.min(end));
+            out.push((a, b, f + (a - s)));
+        }
+        out
+    }
+
+    /// Copies what is pending of [start, end) from the parent's pages to
+    /// the child's frames (only what holds data: the frames are holes).
+    fn fill(&self, start: usize, end: usize) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.is_empty() {
+            return;
+        }
+        let pm = crate::host::physmem::PhysMem::get();
+        for (a, b, frame) in Self::take(&mut pending, start, end) {
+            for (at, n) in pm.populated(a, b - a) {
+                pm.copy_within(frame + (at - a), at, n);
+            }
+        }
+    }
+
+    /// Drops what is pending of [start, end): the child unmapped it.
+    fn forget(&self, start: usize, end: usize) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        Self::take(&mut pending, start, end);
+    }
+
+    fn is_pending(&self, start: usize, end: usize) -> bool {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let first = pending.range(..=start).next_back().filter(|(_, &(e, _))| e > start).map_or(start, |(&s, _)| s);
+        pending.range(first..end).next().is_some()
+    }
+}
+
+/// The access a fault was for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Access {
+    Read,
+    Write,
+    Exec,
+}
+
+impl AddressSpace {
+    /// Whether fork copies the VMA at `s` on access rather than at once.
+    pub(super) fn copies_on_access(&self, s: usize, v: &Vma) -> bool {
+        !self.own_host
+            && v.frames.is_none()
+            && v.shm.is_none()
+            && !v.shared
+            && v.charged
+            && !v.was_executable
+            && v.prot & PROT_WRITE != 0
+            && v.end - s >= COW_MIN
+            && !self.pinned(s, v.end)
+    }
+
+    /// At fork: the child's VMA at `s` (frames `frame`, holes) is copied
+    /// on access from this space's pages, which stop being writable.
+    pub(super) fn share_on_access(&mut self, link: &Arc<CowLink>, s: usize, frame: usize) {
+        let v = self.vmas.get_mut(&s).expect("a VMA being forked");
+        link.add(s, v.end, frame);
+        v.cow = true;
+        let (len, prot) = (v.end - s, host_prot(v.prot) & !PROT_WRITE);
+        // Failing, the parent could write pages the child has not copied.
+        self.phys.set_prot(s, len, prot).expect("write-protecting a forked parent's pages");
+    }
+
+    /// Copies to the children (in a parent) or from the parent (in a
+    /// child) what is still pending of [start, end): before anything
+    /// changes the pages or their protection there.
+    pub(super) fn settle_copies(&mut self, start: usize, end: usize) {
+        if let Some(link) = &self.cow_parent {
+            link.fill(start, end);
+        }
+        self.cow_children.retain(|l| Arc::strong_count(l) > 1);
+        for link in &self.cow_children {
+            link.fill(start, end);
+        }
+    }
+
+    /// A child unmaps [start, end): nothing of it is copied any more.
+    pub(super) fn forget_copies(&mut self, start: usize, end: usize) {
+        if let Some(link) = &self.cow_parent {
+            link.forget(start, end);
+        }
+    }
+
+    /// Before nomu accesses [addr, addr+len) of this space (a checked copy,
+    /// a host call): a child copies what it has not yet, a parent about to
+    /// write gives its children their copies and makes the pages writable.
+    pub fn prepare_access(&mut self, addr: usize, len: usize, write: bool) {
+        if len == 0 || (self.cow_parent.is_none() && (!write || self.cow_children.is_empty())) {
+            return;
+        }
+        let start = addr & !(PAGE_SIZE - 1);
+        let end = addr.saturating_add(len).next_multiple_of(PAGE_SIZE);
+        if self.cow_parent.is_some() {
+            self.settle_copies(start, end);
+            return;
+        }
+        let cow: Vec<(usize, usize)> = self
+            .vmas
+            .range(..end)
+            .rev()
+            .take_while(|(_, v)| v.end > start)
+            .filter(|(_, v)| v.cow)
+            .map(|(&s, v)| (s.max(start), v.end.min(end)))
+            .collect();
+        for (s, e) in cow {
+            self.settle_copies(s, e);
+            let prot = self.find(s).map_or(0, |(_, v)| host_prot(v.prot));
+            let _ = self.phys.set_prot(s, e - s, prot);
+        }
+    }
+
+    /// A fault at `addr` that copy on access explains: the chunk around it
+    /// is copied (see the module comment) and given its mapping's
+    /// protection (in a child, by its host process before it resumes).
+    /// False when the access is not allowed: a real fault.
+    pub fn resolve_copy_fault(&mut self, addr: usize, access: Access) -> bool {
+        let Some((s, v)) = self.find(addr) else { return false };
+        let need = match access {
+            Access::Read => PROT_READ,
+            Access::Write => PROT_WRITE,
+            Access::Exec => PROT_EXEC,
+        };
+        if !v.cow || v.prot & need == 0 {
+            return false;
+        }
+        let (end, prot) = (v.end, host_prot(v.prot));
+        let base = addr & !(CHUNK - 1);
+        let (cs, ce) = (base.max(s), (base + CHUNK).min(end));
+        if self.own_host {
+            self.settle_copies(cs, ce);
+            self.host_ops.push(super::HostOp::Protect { addr: cs, len: ce - cs, prot });
+            return true;
+        }
+        self.cow_children.retain(|l| Arc::strong_count(l) > 1);
+        let (cs, ce) = if self.cow_children.iter().any(|l| l.is_pending(s, end)) {
+            self.settle_copies(cs, ce);
+            (cs, ce)
+        } else {
+            // No child needs any of it: the whole VMA, in one call.
+            self.vmas.get_mut(&s).unwrap().cow = false;
+            (s, end)
+        };
+        self.phys.set_prot(cs, ce - cs, prot).is_ok()
+    }
+
+    /// A child's space lets go of its parent's pages (its exit or exec).
+    pub(super) fn drop_copies(&mut self) {
+        if let Some(link) = self.cow_parent.take() {
+            link.forget(0, usize::MAX);
+        }
+    }
+}
