@@ -627,17 +627,21 @@ fn restore_copy(addr: usize, frame: usize, len: usize) {
         let (word, bit) = site_page_bit(page);
         word.load(Ordering::Acquire) & bit != 0
     };
-    for page in (addr..addr + len).step_by(PAGE_SIZE) {
-        // A page-cache page may have been rewritten by another process
-        // that shows it: its marks are at its physical address then.
-        let shown = pm.translate(page);
-        if !page_marked(page) && (shown == page || !page_marked(shown)) {
-            continue;
-        }
-        for site in page..page + PAGE_SIZE - 1 {
-            if is_site(site as u64) {
-                pm.poke(frame + (site - addr), &SYSCALL);
+    let marked = |s: usize| site_bit(s as u64).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0);
+    // A page-cache page may have been rewritten by another process that
+    // shows it: its marks are at its physical address then (is_site). One
+    // lookup of where each run of pages is shown, not one per byte.
+    let mut page = addr;
+    for (phys, n) in pm.physical_runs(addr, len) {
+        for shown in (phys..phys + n).step_by(PAGE_SIZE) {
+            if page_marked(page) || (shown != page && page_marked(shown)) {
+                for off in 0..PAGE_SIZE - 1 {
+                    if marked(page + off) || (shown != page && marked(shown + off)) {
+                        pm.poke(frame + (page + off - addr), &SYSCALL);
+                    }
+                }
             }
+            page += PAGE_SIZE;
         }
     }
 }

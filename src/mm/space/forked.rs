@@ -287,8 +287,9 @@ impl AddressSpace {
                         pm.copy_within(frame + (at - src), at, n);
                     }
                 }
-                // A forked parent's code has its sites' bytes already.
-                if !self.own_host {
+                // A forked parent's code has its sites' bytes already; only
+                // what was ever executable can hold sites.
+                if !self.own_host && v.was_executable {
                     restore(s, frame, len);
                 }
             }
