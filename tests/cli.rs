@@ -506,7 +506,8 @@ fn no_fork_keeps_einval_as_on_no_mmu_linux(e: Entry) {
 /// The host processes of a nomu process's forked children: its children
 /// (of any of its threads) that do not share its memory map (split's and
 /// sysemu's CLONE_VM children do; a forked child has unmapped physical
-/// memory, so its VmSize is far smaller).
+/// memory, so its VmSize is far smaller), but not the zygote they are
+/// cloned from (named so).
 fn forked_host_children(nomu_pid: u32) -> Vec<u32> {
     let vm_size = |pid: u32| {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -518,7 +519,9 @@ fn forked_host_children(nomu_pid: u32) -> Vec<u32> {
         let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
         kids.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
     }
-    kids.into_iter().filter(|&k| vm_size(k).is_some_and(|v| v < own / 2)).collect()
+    let zygote =
+        |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "nomu-zygote");
+    kids.into_iter().filter(|&k| vm_size(k).is_some_and(|v| v < own / 2) && !zygote(k)).collect()
 }
 
 /// A forked child's host process killed from the host (as the host's OOM

@@ -111,6 +111,12 @@ pub fn forked_child_args(code_start: u64, code_end: u64) -> [u64; 3] {
     [code_start, code_end - code_start, &SELECTOR as *const u8 as u64]
 }
 
+/// The page holding the selector byte (read-only, in nomu's image): what
+/// a process that keeps little else of nomu's memory must keep mapped.
+pub fn selector_page() -> usize {
+    &SELECTOR as *const u8 as usize & !(crate::host::physmem::PAGE_SIZE - 1)
+}
+
 /// Whether guest syscalls are caught by dispatch (a forked child's host
 /// process can then run guest code above physical memory).
 pub fn in_use() -> bool {

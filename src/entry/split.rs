@@ -162,6 +162,9 @@ struct Mailbox {
     ops_only: AtomicU64,
     /// The result of the last queued host syscall made.
     op_result: AtomicU64,
+    /// A forked child's name for the host (its comm, `ps` shows it), set
+    /// by its first queued host calls: it would show its zygote's.
+    name: [u8; 16],
 }
 
 const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
@@ -371,8 +374,12 @@ global_asm!(
     "    mov r10, [r14 + 32]",
     "    mov r8, [r14 + 40]",
     "    mov r9, [r14 + 48]",
+    // The number stays in a register: a clone's new host thread or
+    // process must not read the ops block again (shared with nomu, which
+    // may be writing the next batch once the creator has posted).
+    "    mov r13, rax",
     "    syscall",
-    "    cmp qword ptr [r14], 56", // clone
+    "    cmp r13, 56", // clone
     "    jne .Lsplit_op_check",
     "    test rax, rax",
     "    jz .Lsplit_child",
@@ -760,6 +767,7 @@ fn write_mailbox(area: usize, ops: usize, forked: bool) -> *mut Mailbox {
         nops: AtomicU64::new(0),
         ops_only: AtomicU64::new(0),
         op_result: AtomicU64::new(0),
+        name: *b"nomu-forked\0\0\0\0\0",
     };
     // SAFETY: the mailbox slot lies at the top of our fresh mapping,
     // suitably aligned, and nobody else uses it yet.
@@ -1119,15 +1127,8 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             FORKED.signal(crate::host::sys::gettid(), CHILD_KICK);
             (c, Vec::new())
         }
-        None => match Child::spawn_kind(true, kernel.on_host_process_lost()) {
-            // Nothing of nomu's physical memory stays visible but its own frames.
-            Ok(c) => (
-                c,
-                vec![
-                    [libc::SYS_munmap as u64, pm.base() as u64, pm.size() as u64, 0, 0, 0, 0],
-                    [libc::SYS_munmap as u64, pm.alias_base() as u64, pm.size() as u64, 0, 0, 0, 0],
-                ],
-            ),
+        None => match zygote::spawn(kernel.on_host_process_lost()) {
+            Ok(started) => started,
             Err(e) => {
                 child_lost(kernel, &format!("cannot start a forked guest's process: {e}"));
                 return;
@@ -1231,6 +1232,134 @@ pub struct ForkedThread(Mutex<Option<Child>>);
 impl std::fmt::Debug for ForkedThread {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ForkedThread")
+    }
+}
+
+/// Where forked children's host processes come from: clones of a small
+/// host process that holds nothing but the child code's pages, its block
+/// and its ops block (the zygote). A clone of nomu itself, as the zygote
+/// is made once, copies nomu's whole memory map (its VMAs, the page tables
+/// of its heap and stacks, which the host then write-protects in nomu and
+/// copies again at nomu's next writes): about 40% of a fork + exit + wait.
+mod zygote {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// The zygote, and blocks it still maps for children already made
+    /// (unmapped there before its next clone, in the same batch).
+    struct Zygote {
+        child: Child,
+        leftover: Vec<[u64; OP_WORDS]>,
+    }
+
+    static ZYGOTE: Mutex<Option<Zygote>> = Mutex::new(None);
+
+    /// The zygote's parent: a host thread that lives as long as nomu. The
+    /// zygote's clones are its children too (CLONE_PARENT), and each of
+    /// them asks for SIGKILL when that thread dies (PR_SET_PDEATHSIG).
+    fn make() -> Result<Zygote, String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("nomu-zygote".into())
+            .spawn(move || {
+                crate::host::sys::unregister_rseq();
+                let made = Child::spawn_kind(true, None).and_then(|z| {
+                    // Nothing of nomu's memory stays but what the child
+                    // code uses (its code, syscall user dispatch's
+                    // selector byte, read-only): the clones copy only that.
+                    let code = &raw const nomu_split_code_start as usize & !(PAGE_SIZE - 1);
+                    let code_end = (&raw const nomu_split_code_end as usize).next_multiple_of(PAGE_SIZE);
+                    let selector = super::super::dispatch::selector_page();
+                    let mut keep = [
+                        (code, code_end),
+                        (selector, selector + PAGE_SIZE),
+                        (z.area, z.area + AREA_SIZE),
+                        (z.ops, z.ops + OPS_SIZE),
+                    ];
+                    keep.sort_unstable();
+                    let mut at = 0;
+                    let mut gaps = Vec::new();
+                    for (s, e) in keep.into_iter().chain([(crate::mm::uaccess::TASK_SIZE_MAX as usize, 0)]) {
+                        if s > at {
+                            gaps.push([libc::SYS_munmap as u64, at as u64, (s - at) as u64, 0, 0, 0, 0]);
+                        }
+                        at = at.max(e);
+                    }
+                    if !z.queue(&gaps) || !z.run_ops() {
+                        return Err("the zygote died while starting".into());
+                    }
+                    Ok(z)
+                });
+                let _ = tx.send(made);
+                loop {
+                    std::thread::park();
+                }
+            })
+            .map_err(|e| format!("a thread for the zygote: {e}"))?;
+        let child = rx.recv().map_err(|_| "the zygote's thread died".to_string())??;
+        Ok(Zygote { child, leftover: Vec::new() })
+    }
+
+    /// A new forked child's host process, started and parked, and the
+    /// host calls it makes before it first runs (it unmaps the zygote's
+    /// block and ops block, which it shares until then).
+    pub(super) fn spawn(on_lost: Option<Arc<dyn Fn() + Send + Sync>>) -> Result<(Child, Vec<[u64; OP_WORDS]>), String> {
+        let mut guard = ZYGOTE.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.as_ref().is_none_or(|z| z.child.mailbox().state.load(Ordering::Acquire) == DEAD) {
+            *guard = None;
+            *guard = Some(make()?);
+        }
+        let z = guard.as_mut().unwrap();
+        let fd = memfd_block()?;
+        let (area, ops) = map_block_fd(fd.as_raw_fd())?;
+        let mb = write_mailbox(area, ops, true);
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let shared_fixed = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
+        let fdn = fd.as_raw_fd() as u64;
+        let flags = (libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_PARENT | libc::CLONE_CHILD_CLEARTID) as u64;
+        let mut batch = std::mem::take(&mut z.leftover);
+        batch.extend([
+            [libc::SYS_mmap as u64, area as u64, AREA_SIZE as u64, rw, shared_fixed, fdn, 0],
+            [libc::SYS_mprotect as u64, area as u64, PAGE_SIZE as u64, libc::PROT_NONE as u64, 0, 0, 0],
+            [libc::SYS_mmap as u64, ops as u64, OPS_SIZE as u64, rw, shared_fixed, fdn, AREA_SIZE as u64],
+            [libc::SYS_clone as u64, flags, (area + MBOX_OFFSET) as u64, 0, mb as u64, 0, 0],
+        ]);
+        let cleanup = || {
+            unmap_area(area);
+            unmap_shared(ops, OPS_SIZE);
+        };
+        // The clone comes last: its result is the one reported.
+        if !z.child.queue(&batch) || !z.child.run_ops() {
+            cleanup();
+            *guard = None;
+            return Err("the zygote died".into());
+        }
+        drop(fd);
+        let tid = z.child.mailbox().op_result.load(Ordering::Relaxed) as i64;
+        if tid < 0 {
+            cleanup();
+            return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
+        }
+        z.leftover = vec![
+            [libc::SYS_munmap as u64, area as u64, AREA_SIZE as u64, 0, 0, 0, 0],
+            [libc::SYS_munmap as u64, ops as u64, OPS_SIZE as u64, 0, 0, 0, 0],
+        ];
+        let name = (area + MBOX_OFFSET + offset_of!(Mailbox, name)) as u64;
+        let first_ops = vec![
+            [libc::SYS_munmap as u64, z.child.area as u64, AREA_SIZE as u64, 0, 0, 0, 0],
+            [libc::SYS_munmap as u64, z.child.ops as u64, OPS_SIZE as u64, 0, 0, 0, 0],
+            [libc::SYS_prctl as u64, libc::PR_SET_NAME as u64, name, 0, 0, 0, 0],
+        ];
+        let maker = z.child.host.as_ref().map_or(0, |h| h.maker);
+        drop(guard);
+        let host = Arc::new(HostProcess { apply: Mutex::new(()), threads: AtomicUsize::new(1), maker });
+        let child = Child { area, tid: tid as i32, ops, host: Some(host) };
+        FORKED.register(child.tid);
+        watch(child.tid, &child.mailbox().state, on_lost);
+        if !child.wait_request() {
+            return Err("the child died while starting".into());
+        }
+        Ok((child, first_ops))
     }
 }
 

@@ -132,11 +132,6 @@ impl PhysMem {
         self.memfd.as_raw_fd()
     }
 
-    /// Where the writable alias of physical memory starts.
-    pub fn alias_base(&self) -> usize {
-        self.alias
-    }
-
     pub fn contains(&self, addr: usize, len: usize) -> bool {
         addr >= self.base && addr.checked_add(len).is_some_and(|end| end <= self.end())
     }

@@ -319,6 +319,41 @@ pub fn thread_rusage() -> libc::rusage {
     r
 }
 
+extern "C" {
+    /// glibc's restartable-sequences area: its offset from the thread
+    /// pointer and the size glibc gives for it (glibc 2.35 and later).
+    static __rseq_offset: isize;
+    static __rseq_size: u32;
+}
+
+/// Unregisters the calling thread's restartable-sequences area, which
+/// glibc registers for every thread. A process forked from this thread
+/// inherits the registration, and if that process then unmaps the area
+/// (the fork zygote keeps almost nothing of nomu's memory) the host kills
+/// it with SIGSEGV the next time it preempts it. Errors are ignored (no
+/// rseq on this host or this glibc: nothing registered).
+pub fn unregister_rseq() {
+    const RSEQ_FLAG_UNREGISTER: u64 = 1;
+    const RSEQ_SIG: u64 = 0x5305_3053;
+    let tp: usize;
+    // SAFETY: reads the thread pointer (the TCB's first word is itself).
+    unsafe { std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags)) };
+    // SAFETY: plain reads of glibc's exported constants.
+    let (offset, size) = unsafe { (__rseq_offset, __rseq_size) };
+    if size == 0 {
+        return;
+    }
+    let area = tp.wrapping_add_signed(offset);
+    // glibc registers the whole area (32 bytes) whatever size it reports;
+    // the host wants the registered length back.
+    for len in [32, size as u64] {
+        // SAFETY: unregistering this thread's own area; no memory is touched.
+        if unsafe { libc::syscall(libc::SYS_rseq, area, len, RSEQ_FLAG_UNREGISTER, RSEQ_SIG) } == 0 {
+            return;
+        }
+    }
+}
+
 /// The calling host thread's id (cached: glibc asks the host every time).
 pub fn gettid() -> i32 {
     thread_local! {
