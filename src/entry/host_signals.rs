@@ -402,8 +402,14 @@ impl Sigcontext {
 pub(super) use crate::abi::rflags::IF as RFLAGS_IF;
 
 /// The host signal that kicks a guest thread out of guest code so the
-/// kernel can deliver a guest signal to it (see [`kick`]).
-pub const KICK_SIGNAL: i32 = 62;
+/// kernel can deliver a guest signal to it (see [`kick`]). A standard
+/// signal, so kicks sent while one is pending coalesce into it: a
+/// real-time one queues every kick, and a thread that came back from
+/// being descheduled with hundreds queued had them all delivered at once
+/// (SA_NODEFER), a frame each nested on its kernel stack, until nomu died
+/// of SIGSEGV on the guard page (tests/nomu/io_signal_storm.c). SIGSTKFLT:
+/// the host never raises it on x86, and nomu forwards none of its own.
+pub const KICK_SIGNAL: i32 = libc::SIGSTKFLT;
 
 /// Makes the host thread `host_tid` trap into the kernel soon: at once if it
 /// runs guest code, else when it next returns to guest code.
