@@ -320,6 +320,14 @@ global_asm!(
     "    mov rcx, rsi",
     "    lea rsi, [rdi + {entry_fpstate}]",
     "    jmp nomu_resume_guest",
+    // The handlers' sa_restorer, inside the stubs (libc's __restore_rt is
+    // not): the way back to nomu's code may have put the guest's fs base
+    // back, and a kick landing here must still be seen as one in nomu.
+    ".globl nomu_trap_restorer",
+    "nomu_trap_restorer:",
+    "    mov eax, 15", // rt_sigreturn
+    "    syscall",
+    "    ud2",
     ".globl nomu_trap_stubs_end",
     "nomu_trap_stubs_end:",
     fsgs = sym NOMU_HAVE_FSGSBASE,
@@ -348,6 +356,7 @@ global_asm!(
 extern "C" {
     fn nomu_trap_entry(signo: i32, info: *mut libc::siginfo_t, uc: *mut libc::c_void);
     fn nomu_enter_guest(entry: *mut GuestEntry, tcb: *mut libc::c_void);
+    fn nomu_trap_restorer();
     static nomu_trap_stubs_start: u8;
     static nomu_resume_tail: u8;
     static nomu_resume_tail_iret: u8;
@@ -508,19 +517,27 @@ fn rewriter() -> Option<&'static dyn SyscallRewriter> {
 }
 
 fn install_handler(sig: i32) -> Result<(), String> {
-    // SAFETY: an all-zero sigaction is valid; we fill in the fields we use.
-    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = nomu_trap_entry as *const () as usize;
     // The mask stays what it was (SA_NODEFER, empty sa_mask): guest code
     // is resumed without a sigreturn to put a mask back. So kernel code
     // runs with the kick unblocked, and SA_RESTART keeps a kick from failing
-    // nomu's own host syscalls.
-    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART | libc::SA_NODEFER;
-    // SAFETY: building a signal set in our own sigaction struct.
-    unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+    // nomu's own host syscalls. The restorer is nomu's own (libc's
+    // sigaction would put its own there): a kick between the handler's
+    // return and the end of its sigreturn lands in the stubs (in_stub),
+    // where the thread may run on the guest's fs base. With libc's, such
+    // a kick was taken for one in guest code, and the kernel delivered the
+    // guest's signal onto nomu's kernel stack (io_signal_storm on seccomp).
+    let act = crate::abi::KernelSigaction {
+        handler: nomu_trap_entry as *const () as u64,
+        flags: (libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART | libc::SA_NODEFER) as u64
+            | crate::abi::SA_RESTORER,
+        restorer: nomu_trap_restorer as *const () as u64,
+        mask: 0,
+    };
     // SAFETY: installing a handler whose entry is the asm stub above, which
-    // follows the SA_SIGINFO calling convention.
-    if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } < 0 {
+    // follows the SA_SIGINFO calling convention, with a restorer that
+    // makes the rt_sigreturn call; act is a valid kernel sigaction.
+    let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &act as *const _, 0usize, 8usize) };
+    if r < 0 {
         return Err(format!("sigaction({sig}): {}", last_errno()));
     }
     Ok(())

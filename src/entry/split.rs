@@ -172,7 +172,6 @@ const OP_WORDS: usize = 7;
 const OPS_SIZE: usize = 1 << 20;
 const MAX_OPS: usize = OPS_SIZE / (OP_WORDS * 8);
 
-const SA_RESTORER: u64 = 0x0400_0000;
 const FUTEX_WAIT: i32 = 0;
 const FUTEX_WAKE: i32 = 1;
 const FUTEX_PRIVATE: i32 = 128;
@@ -741,11 +740,11 @@ fn write_mailbox(area: usize, ops: usize, forked: bool) -> *mut Mailbox {
         altstack: [alt_lo as u64, 0, alt_size as u64],
         act: [
             nomu_split_handler as *const () as u64,
-            (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | SA_RESTORER,
+            (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | crate::abi::SA_RESTORER,
             restorer,
             !0,
         ],
-        ign: [libc::SIG_IGN as u64, SA_RESTORER, restorer, 0],
+        ign: [libc::SIG_IGN as u64, crate::abi::SA_RESTORER, restorer, 0],
         handled,
         ignored,
         start_mask: !(1u64 << (CHILD_KICK - 1)),
