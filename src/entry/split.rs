@@ -93,9 +93,9 @@ const MBOX_OFFSET: usize = AREA_SIZE - MBOX_RESERVED;
 const START_STACK: usize = 4096;
 
 /// The host signal that kicks a child out of guest code. The child's signal
-/// table is its own, so any signal will do: a standard one (not the seccomp
-/// path's real-time kick), so that kicks sent while the child waits in its
-/// handler coalesce into one spurious trap instead of queueing one each.
+/// table is its own, so any signal will do: a standard one (as nomu's own
+/// kick), so that kicks sent while the child waits in its handler coalesce
+/// into one spurious trap instead of queueing one each.
 const CHILD_KICK: i32 = libc::SIGUSR2;
 
 /// `Mailbox::state`: the child is gone (the host cleared its tid word).
