@@ -911,3 +911,33 @@ fn internal_fault(signo: i32, rip: u64, addr: u64) {
     // SAFETY: restoring the default action; returning re-raises the fault.
     unsafe { libc::signal(signo, libc::SIG_DFL) };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kick between a handler's return and the end of its sigreturn must
+    /// be seen as one in nomu's code, whatever the fs base: the restorer
+    /// lies in the stubs. (With libc's __restore_rt, such a kick under
+    /// io_signal_storm was taken for one in guest code, and the guest's
+    /// signal frame pushed at nomu's kernel stack.)
+    #[test]
+    fn handlers_return_through_a_restorer_inside_the_stubs() {
+        install_handler(KICK_SIGNAL).unwrap(); // nobody sends it in these tests
+        let mut act = crate::abi::KernelSigaction::default();
+        // SAFETY: reads the action just installed into a valid struct.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                KICK_SIGNAL,
+                0usize,
+                &mut act as *mut crate::abi::KernelSigaction,
+                8usize,
+            )
+        };
+        assert_eq!(r, 0);
+        assert_eq!(act.handler, nomu_trap_entry as *const () as u64);
+        assert_ne!(act.flags & crate::abi::SA_RESTORER, 0);
+        assert!(in_stub(act.restorer), "restorer {:#x} outside the stubs", act.restorer);
+    }
+}
