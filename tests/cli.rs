@@ -1044,21 +1044,47 @@ asyncio.run(main())
 }
 
 /// Reads and writes that need not wait complete with a signal coming in
-/// at the same moment (tests/nomu/io_signal_storm.c), natively and here.
-/// On zpoline and split only: on rewrite and seccomp the storm of signals
-/// kills the guest with SIGSEGV now and then, and on seccomp and sysemu
-/// the storming child sometimes outlives its SIGKILL (the parent's
-/// waitpid hangs): faults of their own, not found yet (README, Limitations).
+/// at the same moment (tests/nomu/io_signal_storm.c), natively and here,
+/// run after run: nomu's exit status must be the guest's every time, in
+/// bounded time. The storm found three faults of nomu's own: real-time
+/// kicks queued by the hundred while the guest thread was off its CPU,
+/// then delivered nested until its kernel stack overflowed (nomu died of
+/// SIGSEGV, during the run or at its end); a kick in libc's sigreturn
+/// restorer taken for one in guest code (the guest died of SIGSEGV); and
+/// with the parent dead before its SIGKILL, the child went on signalling
+/// the dead pid 1, which stays a zombie while nomu runs (the hang).
 fn io_that_need_not_wait_is_not_interrupted(e: Entry) {
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+    // sysemu takes each of the child's signals through ptrace stops (the
+    // child's kill costs far less): the parent's rounds crawl there, 1-30 s
+    // for 5000 on the 2-vCPU test VM, so fewer of them.
+    let (runs, rounds) = if e.0 == "sysemu" { (3, "300") } else { (8, "5000") };
     let prog = bin("nomu-tests/io_signal_storm");
-    let native = Command::new(&prog).output().unwrap();
+    let native = Command::new(&prog).arg(rounds).output().unwrap();
     assert!(native.status.success(), "natively: {}", text(&native.stdout));
-    if !["zpoline", "split"].contains(&e.0) {
-        return;
+    for run in 1..=runs {
+        let mut child = e
+            .command()
+            .args(["--", s(&prog), rounds])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > DEADLINE {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!("run {run}: still running after {DEADLINE:?}: {}", text(&out.stdout));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.signal(), None, "run {run}: nomu itself was killed: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), text(&native.stdout), "run {run}: {}", text(&out.stderr));
+        assert!(out.status.success(), "run {run}: {:?}", out.status);
     }
-    let out = e.run(&["--", s(&prog)]);
-    assert_eq!(text(&out.stdout), text(&native.stdout), "{}", text(&out.stderr));
-    assert!(out.status.success());
 }
 
 entry_matrix!(

@@ -54,6 +54,9 @@ pub struct Termios {
     pub cc: [u8; 19],
 }
 
+/// sa_flags: `restorer` is the handler's return address (rt_sigreturn).
+pub const SA_RESTORER: u64 = 0x0400_0000;
+
 /// The kernel's `struct sigaction` as rt_sigaction takes it.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]

@@ -320,6 +320,14 @@ global_asm!(
     "    mov rcx, rsi",
     "    lea rsi, [rdi + {entry_fpstate}]",
     "    jmp nomu_resume_guest",
+    // The handlers' sa_restorer, inside the stubs (libc's __restore_rt is
+    // not): the way back to nomu's code may have put the guest's fs base
+    // back, and a kick landing here must still be seen as one in nomu.
+    ".globl nomu_trap_restorer",
+    "nomu_trap_restorer:",
+    "    mov eax, 15", // rt_sigreturn
+    "    syscall",
+    "    ud2",
     ".globl nomu_trap_stubs_end",
     "nomu_trap_stubs_end:",
     fsgs = sym NOMU_HAVE_FSGSBASE,
@@ -348,6 +356,7 @@ global_asm!(
 extern "C" {
     fn nomu_trap_entry(signo: i32, info: *mut libc::siginfo_t, uc: *mut libc::c_void);
     fn nomu_enter_guest(entry: *mut GuestEntry, tcb: *mut libc::c_void);
+    fn nomu_trap_restorer();
     static nomu_trap_stubs_start: u8;
     static nomu_resume_tail: u8;
     static nomu_resume_tail_iret: u8;
@@ -402,8 +411,14 @@ impl Sigcontext {
 pub(super) use crate::abi::rflags::IF as RFLAGS_IF;
 
 /// The host signal that kicks a guest thread out of guest code so the
-/// kernel can deliver a guest signal to it (see [`kick`]).
-pub const KICK_SIGNAL: i32 = 62;
+/// kernel can deliver a guest signal to it (see [`kick`]). A standard
+/// signal, so kicks sent while one is pending coalesce into it: a
+/// real-time one queues every kick, and a thread that came back from
+/// being descheduled with hundreds queued had them all delivered at once
+/// (SA_NODEFER), a frame each nested on its kernel stack, until nomu died
+/// of SIGSEGV on the guard page (tests/nomu/io_signal_storm.c). SIGSTKFLT:
+/// the host never raises it on x86, and nomu forwards none of its own.
+pub const KICK_SIGNAL: i32 = libc::SIGSTKFLT;
 
 /// Makes the host thread `host_tid` trap into the kernel soon: at once if it
 /// runs guest code, else when it next returns to guest code.
@@ -502,19 +517,27 @@ fn rewriter() -> Option<&'static dyn SyscallRewriter> {
 }
 
 fn install_handler(sig: i32) -> Result<(), String> {
-    // SAFETY: an all-zero sigaction is valid; we fill in the fields we use.
-    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = nomu_trap_entry as *const () as usize;
     // The mask stays what it was (SA_NODEFER, empty sa_mask): guest code
     // is resumed without a sigreturn to put a mask back. So kernel code
     // runs with the kick unblocked, and SA_RESTART keeps a kick from failing
-    // nomu's own host syscalls.
-    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART | libc::SA_NODEFER;
-    // SAFETY: building a signal set in our own sigaction struct.
-    unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+    // nomu's own host syscalls. The restorer is nomu's own (libc's
+    // sigaction would put its own there): a kick between the handler's
+    // return and the end of its sigreturn lands in the stubs (in_stub),
+    // where the thread may run on the guest's fs base. With libc's, such
+    // a kick was taken for one in guest code, and the kernel delivered the
+    // guest's signal onto nomu's kernel stack (io_signal_storm on seccomp).
+    let act = crate::abi::KernelSigaction {
+        handler: nomu_trap_entry as *const () as u64,
+        flags: (libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART | libc::SA_NODEFER) as u64
+            | crate::abi::SA_RESTORER,
+        restorer: nomu_trap_restorer as *const () as u64,
+        mask: 0,
+    };
     // SAFETY: installing a handler whose entry is the asm stub above, which
-    // follows the SA_SIGINFO calling convention.
-    if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } < 0 {
+    // follows the SA_SIGINFO calling convention, with a restorer that
+    // makes the rt_sigreturn call; act is a valid kernel sigaction.
+    let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, &act as *const _, 0usize, 8usize) };
+    if r < 0 {
         return Err(format!("sigaction({sig}): {}", last_errno()));
     }
     Ok(())
@@ -887,4 +910,34 @@ fn internal_fault(signo: i32, rip: u64, addr: u64) {
     };
     // SAFETY: restoring the default action; returning re-raises the fault.
     unsafe { libc::signal(signo, libc::SIG_DFL) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kick between a handler's return and the end of its sigreturn must
+    /// be seen as one in nomu's code, whatever the fs base: the restorer
+    /// lies in the stubs. (With libc's __restore_rt, such a kick under
+    /// io_signal_storm was taken for one in guest code, and the guest's
+    /// signal frame pushed at nomu's kernel stack.)
+    #[test]
+    fn handlers_return_through_a_restorer_inside_the_stubs() {
+        install_handler(KICK_SIGNAL).unwrap(); // nobody sends it in these tests
+        let mut act = crate::abi::KernelSigaction::default();
+        // SAFETY: reads the action just installed into a valid struct.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                KICK_SIGNAL,
+                0usize,
+                &mut act as *mut crate::abi::KernelSigaction,
+                8usize,
+            )
+        };
+        assert_eq!(r, 0);
+        assert_eq!(act.handler, nomu_trap_entry as *const () as u64);
+        assert_ne!(act.flags & crate::abi::SA_RESTORER, 0);
+        assert!(in_stub(act.restorer), "restorer {:#x} outside the stubs", act.restorer);
+    }
 }

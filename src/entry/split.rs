@@ -93,9 +93,9 @@ const MBOX_OFFSET: usize = AREA_SIZE - MBOX_RESERVED;
 const START_STACK: usize = 4096;
 
 /// The host signal that kicks a child out of guest code. The child's signal
-/// table is its own, so any signal will do: a standard one (not the seccomp
-/// path's real-time kick), so that kicks sent while the child waits in its
-/// handler coalesce into one spurious trap instead of queueing one each.
+/// table is its own, so any signal will do: a standard one (as nomu's own
+/// kick), so that kicks sent while the child waits in its handler coalesce
+/// into one spurious trap instead of queueing one each.
 const CHILD_KICK: i32 = libc::SIGUSR2;
 
 /// `Mailbox::state`: the child is gone (the host cleared its tid word).
@@ -175,7 +175,6 @@ const OP_WORDS: usize = 7;
 const OPS_SIZE: usize = 1 << 20;
 const MAX_OPS: usize = OPS_SIZE / (OP_WORDS * 8);
 
-const SA_RESTORER: u64 = 0x0400_0000;
 const FUTEX_WAIT: i32 = 0;
 const FUTEX_WAKE: i32 = 1;
 const FUTEX_PRIVATE: i32 = 128;
@@ -748,11 +747,11 @@ fn write_mailbox(area: usize, ops: usize, forked: bool) -> *mut Mailbox {
         altstack: [alt_lo as u64, 0, alt_size as u64],
         act: [
             nomu_split_handler as *const () as u64,
-            (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | SA_RESTORER,
+            (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | crate::abi::SA_RESTORER,
             restorer,
             !0,
         ],
-        ign: [libc::SIG_IGN as u64, SA_RESTORER, restorer, 0],
+        ign: [libc::SIG_IGN as u64, crate::abi::SA_RESTORER, restorer, 0],
         handled,
         ignored,
         start_mask: !(1u64 << (CHILD_KICK - 1)),
