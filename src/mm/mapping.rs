@@ -47,7 +47,16 @@
 //!   source's VMA makes private copies first; a shared source's VMA moves
 //!   (the same frames at the new address) but does not grow (EINVAL).
 //! - msync and write-back: a frames VMA is never a shared file mapping.
-//! - exit and exec: the direct map is put back, the handle dropped.
+//! - exit and exec: the handle dropped; the direct map's view of the
+//!   frames at the VMA's range is released, not put back (for a source
+//!   that [lingers](PageSource::lingers)): it belongs to nobody's address
+//!   space from then on, shows the source's pages (which the source keeps
+//!   anyway) and goes with them or when the allocator hands the range out
+//!   for anything else; the next mapping of the same frames there (a
+//!   program exec'd again) takes it up with no host call. A process's
+//!   exit therefore leaves nothing of its own behind (src/kernel/exit.rs,
+//!   README "Exit"), and saves an mmap per run at exit and an mprotect and
+//!   an mmap per run at the next exec, with their page faults.
 //!
 //! System V shared memory (`SharedPages`) predates this and maps a
 //! segment's pages at their own address (the segment owns its range); it

@@ -803,7 +803,11 @@ impl PhysicalMemory {
     /// allocated or scrubbed again, or the frames freed (so a program
     /// exec'd again at the same place, which the allocator's
     /// lowest-address-first order makes the usual case, finds its text
-    /// mapped already: no host call either way).
+    /// mapped already: no host call either way). The view left is not
+    /// the releasing process's (a stale one translates nowhere and holds
+    /// no page: the range's own pages are free, the frames the source's);
+    /// it is state of free pages, as a dirty free page's contents are,
+    /// that the allocator's hand-out makes fresh or the frames take away.
     pub fn release_frames(&self, addr: usize, len: usize) {
         self.mem.release_frames(addr, len);
     }
