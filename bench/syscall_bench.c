@@ -3,7 +3,7 @@
  * binary run natively, under nomu, in UML and in gVisor (`nomu bench`).
  *
  *   syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR]
- *                 [--sh BUSYBOX] [--filter HEX] [--dispatch-from HEX] [--progress] [OP...]
+ *                 [--sh BUSYBOX] [--fork-sh BUSYBOX] [--filter HEX] [--dispatch-from HEX] [--progress] [OP...]
  *
  * Ops (default: all, in this order):
  *   getpid      raw getpid syscall (inline asm, no libc in the way)
@@ -38,6 +38,9 @@
  *               fork + _exit + wait of a process that touched 1 or 64 MiB
  *               (touched once, untimed, before the loop)
  *   fork_exec   fork + execve(this program, trivial) + wait, 1 MiB touched
+ *   subst_1000  posix_spawn(BUSYBOX sh -c 'a loop of 1000 $(echo $i)') + wait,
+ *               BUSYBOX a build with an MMU (--fork-sh: its ash forks for each
+ *               command substitution, as bash and dash do)
  *   sigsys_raw  one seccomp SECCOMP_RET_TRAP -> SIGSYS handler -> sigreturn
  *               round trip with no emulator at all; measured in a forked
  *               child because a seccomp filter cannot be removed
@@ -420,6 +423,7 @@ static int loop_select(unsigned long iters)
 
 static const char *self_path;  /* argv[0]: re-executed as a trivial child */
 static const char *sh_path;    /* --sh: a busybox whose `sh -c :` is spawned */
+static const char *fork_sh_path; /* --fork-sh: a busybox whose sh forks */
 static int progress;           /* --progress: a begin=OP line before each op */
 extern char **environ;
 
@@ -488,6 +492,18 @@ static int loop_spawn_sh(unsigned long iters)
     char *args[] = {(char *)sh_path, "sh", "-c", ":", NULL};
     for (unsigned long i = 0; i < iters; i++) {
         int e = spawn_wait(sh_path, args);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+static int loop_subst_1000(unsigned long iters)
+{
+    char *args[] = {(char *)fork_sh_path, "sh", "-c",
+                    "i=0; while [ $i -lt 1000 ]; do x=$(echo $i); i=$((i + 1)); done; [ \"$x\" = 999 ]", NULL};
+    for (unsigned long i = 0; i < iters; i++) {
+        int e = spawn_wait(fork_sh_path, args);
         if (e)
             return e;
     }
@@ -1264,6 +1280,7 @@ enum {
     NEED_HANDLER = 16,
     NEED_SELECT = 32,
     NEED_WAKER = 64, /* arg: WAKE_SIGNAL or WAKE_FUTEX */
+    NEED_FORK_SH = 128,
 };
 
 struct op {
@@ -1291,6 +1308,7 @@ static const struct op ops[] = {
     {"vfork_exec", loop_vfork_exec, 0, 0, NOT_SIGSYS},
     {"spawn", loop_spawn, 0, 0, NOT_SIGSYS},
     {"spawn_sh", loop_spawn_sh, NEED_SH, 0, NOT_SIGSYS},
+    {"subst_1000", loop_subst_1000, NEED_FORK_SH, 0, NOT_SIGSYS},
     {"wake_futex", loop_wake_futex, NEED_WAKER, WAKE_FUTEX, NOT_SIGSYS},
     {"wake_sigsuspend", loop_wake_sigsuspend, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
     {"wake_sigtimedwait", loop_wake_sigtimedwait, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
@@ -1329,6 +1347,10 @@ static const struct op ops[] = {
 /* One op in this process: its setup, the timed loops, its result line. */
 static void run_plain(const struct op *op, unsigned long iters)
 {
+    if ((op->needs & NEED_FORK_SH) && !fork_sh_path) {
+        print_msg(op->name, "unavailable", "no --fork-sh BUSYBOX given");
+        return;
+    }
     if ((op->needs & NEED_SH) && !sh_path) {
         print_msg(op->name, "unavailable", "no --sh BUSYBOX given");
         return;
@@ -1472,7 +1494,7 @@ static void run_filtered(const struct op *op, unsigned long iters)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: syscall_bench [--iters N | --time-ms N] [--reps N] [--dir DIR] "
-               "[--sh BUSYBOX] [--filter HEX] [--dispatch-from HEX] [--progress] [OP...]\nops:");
+               "[--sh BUSYBOX] [--fork-sh BUSYBOX] [--filter HEX] [--dispatch-from HEX] [--progress] [OP...]\nops:");
     for (size_t i = 0; i < NOPS; i++)
         fprintf(f, " %s", ops[i].name);
     fprintf(f, "\n");
@@ -1525,6 +1547,10 @@ int main(int argc, char **argv)
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--fork-sh") && i + 1 < argc) {
+            fork_sh_path = argv[++i];
+            continue;
+        }
         if (!strcmp(a, "--sh") && i + 1 < argc) {
             sh_path = argv[++i];
             continue;

@@ -40,6 +40,7 @@ pub const OPS: &[Op] = &[
     Op { name: "fork_exit_1m", label: "fork + _exit + wait, 1 MiB touched" },
     Op { name: "fork_exit_64m", label: "fork + _exit + wait, 64 MiB touched" },
     Op { name: "fork_exec", label: "fork + execve + wait, 1 MiB touched" },
+    Op { name: "subst_1000", label: "ash loop of 1000 $(echo $i)" },
 ];
 
 /// The raw SIGSYS round trip, measured natively only: the floor of any

@@ -64,6 +64,12 @@ impl Ctx {
         self.root.as_ref().map(|r| r.join("bin/busybox")).filter(|p| p.exists())
     }
 
+    /// build/root-mmu's busybox, built with an MMU: its ash forks.
+    fn forking_busybox(&self) -> Option<PathBuf> {
+        let root = self.root.as_ref()?;
+        Some(root.with_file_name("root-mmu").join("bin/busybox")).filter(|p| p.exists())
+    }
+
     /// runsc do's TMPDIR, where it writes the sandbox's bundle: removed
     /// after each run, since a killed runsc leaves its bundle behind.
     fn runsc_tmp(&self) -> PathBuf {
@@ -79,6 +85,9 @@ impl Ctx {
         let mut a = vec!["--progress".to_string(), "--dir".into(), "/tmp".into()];
         if let Some(sh) = self.busybox() {
             a.extend(["--sh".into(), sh.display().to_string()]);
+        }
+        if let Some(sh) = self.forking_busybox() {
+            a.extend(["--fork-sh".into(), sh.display().to_string()]);
         }
         a.extend(self.bench_args.iter().cloned());
         a.extend(ops.iter().map(|o| o.to_string()));
