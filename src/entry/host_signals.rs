@@ -235,7 +235,8 @@ global_asm!(
     // the guest's next `ret` (the one out of its syscall wrapper) would be
     // predicted into nomu's code, which cost 280 ns per trapped syscall on
     // the AMD test VM. Refilled with harmless entries, a misprediction
-    // costs a few cycles. On AMD only (host::init_return_stack_fill).
+    // costs a few cycles. Only on AMD hosts whose SRSO mitigation is
+    // "Safe RET" (host::init_return_stack_fill).
     crate::host::fill_return_stack!("nomu_fill_before_guest"),
     // A kick that came while this thread ran nomu's code. The tail starts
     // once the note was read: from there on a kick is finished from the

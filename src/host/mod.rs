@@ -46,11 +46,12 @@ static nomu_fill_after_host_call: AtomicU8 = AtomicU8::new(1);
 #[no_mangle]
 static nomu_fill_before_guest: AtomicU8 = AtomicU8::new(1);
 
-/// The refills pay on AMD and cost on Intel, so they run on AMD only.
+/// The refills pay only against AMD's Speculative Return Stack Overflow
+/// mitigation "Safe RET", so they run only where the host reports it.
 ///
-/// On the AMD EPYC VM (host mitigations "Retpolines + RSB filling", SRSO
-/// "Safe RET") a `ret` after a host call, predicted from what the host
-/// kernel left, cost about 300 ns: the refill made a guest fstat of a
+/// On the AMD EPYC VM with host mitigations "Retpolines + RSB filling" and
+/// SRSO "Safe RET", a `ret` after a host call, predicted from what the
+/// host kernel left, cost about 300 ns: the refill made a guest fstat of a
 /// regular file 310 ns faster and open + close 990 ns (host::syscall), and
 /// a trapped syscall's way back 280 ns (host_signals). On the Intel Xeon VM
 /// (Retpolines, RSB filling on context switch only, no SRSO) the kernel's
@@ -58,11 +59,22 @@ static nomu_fill_before_guest: AtomicU8 = AtomicU8::new(1);
 /// only turned correctly predicted returns into mispredictions: without
 /// it, same binary, same run, zpoline fstat 307 -> 250 ns, open + close 996
 /// -> 830, pipe round trip 2646 -> 2449, and on the seccomp path (way back
-/// too) signal delivery 2166 -> 2038, open + close 2369 -> 2094.
+/// too) signal delivery 2166 -> 2038, open + close 2369 -> 2094. The same
+/// AMD VM on a later kernel (retbleed "untrained return thunk", SRSO
+/// "SMT disabled", no Safe RET) is like the Intel one: without the refill
+/// zpoline fstat 752 -> 632 ns, stat 1842 -> 1731, open + close 3099 ->
+/// 2763, pipe round trip 7147 -> 6706; seccomp fstat 2570 -> 2380.
 pub fn init_return_stack_fill() {
-    let amd = cpu::is_amd() as u8;
-    nomu_fill_after_host_call.store(amd, Ordering::Relaxed);
-    nomu_fill_before_guest.store(amd, Ordering::Relaxed);
+    let fill = cpu::is_amd() && srso_safe_ret();
+    nomu_fill_after_host_call.store(fill as u8, Ordering::Relaxed);
+    nomu_fill_before_guest.store(fill as u8, Ordering::Relaxed);
+}
+
+/// Whether the host mitigates SRSO with "Safe RET" (its every `ret` goes
+/// through a thunk that leaves the return-stack predictor to be refilled).
+fn srso_safe_ret() -> bool {
+    std::fs::read_to_string("/sys/devices/system/cpu/vulnerabilities/spec_rstack_overflow")
+        .is_ok_and(|s| s.contains("Safe RET"))
 }
 
 pub mod blocking;

@@ -14,7 +14,8 @@
 //! and the returns that follow become ordinary mispredictions: 1.78 us
 //! there; under nomu's seccomp path 310 ns less per guest fstat of a
 //! regular file, 990 ns less per open + close (README, "Performance").
-//! On Intel the refill costs instead of paying, so it runs on AMD only
+//! On Intel, and on AMD without the "Safe RET" SRSO mitigation, the refill
+//! costs instead of paying, so it runs only on AMD with Safe RET
 //! (see [`init_return_stack_fill`]).
 //!
 //! [`init_return_stack_fill`]: crate::host::init_return_stack_fill
