@@ -10,8 +10,9 @@
 //! fork copies: each of the parent's VMAs gets frames of its own, and the
 //! parts of the parent's pages that hold data (holes are skipped: a page
 //! never touched costs nothing) are copied into them through the writable
-//! alias. The copy is charged to the commit account like any mapping, so
-//! `--mem` refuses a fork that does not fit (ENOMEM to the parent).
+//! alias, at once for small VMAs, on access for larger ones (cow.rs). The
+//! copy is charged to the commit account like any mapping, so `--mem`
+//! refuses a fork that does not fit (ENOMEM to the parent).
 
 use super::cow::CowLink;
 use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
