@@ -1242,7 +1242,6 @@ impl std::fmt::Debug for ForkedThread {
 /// copies again at nomu's next writes): about 40% of a fork + exit + wait.
 mod zygote {
     use super::*;
-    use std::os::fd::AsRawFd;
 
     /// The zygote, and blocks it still maps for children already made
     /// (unmapped there before its next clone, in the same batch).
@@ -1309,46 +1308,26 @@ mod zygote {
             *guard = Some(make()?);
         }
         let z = guard.as_mut().unwrap();
-        let fd = memfd_block()?;
-        let (area, ops) = map_block_fd(fd.as_raw_fd())?;
-        let mb = write_mailbox(area, ops, true);
-        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-        let shared_fixed = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
-        let fdn = fd.as_raw_fd() as u64;
+        let block = SharedBlock::new()?;
         let flags = (libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_PARENT | libc::CLONE_CHILD_CLEARTID) as u64;
         let mut batch = std::mem::take(&mut z.leftover);
-        batch.extend([
-            [libc::SYS_mmap as u64, area as u64, AREA_SIZE as u64, rw, shared_fixed, fdn, 0],
-            [libc::SYS_mprotect as u64, area as u64, PAGE_SIZE as u64, libc::PROT_NONE as u64, 0, 0, 0],
-            [libc::SYS_mmap as u64, ops as u64, OPS_SIZE as u64, rw, shared_fixed, fdn, AREA_SIZE as u64],
-            [libc::SYS_clone as u64, flags, (area + MBOX_OFFSET) as u64, 0, mb as u64, 0, 0],
-        ]);
-        let cleanup = || {
-            unmap_area(area);
-            unmap_shared(ops, OPS_SIZE);
-        };
         // The clone comes last: its result is the one reported.
+        batch.extend(block.map_and_clone(flags));
         if !z.child.queue(&batch) || !z.child.run_ops() {
-            cleanup();
+            block.unmap();
             *guard = None;
             return Err("the zygote died".into());
         }
-        drop(fd);
         let tid = z.child.mailbox().op_result.load(Ordering::Relaxed) as i64;
         if tid < 0 {
-            cleanup();
+            block.unmap();
             return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
         }
-        z.leftover = vec![
-            [libc::SYS_munmap as u64, area as u64, AREA_SIZE as u64, 0, 0, 0, 0],
-            [libc::SYS_munmap as u64, ops as u64, OPS_SIZE as u64, 0, 0, 0, 0],
-        ];
+        let (area, ops) = (block.area, block.ops);
+        z.leftover = unmap_block_ops(area, ops).to_vec();
         let name = (area + MBOX_OFFSET + offset_of!(Mailbox, name)) as u64;
-        let first_ops = vec![
-            [libc::SYS_munmap as u64, z.child.area as u64, AREA_SIZE as u64, 0, 0, 0, 0],
-            [libc::SYS_munmap as u64, z.child.ops as u64, OPS_SIZE as u64, 0, 0, 0, 0],
-            [libc::SYS_prctl as u64, libc::PR_SET_NAME as u64, name, 0, 0, 0, 0],
-        ];
+        let mut first_ops = unmap_block_ops(z.child.area, z.child.ops).to_vec();
+        first_ops.push([libc::SYS_prctl as u64, libc::PR_SET_NAME as u64, name, 0, 0, 0, 0]);
         let maker = z.child.host.as_ref().map_or(0, |h| h.maker);
         drop(guard);
         let host = Arc::new(HostProcess { apply: Mutex::new(()), threads: AtomicUsize::new(1), maker });
@@ -1377,40 +1356,25 @@ pub fn new_forked_thread() -> Result<Arc<ForkedThread>, String> {
     // the stack (this runs inside its on_trap) with the child parked.
     let creator = unsafe { &*creator };
     let host = creator.host.clone().ok_or("not a forked child")?;
-    let fd = memfd_block()?;
-    let (area, ops) = map_block_fd(fd.as_raw_fd())?;
-    let mb = write_mailbox(area, ops, true);
-    let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
-    let shared_fixed = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
-    let fdn = fd.as_raw_fd() as u64;
+    let block = SharedBlock::new()?;
     let flags =
         (libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_PARENT | libc::CLONE_CHILD_CLEARTID) as u64;
-    let ok = creator.queue(&[
-        [libc::SYS_mmap as u64, area as u64, AREA_SIZE as u64, rw, shared_fixed, fdn, 0],
-        [libc::SYS_mprotect as u64, area as u64, PAGE_SIZE as u64, libc::PROT_NONE as u64, 0, 0, 0],
-        [libc::SYS_mmap as u64, ops as u64, OPS_SIZE as u64, rw, shared_fixed, fdn, AREA_SIZE as u64],
-        [libc::SYS_clone as u64, flags, (area + MBOX_OFFSET) as u64, 0, mb as u64, 0, 0],
-    ]);
-    let cleanup = || {
-        unmap_area(area);
-        unmap_shared(ops, OPS_SIZE);
-    };
-    if !ok {
-        cleanup();
+    if !creator.queue(&block.map_and_clone(flags)) {
+        block.unmap();
         return Err("no room for the host calls".into());
     }
     // The child blocks every signal in its handler, so the new host thread
     // starts with all blocked, as spawn_kind's children do.
     if !creator.run_ops() {
-        cleanup();
+        block.unmap();
         return Err("the forked guest's process died".into());
     }
-    drop(fd);
     let tid = creator.mailbox().op_result.load(Ordering::Relaxed) as i64;
     if tid < 0 {
-        cleanup();
+        block.unmap();
         return Err(format!("clone: {}", crate::abi::errno::Errno(-tid as i32)));
     }
+    let (area, ops) = (block.area, block.ops);
     host.threads.fetch_add(1, Ordering::SeqCst);
     let child_maker = host.maker;
     let child = Child { area, tid: tid as i32, ops, host: Some(host) };
@@ -1424,6 +1388,53 @@ pub fn new_forked_thread() -> Result<Arc<ForkedThread>, String> {
         return Err("the new host thread died while starting".into());
     }
     Ok(Arc::new(ForkedThread(Mutex::new(Some(child)))))
+}
+
+/// A block and an ops block on a memfd of their own, mapped here with a
+/// fresh forked child's mailbox, for another host process (a forked
+/// child's, or the zygote) to map at the same addresses and clone onto.
+struct SharedBlock {
+    fd: std::os::fd::OwnedFd,
+    area: usize,
+    ops: usize,
+    mailbox: usize,
+}
+
+impl SharedBlock {
+    fn new() -> Result<SharedBlock, String> {
+        let fd = memfd_block()?;
+        let (area, ops) = map_block_fd(fd.as_raw_fd())?;
+        let mailbox = write_mailbox(area, ops, true) as usize;
+        Ok(SharedBlock { fd, area, ops, mailbox })
+    }
+
+    /// The host calls that map the block there (its guard page too) and
+    /// clone (`flags`) a host thread or process that starts on it.
+    fn map_and_clone(&self, flags: u64) -> [[u64; OP_WORDS]; 4] {
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let shared_fixed = (libc::MAP_SHARED | libc::MAP_FIXED) as u64;
+        let (area, ops, fd) = (self.area as u64, self.ops as u64, self.fd.as_raw_fd() as u64);
+        [
+            [libc::SYS_mmap as u64, area, AREA_SIZE as u64, rw, shared_fixed, fd, 0],
+            [libc::SYS_mprotect as u64, area, PAGE_SIZE as u64, libc::PROT_NONE as u64, 0, 0, 0],
+            [libc::SYS_mmap as u64, ops, OPS_SIZE as u64, rw, shared_fixed, fd, AREA_SIZE as u64],
+            [libc::SYS_clone as u64, flags, area + MBOX_OFFSET as u64, 0, self.mailbox as u64, 0, 0],
+        ]
+    }
+
+    /// Unmaps it here (no clone was made on it).
+    fn unmap(&self) {
+        unmap_area(self.area);
+        unmap_shared(self.ops, OPS_SIZE);
+    }
+}
+
+/// The host calls that unmap a block and an ops block in another process.
+fn unmap_block_ops(area: usize, ops: usize) -> [[u64; OP_WORDS]; 2] {
+    [
+        [libc::SYS_munmap as u64, area as u64, AREA_SIZE as u64, 0, 0, 0, 0],
+        [libc::SYS_munmap as u64, ops as u64, OPS_SIZE as u64, 0, 0, 0, 0],
+    ]
 }
 
 /// A memfd for a block and an ops block ([`map_block_fd`]).

@@ -55,10 +55,16 @@ impl CowLink {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(start, (end, frame));
     }
 
+    /// Where the pending runs overlapping [start, ...) begin: the run
+    /// holding `start`, if any, else `start`.
+    fn first_from(pending: &BTreeMap<usize, (usize, usize)>, start: usize) -> usize {
+        pending.range(..=start).next_back().filter(|(_, &(e, _))| e > start).map_or(start, |(&s, _)| s)
+    }
+
     /// Takes the pending runs overlapping [start, end) out of the map (cut
     /// at the edges), as (start, end, child frame of start).
     fn take(pending: &mut BTreeMap<usize, (usize, usize)>, start: usize, end: usize) -> Vec<(usize, usize, usize)> {
-        let first = pending.range(..=start).next_back().filter(|(_, &(e, _))| e > start).map_or(start, |(&s, _)| s);
+        let first = Self::first_from(pending, start);
         let keys: Vec<usize> = pending.range(first..end).map(|(&s, _)| s).collect();
         let mut out = Vec::new();
         for s in keys {
@@ -98,8 +104,7 @@ impl CowLink {
 
     fn is_pending(&self, start: usize, end: usize) -> bool {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let first = pending.range(..=start).next_back().filter(|(_, &(e, _))| e > start).map_or(start, |(&s, _)| s);
-        pending.range(first..end).next().is_some()
+        pending.range(Self::first_from(&pending, start)..end).next().is_some()
     }
 }
 
