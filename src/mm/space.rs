@@ -238,6 +238,8 @@ pub struct AddressSpace {
     cow_children: Vec<Arc<cow::CowLink>>,
     /// In a forked child: the link to the parent it copies on access.
     cow_parent: Option<Arc<cow::CowLink>>,
+    /// Some VMA may still be write-protected for a child's sake (`Vma::cow`).
+    write_protected: bool,
 }
 
 fn host_prot(prot: i32) -> i32 {
@@ -264,6 +266,7 @@ impl AddressSpace {
             lock_future: false,
             cow_children: Vec::new(),
             cow_parent: None,
+            write_protected: false,
         }
     }
 

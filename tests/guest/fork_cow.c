@@ -8,6 +8,7 @@
  * - read() into the buffer (a host call writes it) in parent and child;
  * - the parent's munmap, mprotect and MADV_DONTNEED before the child reads;
  * - a child that forks before it touched anything (its child copies from it);
+ * - read() into the buffer after the child has exited untouched;
  * - a parent that exits before its child touched anything (exec'd as
  *   "middle": a process of its own whose child outlives it).
  */
@@ -181,6 +182,32 @@ static void child_forks_again(void)
 	munmap(buf, (size_t)PAGES * PAGE);
 }
 
+/* The child exits before the parent writes anything: read() into
+ * several parts of the buffer afterwards (a host call writes them) works.
+ * Regression: once the first one had found the child gone, the others
+ * were still write-protected for its sake and read() gave EFAULT. */
+static void child_gone_first(void)
+{
+	unsigned char *buf = fresh(31);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	check(reap(pid) == 0, "the child exits");
+	int p[2];
+	if (pipe(p))
+		exit(2);
+	for (int page = 0; page < PAGES; page += 100) {
+		unsigned char byte = (unsigned char)page;
+		if (write(p[1], &byte, 1) != 1)
+			exit(2);
+		check(read(p[0], buf + (size_t)page * PAGE, 1) == 1, "read() into the buffer after the child is gone");
+		check(buf[(size_t)page * PAGE] == byte, "read() data");
+	}
+	check(holds(buf, 1, 100, 31), "the rest untouched");
+	munmap(buf, (size_t)PAGES * PAGE);
+	close(p[0]), close(p[1]);
+}
+
 /* exec'd as "middle": forks, writes, and exits before its child reads. */
 static int middle(int result_fd)
 {
@@ -233,6 +260,7 @@ int main(int argc, char **argv)
 		reads_into_it();
 		parent_changes_mappings();
 		child_forks_again();
+		child_gone_first();
 		parent_exits_first(argv[0]);
 	}
 	printf("fork_cow: %s\n", failures ? "FAILED" : "ok");

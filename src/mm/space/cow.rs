@@ -26,7 +26,8 @@
 //! before: each chunk copied on demand costs a fault handed to nomu.
 //!
 //! The parent's write-protection goes when no child is left (one host
-//! mprotect per mapping, at its next write fault), else a chunk at a time.
+//! mprotect per mapping, at its next write fault or write of nomu's, for
+//! every such mapping at once), else a chunk at a time.
 //! Pages a host call of the parent is using (pinned) are copied at fork,
 //! as Linux copies pinned pages eagerly: the call may write them.
 
@@ -136,6 +137,8 @@ impl AddressSpace {
         let v = self.vmas.get_mut(&s).expect("a VMA being forked");
         link.add(s, v.end, frame);
         v.cow = true;
+        self.write_protected = true;
+        let v = &self.vmas[&s];
         let (len, prot) = (v.end - s, host_prot(v.prot) & !PROT_WRITE);
         // Failing, the parent could write pages the child has not copied.
         self.phys.set_prot(s, len, prot).expect("write-protecting a forked parent's pages");
@@ -154,6 +157,25 @@ impl AddressSpace {
         }
     }
 
+    /// In a parent whose children are all gone: every VMA still
+    /// write-protected for their sake gets its protection back, one host
+    /// call each. True if none is left protected.
+    fn unprotect_when_alone(&mut self) -> bool {
+        if !self.write_protected {
+            return true;
+        }
+        self.cow_children.retain(|l| Arc::strong_count(l) > 1);
+        if !self.cow_children.is_empty() {
+            return false;
+        }
+        for (&s, v) in self.vmas.iter_mut().filter(|(_, v)| v.cow) {
+            v.cow = false;
+            let _ = self.phys.set_prot(s, v.end - s, host_prot(v.prot));
+        }
+        self.write_protected = false;
+        true
+    }
+
     /// A child unmaps [start, end): nothing of it is copied any more.
     pub(super) fn forget_copies(&mut self, start: usize, end: usize) {
         if let Some(link) = &self.cow_parent {
@@ -165,7 +187,7 @@ impl AddressSpace {
     /// a host call): a child copies what it has not yet, a parent about to
     /// write gives its children their copies and makes the pages writable.
     pub fn prepare_access(&mut self, addr: usize, len: usize, write: bool) {
-        if len == 0 || (self.cow_parent.is_none() && (!write || self.cow_children.is_empty())) {
+        if len == 0 || (self.cow_parent.is_none() && (!write || self.unprotect_when_alone())) {
             return;
         }
         let start = addr & !(PAGE_SIZE - 1);
@@ -211,7 +233,9 @@ impl AddressSpace {
             self.host_ops.push(super::HostOp::Protect { addr: cs, len: ce - cs, prot });
             return true;
         }
-        self.cow_children.retain(|l| Arc::strong_count(l) > 1);
+        if self.unprotect_when_alone() {
+            return true;
+        }
         let (cs, ce) = if self.cow_children.iter().any(|l| l.is_pending(s, end)) {
             self.settle_copies(cs, ce);
             (cs, ce)
