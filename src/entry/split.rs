@@ -506,6 +506,10 @@ struct Child {
     ops: usize,
     /// A forked child's host process, which its host threads share.
     host: Option<Arc<HostProcess>>,
+    /// The memfd of a zygote clone's block and ops block: they are kept
+    /// for the next clone once its host process is gone (see
+    /// [`SharedBlock::take`]).
+    block_fd: Option<std::os::fd::OwnedFd>,
 }
 
 /// What the host threads of a forked child's host process (one per guest
@@ -567,7 +571,7 @@ impl Child {
         } else {
             0
         };
-        let mb = write_mailbox(area, ops, forked);
+        let mb = write_mailbox(area, ops, forked, None);
         // A forked child shares nomu's descriptor table (it maps the memfd
         // by number, and holds no second reference to any file: a pipe's
         // reader still sees its end) but not its memory.
@@ -599,7 +603,7 @@ impl Child {
                 maker: crate::host::sys::gettid(),
             })
         });
-        let child = Child { area, tid: tid as i32, ops, host };
+        let child = Child { area, tid: tid as i32, ops, host, block_fd: None };
         child.table().register(child.tid);
         if forked {
             watch(child.tid, &child.mailbox().state, on_lost);
@@ -706,8 +710,15 @@ impl Drop for Child {
             unwatch(self.tid);
         }
         self.table().kill_and_reap(self.tid);
-        if let Some(host) = &self.host {
-            host.threads.fetch_sub(1, Ordering::SeqCst);
+        let last = self.host.as_ref().is_some_and(|host| host.threads.fetch_sub(1, Ordering::SeqCst) == 1);
+        // The last host thread of its process is gone: only nomu (and the
+        // zygote, until its next batch) maps the block now.
+        if let Some(fd) = self.block_fd.take().filter(|_| last) {
+            let block = SharedBlock { fd, area: self.area, ops: self.ops, mailbox: self.area + MBOX_OFFSET };
+            if let Err(block) = SharedBlock::keep(block) {
+                block.unmap();
+            }
+            return;
         }
         unmap_area(self.area);
         unmap_shared(self.ops, OPS_SIZE);
@@ -716,7 +727,7 @@ impl Drop for Child {
 
 /// Writes a fresh mailbox at the top of block `area` (`ops`: a forked
 /// child's ops block, else 0).
-fn write_mailbox(area: usize, ops: usize, forked: bool) -> *mut Mailbox {
+fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox>) -> *mut Mailbox {
     let mb = (area + MBOX_OFFSET) as *mut Mailbox;
     let mut handled = [0u8; 16];
     for (slot, sig) in handled.iter_mut().zip(FAULT_SIGNALS.iter().copied().chain([libc::SIGSYS, CHILD_KICK])) {
@@ -728,6 +739,11 @@ fn write_mailbox(area: usize, ops: usize, forked: bool) -> *mut Mailbox {
     let mut ignored = [0u8; 64];
     for (slot, sig) in ignored.iter_mut().zip((1..64).filter(|s| guest_mask & (1 << (s - 1)) != 0)) {
         *slot = sig as u8;
+    }
+    // Inherited as they are: nothing to install.
+    if creator.is_some_and(|c| c.handled == handled && c.ignored == ignored) {
+        handled[0] = 0;
+        ignored[0] = 0;
     }
     let restorer = nomu_split_restorer as *const () as u64;
     let alt_lo = area + PAGE_SIZE;
@@ -1308,7 +1324,7 @@ mod zygote {
             *guard = Some(make()?);
         }
         let z = guard.as_mut().unwrap();
-        let block = SharedBlock::new()?;
+        let block = SharedBlock::take(Some(z.child.mailbox()))?;
         let flags = (libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_PARENT | libc::CLONE_CHILD_CLEARTID) as u64;
         let mut batch = std::mem::take(&mut z.leftover);
         // The clone comes last: its result is the one reported.
@@ -1325,13 +1341,14 @@ mod zygote {
         }
         let (area, ops) = (block.area, block.ops);
         z.leftover = unmap_block_ops(area, ops).to_vec();
+        let block_fd = Some(block.fd);
         let name = (area + MBOX_OFFSET + offset_of!(Mailbox, name)) as u64;
         let mut first_ops = unmap_block_ops(z.child.area, z.child.ops).to_vec();
         first_ops.push([libc::SYS_prctl as u64, libc::PR_SET_NAME as u64, name, 0, 0, 0, 0]);
         let maker = z.child.host.as_ref().map_or(0, |h| h.maker);
         drop(guard);
         let host = Arc::new(HostProcess { apply: Mutex::new(()), threads: AtomicUsize::new(1), maker });
-        let child = Child { area, tid: tid as i32, ops, host: Some(host) };
+        let child = Child { area, tid: tid as i32, ops, host: Some(host), block_fd };
         FORKED.register(child.tid);
         watch(child.tid, &child.mailbox().state, on_lost);
         if !child.wait_request() {
@@ -1356,7 +1373,7 @@ pub fn new_forked_thread() -> Result<Arc<ForkedThread>, String> {
     // the stack (this runs inside its on_trap) with the child parked.
     let creator = unsafe { &*creator };
     let host = creator.host.clone().ok_or("not a forked child")?;
-    let block = SharedBlock::new()?;
+    let block = SharedBlock::new(None)?;
     let flags =
         (libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_PARENT | libc::CLONE_CHILD_CLEARTID) as u64;
     if !creator.queue(&block.map_and_clone(flags)) {
@@ -1377,7 +1394,7 @@ pub fn new_forked_thread() -> Result<Arc<ForkedThread>, String> {
     let (area, ops) = (block.area, block.ops);
     host.threads.fetch_add(1, Ordering::SeqCst);
     let child_maker = host.maker;
-    let child = Child { area, tid: tid as i32, ops, host: Some(host) };
+    let child = Child { area, tid: tid as i32, ops, host: Some(host), block_fd: None };
     FORKED.register(child.tid);
     let mut parents = PARENTS_OF_FORKED_THREADS.lock().unwrap_or_else(|e| e.into_inner());
     if !parents.contains(&child_maker) {
@@ -1400,12 +1417,44 @@ struct SharedBlock {
     mailbox: usize,
 }
 
+/// Blocks of zygote clones whose host processes are gone, for the next
+/// ones: a fork then makes no memfd and maps nothing new in nomu.
+static SPARE_BLOCKS: Mutex<Vec<SharedBlock>> = Mutex::new(Vec::new());
+const MAX_SPARE_BLOCKS: usize = 4;
+
 impl SharedBlock {
-    fn new() -> Result<SharedBlock, String> {
+    /// `creator`: the mailbox of the process that clones onto it, when
+    /// the new child inherits its signal dispositions (a clone copies
+    /// them): the child then installs none of its own when they are the
+    /// ones it would.
+    fn new(creator: Option<&Mailbox>) -> Result<SharedBlock, String> {
         let fd = memfd_block()?;
         let (area, ops) = map_block_fd(fd.as_raw_fd())?;
-        let mailbox = write_mailbox(area, ops, true) as usize;
+        let mailbox = write_mailbox(area, ops, true, creator) as usize;
         Ok(SharedBlock { fd, area, ops, mailbox })
+    }
+
+    /// A spare block with a fresh mailbox, else a new one.
+    fn take(creator: Option<&Mailbox>) -> Result<SharedBlock, String> {
+        let spare = SPARE_BLOCKS.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match spare {
+            Some(block) => {
+                write_mailbox(block.area, block.ops, true, creator);
+                Ok(block)
+            }
+            None => SharedBlock::new(creator),
+        }
+    }
+
+    /// Keeps a block no host process but nomu's (and the zygote's) maps,
+    /// for [`take`](Self::take); handed back when enough are kept.
+    fn keep(block: SharedBlock) -> Result<(), SharedBlock> {
+        let mut spare = SPARE_BLOCKS.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() >= MAX_SPARE_BLOCKS {
+            return Err(block);
+        }
+        spare.push(block);
+        Ok(())
     }
 
     /// The host calls that map the block there (its guard page too) and

@@ -563,16 +563,10 @@ fn copy_sites(dst: usize, src: usize, len: usize) {
         }
         let (dword, dbit) = site_page_bit(d);
         dword.fetch_or(dbit, Ordering::Release);
-        let sites = SITES.load(Ordering::Relaxed);
-        let (from, to) = (sites + (s - pm.base()) / 8, sites + (d - pm.base()) / 8);
-        for w in (0..PAGE_SIZE / 8).step_by(8) {
-            // SAFETY: inside the site bitmap (one bit per byte of physical
-            // memory, mapped for the rest of the process); each page's bits
-            // are 512 bytes at a multiple of 512, so every word is aligned.
-            let v = unsafe { &*((from + w) as *const AtomicU64) }.load(Ordering::Acquire);
+        for (from, to) in page_site_words(s).iter().zip(page_site_words(d)) {
+            let v = from.load(Ordering::Acquire);
             if v != 0 {
-                // SAFETY: as above.
-                unsafe { &*((to + w) as *const AtomicU64) }.fetch_or(v, Ordering::Release);
+                to.fetch_or(v, Ordering::Release);
             }
         }
     }
@@ -599,14 +593,8 @@ fn forget_sites(addr: usize, len: usize) {
             while had != 0 {
                 let p = page - page % 64 + had.trailing_zeros() as usize;
                 had &= had - 1;
-                // The page's 4096 bits of SITES: 64 words, 8-aligned (the
-                // bitmap is page-aligned, each page's bits start at a
-                // multiple of 512 bytes).
-                let first = SITES.load(Ordering::Relaxed) + p * PAGE_SIZE / 8;
-                for w in (first..first + PAGE_SIZE / 8).step_by(8) {
-                    // SAFETY: inside the site bitmap (one bit per byte of
-                    // physical memory, mapped for the rest of the process).
-                    unsafe { &*(w as *const AtomicU64) }.store(0, Ordering::Release);
+                for w in page_site_words(pm.base() + p * PAGE_SIZE) {
+                    w.store(0, Ordering::Release);
                 }
             }
         }
@@ -627,23 +615,43 @@ fn restore_copy(addr: usize, frame: usize, len: usize) {
         let (word, bit) = site_page_bit(page);
         word.load(Ordering::Acquire) & bit != 0
     };
-    let marked = |s: usize| site_bit(s as u64).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0);
     // A page-cache page may have been rewritten by another process that
     // shows it: its marks are at its physical address then (is_site). One
-    // lookup of where each run of pages is shown, not one per byte.
+    // lookup of where each run of pages is shown, and a page's marks read
+    // a word (64 bytes' bits) at a time.
     let mut page = addr;
     for (phys, n) in pm.physical_runs(addr, len) {
         for shown in (phys..phys + n).step_by(PAGE_SIZE) {
-            if page_marked(page) || (shown != page && page_marked(shown)) {
-                for off in 0..PAGE_SIZE - 1 {
-                    if marked(page + off) || (shown != page && marked(shown + off)) {
-                        pm.poke(frame + (page + off - addr), &SYSCALL);
+            let (here, there) = (page_marked(page), shown != page && page_marked(shown));
+            if here || there {
+                for (w, (a, b)) in page_site_words(page).iter().zip(page_site_words(shown)).enumerate() {
+                    let mut bits = if here { a.load(Ordering::Acquire) } else { 0 };
+                    if there {
+                        bits |= b.load(Ordering::Acquire);
+                    }
+                    while bits != 0 {
+                        let off = w * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        // A site's two bytes both lie in the copy.
+                        if page + off + SYSCALL.len() <= addr + len {
+                            pm.poke(frame + (page + off - addr), &SYSCALL);
+                        }
                     }
                 }
             }
             page += PAGE_SIZE;
         }
     }
+}
+
+/// The 4096 bits of SITES for the page at `page` (inside physical memory,
+/// page-aligned): 64 words.
+fn page_site_words(page: usize) -> &'static [AtomicU64] {
+    let first = SITES.load(Ordering::Relaxed) + (page - PhysMem::get().base()) / 8;
+    // SAFETY: the site bitmap has one bit per byte of physical memory and
+    // lives for the rest of the process; it is page-aligned, so a page's
+    // bits are 512 bytes at a multiple of 512, every word 8-aligned.
+    unsafe { std::slice::from_raw_parts(first as *const AtomicU64, PAGE_SIZE / 64) }
 }
 
 /// Whether `site` is a `syscall` instruction this path rewrote. A page

@@ -581,6 +581,50 @@ impl PhysicalMemory {
         Ok(self.addr(pfn))
     }
 
+    /// Allocates `len` bytes (a page multiple) with protection `prot` for
+    /// a copy: the caller writes (through the alias) the whole pages
+    /// `filled` names (offsets and lengths from the start), and every
+    /// other byte is zero. A fork's copy of a small mapping: its pages are not zeroed
+    /// only to be copied over, nor made read-write only to get the copy's
+    /// protection next.
+    pub fn alloc_for_copy(&self, len: usize, prot: Prot, filled: &[(usize, usize)]) -> Result<usize, Errno> {
+        let mut pages = self.buddy.lock().unwrap();
+        let pfn = pages.buddy.alloc(len / PAGE_SIZE, 1).ok_or(Errno::ENOMEM)?;
+        if pages.buddy.has_conversions() {
+            self.apply_conversions(&mut pages);
+        }
+        let start = self.addr(pfn);
+        self.restore_locked(&mut pages, start, len);
+        for (d, n) in pages.take_dirty(pfn, len / PAGE_SIZE) {
+            pages.dirty_free -= n;
+            let (ds, de) = (d * PAGE_SIZE - pfn * PAGE_SIZE, (d + n) * PAGE_SIZE - pfn * PAGE_SIZE);
+            // Only what no copy covers: the gaps between `filled`'s runs.
+            let mut gaps = Vec::new();
+            let mut at = ds;
+            for &(fs, fl) in filled.iter().filter(|&&(fs, fl)| fs < de && fs + fl > ds) {
+                if fs > at {
+                    gaps.push((at, fs - at));
+                }
+                at = at.max(fs + fl);
+            }
+            if at < de {
+                gaps.push((at, de - at));
+            }
+            for (g, gl) in gaps {
+                for (a, n) in self.mem.populated(start + g, gl) {
+                    if n > ZERO_MAX {
+                        self.mem.discard(a, n);
+                    } else {
+                        self.mem.zero(a, n);
+                    }
+                }
+            }
+        }
+        self.set_prot_locked(&mut pages, pfn, len / PAGE_SIZE, prot)
+            .inspect_err(|_| pages.buddy.free(pfn, len / PAGE_SIZE))?;
+        Ok(start)
+    }
+
     /// Pages just taken from the buddy allocator made as `alloc` promises:
     /// zeroed and read-write (given back if that fails).
     fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) -> Result<(), Errno> {

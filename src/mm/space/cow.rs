@@ -247,6 +247,24 @@ impl AddressSpace {
         self.phys.set_prot(cs, ce - cs, prot).is_ok()
     }
 
+    /// In a parent at fork: the chunk around `addr`, if copied on access,
+    /// is copied to every child now and made writable again here, as a
+    /// write fault there would (the forking thread's stack, which both
+    /// sides write at once). The chunk and the protection the child's
+    /// host process is to give it.
+    pub(super) fn resolve_copy_now(&mut self, addr: usize) -> Option<(usize, usize, i32)> {
+        let (s, v) = self.find(addr)?;
+        if !v.cow {
+            return None;
+        }
+        let (end, prot) = (v.end, host_prot(v.prot));
+        let base = addr & !(CHUNK - 1);
+        let (cs, ce) = (base.max(s), (base + CHUNK).min(end));
+        self.settle_copies(cs, ce);
+        self.phys.set_prot(cs, ce - cs, prot).ok()?;
+        Some((cs, ce, prot))
+    }
+
     /// A child's space lets go of its parent's pages (its exit or exec).
     pub(super) fn drop_copies(&mut self) {
         if let Some(link) = self.cow_parent.take() {

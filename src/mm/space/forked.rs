@@ -23,6 +23,9 @@ use crate::mm::phys::Fresh;
 use crate::mm::{page_up, PAGE_SIZE};
 use std::sync::Arc;
 
+/// The System V x86-64 ABI's red zone below the stack pointer.
+const RED_ZONE: usize = 128;
+
 /// A forked child's VMA's own run of physical pages (its copy, or new
 /// pages it mapped). The address space frees them itself as the VMA goes
 /// (deferred while a pin covers them, as for any page), so the handle
@@ -199,7 +202,10 @@ impl AddressSpace {
     /// is told each copy (guest address, frame, length) so that an entry
     /// path may put back the original bytes of syscall sites it rewrote.
     /// ENOMEM when the copies do not fit in `--mem` or physical memory.
-    pub fn fork_copy(&mut self, restore: &dyn Fn(usize, usize, usize)) -> Result<AddressSpace, Errno> {
+    /// `stack` is the forking thread's stack pointer: both sides write
+    /// there at once, so the chunk holding it (and its red zone) is copied
+    /// now even where the rest is copied on access.
+    pub fn fork_copy(&mut self, stack: usize, restore: &dyn Fn(usize, usize, usize)) -> Result<AddressSpace, Errno> {
         // MAP_SHARED mappings stay shared: their pages become one source
         // that this space and the child both show.
         let shared: Vec<usize> = self
@@ -269,34 +275,33 @@ impl AddressSpace {
             if holds {
                 child.charge(len, 0)?;
             }
-            let fresh = if holds { Fresh::Used } else { Fresh::Reserved };
-            let frame = child.phys.alloc(len, PAGE_SIZE, fresh).inspect_err(|_| {
-                if holds {
-                    child.uncharge(len);
-                }
-            })?;
-            copy.frames = child_frames(frame, len);
-            if holds {
-                if v.frames.is_some() && !self.own_host {
-                    // Frames the direct map shows (mm::mapping): copied
-                    // through it.
-                    pm.copy_within(frame, s, len);
-                } else {
-                    // Only what holds data: holes stay holes.
-                    let src = v.frame_of(s, s);
-                    for (at, n) in pm.populated(src, len) {
-                        pm.copy_within(frame + (at - src), at, n);
-                    }
+            // nomu's own view of the frames keeps the guest's protection,
+            // so its checked copies fault where the guest's would.
+            let frame = if holds {
+                // Frames the direct map shows (mm::mapping) are copied
+                // through it, whole; else only what holds data: holes
+                // stay holes. The copy's pages are zeroed only elsewhere.
+                let through_map = v.frames.is_some() && !self.own_host;
+                let src = if through_map { s } else { v.frame_of(s, s) };
+                let runs = if through_map { vec![(src, len)] } else { pm.populated(src, len) };
+                let filled: Vec<(usize, usize)> = runs.iter().map(|&(at, n)| (at - src, n)).collect();
+                let frame =
+                    child.phys.alloc_for_copy(len, host_prot(v.prot), &filled).inspect_err(|_| child.uncharge(len))?;
+                for (off, n) in filled {
+                    pm.copy_within(frame + off, src + off, n);
                 }
                 // A forked parent's code has its sites' bytes already; only
                 // what was ever executable can hold sites.
                 if !self.own_host && v.was_executable {
                     restore(s, frame, len);
                 }
-            }
-            // nomu's own view of the frames keeps the guest's protection,
-            // so its checked copies fault where the guest's would.
-            let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
+                frame
+            } else {
+                let frame = child.phys.alloc(len, PAGE_SIZE, Fresh::Reserved)?;
+                let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
+                frame
+            };
+            copy.frames = child_frames(frame, len);
             child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
             child.vmas.insert(s, copy);
         }
@@ -310,6 +315,11 @@ impl AddressSpace {
             }
             self.cow_children.push(link.clone());
             child.cow_parent = Some(link);
+            for at in [stack.saturating_sub(RED_ZONE), stack] {
+                if let Some((cs, ce, prot)) = self.resolve_copy_now(at) {
+                    child.host_ops.push(HostOp::Protect { addr: cs, len: ce - cs, prot });
+                }
+            }
         }
         Ok(child)
     }
