@@ -316,6 +316,13 @@ pub trait EntryPath: Send + Sync {
     fn shares_code(&self) -> bool {
         true
     }
+    /// Whether the path patches code in place in pages several processes
+    /// show (zpoline rewrites a `syscall` in the page cache's page it runs
+    /// from, at any time): such pages cannot be shown to a forked child's
+    /// host process, which needs their original bytes.
+    fn patches_shared_code(&self) -> bool {
+        false
+    }
     /// Guest pages [addr, addr+len) were made writable (mprotect): code
     /// the path patched there gets its own bytes back, as the guest may
     /// rewrite it (the rewrite path).

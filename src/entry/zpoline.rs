@@ -1028,6 +1028,10 @@ impl EntryPath for ZpolineEntry {
         }
     }
 
+    fn patches_shared_code(&self) -> bool {
+        !self.rewrite
+    }
+
     fn shares_code(&self) -> bool {
         // A rewrite-path patch is a jump to a trampoline at a fixed
         // distance from the site: a page shown at another address would

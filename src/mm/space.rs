@@ -826,6 +826,9 @@ impl AddressSpace {
     pub fn protect(&mut self, addr: usize, len: usize, prot: i32) -> Result<(), Errno> {
         let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
         self.settle_copies(addr, end);
+        if self.own_host {
+            self.privatize_cached(addr, end)?;
+        }
         let mut p = addr;
         let mut uncharged = 0;
         while p < end {
@@ -908,7 +911,7 @@ impl AddressSpace {
     fn pages_own_in(own_host: bool, v: &Vma) -> bool {
         match &v.frames {
             None => true,
-            Some(f) => own_host && !f.source.shared_at_fork(),
+            Some(f) => own_host && !f.source.shared_at_fork() && !f.source.unmapped() && !f.source.copy_on_write(),
         }
     }
 
@@ -945,7 +948,7 @@ impl AddressSpace {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
-            if v.shm.is_some() || (v.frames.is_some() && !self.own_host) {
+            if v.shm.is_some() || (v.frames.is_some() && !Self::pages_own_in(self.own_host, v)) {
                 // Shared memory keeps its contents (Linux zaps only the
                 // page tables; the segment's pages hold the data); a frames
                 // VMA's pages are its source's (a private file mapping's

@@ -204,8 +204,16 @@ impl AddressSpace {
     /// ENOMEM when the copies do not fit in `--mem` or physical memory.
     /// `stack` is the forking thread's stack pointer: both sides write
     /// there at once, so the chunk holding it (and its red zone) is copied
-    /// now even where the rest is copied on access.
-    pub fn fork_copy(&mut self, stack: usize, restore: &dyn Fn(usize, usize, usize)) -> Result<AddressSpace, Errno> {
+    /// now even where the rest is copied on access. `share_code`: whether
+    /// the page cache's code may be shown to the child as it is (not where
+    /// the entry path patches it in place, see
+    /// `EntryPath::patches_shared_code`).
+    pub fn fork_copy(
+        &mut self,
+        stack: usize,
+        share_code: bool,
+        restore: &dyn Fn(usize, usize, usize),
+    ) -> Result<AddressSpace, Errno> {
         // MAP_SHARED mappings stay shared: their pages become one source
         // that this space and the child both show.
         let shared: Vec<usize> = self
@@ -245,6 +253,21 @@ impl AddressSpace {
             if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork() || f.source.unmapped()) {
                 copy.charged = false;
                 child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: f.frame_of(0) });
+                child.vmas.insert(s, copy);
+                continue;
+            }
+            if let Some(f) = v.frames.as_ref().filter(|f| Self::shares_cached(f, v, share_code)) {
+                // The page cache's read-only pages are shown to the child
+                // as they are: no copy (a program's text and read-only
+                // data, a read-only file mapping). nomu's view of them
+                // refuses writes, as the child's mapping does.
+                copy.charged = false;
+                let mut at = s;
+                for (frame, n) in f.runs(0, len) {
+                    let _ = child.phys.set_prot(frame, n, PROT_READ);
+                    child.host_ops.push(HostOp::Map { addr: at, len: n, prot: host_prot(v.prot), frame });
+                    at += n;
+                }
                 child.vmas.insert(s, copy);
                 continue;
             }
@@ -322,6 +345,52 @@ impl AddressSpace {
             }
         }
         Ok(child)
+    }
+
+    /// Whether a fork shows the frames `f` of VMA `v` to the child as they
+    /// are: the page cache's pages (a copy-on-write source: nobody writes
+    /// them), readable and not writable, and code only if `share_code`.
+    fn shares_cached(f: &Frames, v: &Vma, share_code: bool) -> bool {
+        f.source.copy_on_write()
+            && v.prot & PROT_READ != 0
+            && v.prot & PROT_WRITE == 0
+            && (share_code || (!v.was_executable && !f.source.executable()))
+    }
+
+    /// Before a forked child's mprotect of [start, end): every VMA there
+    /// that shows the page cache's pages (see fork_copy) gets a private,
+    /// charged copy of them in frames of its own, whole, as the first
+    /// write to such a page would on Linux: nomu's view of the cache's
+    /// pages, which its checked copies go through, is every child's and
+    /// takes no change. ENOMEM when a copy does not fit (those made stay:
+    /// they show the same bytes).
+    pub(super) fn privatize_cached(&mut self, start: usize, end: usize) -> Result<(), Errno> {
+        let cached: Vec<usize> = self
+            .vmas
+            .range(..end)
+            .rev()
+            .take_while(|(_, v)| v.end > start)
+            .filter(|(_, v)| v.frames.as_ref().is_some_and(|f| f.source.copy_on_write()))
+            .map(|(&s, _)| s)
+            .collect();
+        let pm = crate::host::physmem::PhysMem::get();
+        for s in cached {
+            let v = &self.vmas[&s];
+            let (len, prot) = (v.end - s, host_prot(v.prot));
+            let runs = v.frames.as_ref().map_or_else(Vec::new, |f| f.runs(0, len));
+            self.charge(len, 0)?;
+            let frame = self.phys.alloc_for_copy(len, prot, &[(0, len)]).inspect_err(|_| self.uncharge(len))?;
+            let mut at = frame;
+            for (src, n) in runs {
+                pm.copy_within(at, src, n);
+                at += n;
+            }
+            self.host_ops.push(HostOp::Map { addr: s, len, prot, frame });
+            let v = self.vmas.get_mut(&s).unwrap();
+            v.frames = child_frames(frame, len);
+            v.charged = true;
+        }
+        Ok(())
     }
 
     /// Makes the MAP_SHARED VMA at `s` show a [`ForkShared`] copy of its
@@ -509,8 +578,9 @@ impl AddressSpace {
             if v.charged {
                 self.uncharge(len);
             }
-            if v.shm.is_some() || v.frames.as_ref().is_some_and(|f| f.source.shared_at_fork() || f.source.unmapped()) {
-                // Pages the segment, or the last handle, frees.
+            if v.shm.is_some() || !Self::pages_own_in(true, &v) {
+                // Pages the segment, the last handle, or the page cache
+                // frees.
                 continue;
             }
             // Freed once the host process has unmapped them.
