@@ -26,8 +26,8 @@
 //! before: each chunk copied on demand costs a fault handed to nomu.
 //!
 //! The parent's write-protection goes when no child is left (one host
-//! mprotect per mapping, at its next write fault or write of nomu's, for
-//! every such mapping at once), else a chunk at a time.
+//! mprotect per mapping, at its next write fault or write of nomu's
+//! there), else a chunk at a time.
 //! Pages a host call of the parent is using (pinned) are copied at fork,
 //! as Linux copies pinned pages eagerly: the call may write them.
 
@@ -157,10 +157,13 @@ impl AddressSpace {
         }
     }
 
-    /// In a parent whose children are all gone: every VMA still
-    /// write-protected for their sake gets its protection back, one host
-    /// call each. True if none is left protected.
-    fn unprotect_when_alone(&mut self) -> bool {
+    /// In a parent whose children are all gone: the VMAs overlapping
+    /// [start, end) still write-protected for their sake get their
+    /// protection back, whole, one host call each. True if no child is
+    /// left (nothing is pending any more). The others stay protected until
+    /// they are written: a VMA the parent never writes again (a loop of
+    /// forks) is not unprotected only to be protected at the next fork.
+    fn unprotect_when_alone(&mut self, start: usize, end: usize) -> bool {
         if !self.write_protected {
             return true;
         }
@@ -168,11 +171,15 @@ impl AddressSpace {
         if !self.cow_children.is_empty() {
             return false;
         }
-        for (&s, v) in self.vmas.iter_mut().filter(|(_, v)| v.cow) {
+        let mut unprotected = false;
+        for (&s, v) in self.vmas.range_mut(..end).rev().take_while(|(_, v)| v.end > start).filter(|(_, v)| v.cow) {
             v.cow = false;
+            unprotected = true;
             let _ = self.phys.set_prot(s, v.end - s, host_prot(v.prot));
         }
-        self.write_protected = false;
+        if unprotected {
+            self.write_protected = self.vmas.values().any(|v| v.cow);
+        }
         true
     }
 
@@ -187,11 +194,11 @@ impl AddressSpace {
     /// a host call): a child copies what it has not yet, a parent about to
     /// write gives its children their copies and makes the pages writable.
     pub fn prepare_access(&mut self, addr: usize, len: usize, write: bool) {
-        if len == 0 || (self.cow_parent.is_none() && (!write || self.unprotect_when_alone())) {
-            return;
-        }
         let start = addr & !(PAGE_SIZE - 1);
         let end = addr.saturating_add(len).next_multiple_of(PAGE_SIZE);
+        if len == 0 || (self.cow_parent.is_none() && (!write || self.unprotect_when_alone(start, end))) {
+            return;
+        }
         if self.cow_parent.is_some() {
             self.settle_copies(start, end);
             return;
@@ -233,7 +240,7 @@ impl AddressSpace {
             self.host_ops.push(super::HostOp::Protect { addr: cs, len: ce - cs, prot });
             return true;
         }
-        if self.unprotect_when_alone() {
+        if self.unprotect_when_alone(addr, addr + 1) {
             return true;
         }
         let (cs, ce) = if self.cow_children.iter().any(|l| l.is_pending(s, end)) {
