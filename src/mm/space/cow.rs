@@ -5,7 +5,8 @@
 //! The parent runs in nomu's process, where an address *is* its page, so
 //! its pages cannot move; the child's copy goes to frames of its own (its
 //! host process shows them at the same addresses, forked.rs). At fork each
-//! such mapping gets its child frames as holes, shown to the child with no
+//! such mapping gets its child frames as zero pages (holes, or a few pages
+//! zeroed in place: `Fresh::Sparse`), shown to the child with no
 //! access, and the parent's pages are write-protected in nomu's direct
 //! map. A [`CowLink`] remembers what is still to copy. Then:
 //! - the child touching a chunk (a fault handed to nomu, or a checked copy
@@ -22,8 +23,10 @@
 //! So the parent's pages never change while a child may still copy them,
 //! and nothing is copied that nobody touches: a fork + exec, or a fork +
 //! exit, copies what the two touch in between, in [`CHUNK`]s. Smaller
-//! mappings (a stack's top, a program's data) are copied at fork, as
-//! before: each chunk copied on demand costs a fault handed to nomu.
+//! mappings (a program's data), and larger ones that hold little data (a
+//! stack: forked.rs's `EAGER_COPY_MAX`), are copied at fork: each chunk
+//! copied on demand costs a fault handed to nomu, and write-protecting a
+//! mapping costs host calls on both sides.
 //!
 //! The parent's write-protection goes when no child is left (one host
 //! mprotect per mapping, at its next write fault or write of nomu's
@@ -83,7 +86,7 @@ impl CowLink {
     }
 
     /// Copies what is pending of [start, end) from the parent's pages to
-    /// the child's frames (only what holds data: the frames are holes).
+    /// the child's frames (only what holds data: the frames are zero).
     fn fill(&self, start: usize, end: usize) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         if pending.is_empty() {
@@ -131,7 +134,7 @@ impl AddressSpace {
             && !self.pinned(s, v.end)
     }
 
-    /// At fork: the child's VMA at `s` (frames `frame`, holes) is copied
+    /// At fork: the child's VMA at `s` (frames `frame`, zero) is copied
     /// on access from this space's pages, which stop being writable.
     pub(super) fn share_on_access(&mut self, link: &Arc<CowLink>, s: usize, frame: usize) {
         let v = self.vmas.get_mut(&s).expect("a VMA being forked");

@@ -26,6 +26,10 @@ use std::sync::Arc;
 /// The System V x86-64 ABI's red zone below the stack pointer.
 const RED_ZONE: usize = 128;
 
+/// A mapping that could be copied on access but holds at most this much
+/// data is copied at fork (cow.rs's mappings).
+const EAGER_COPY_MAX: usize = 128 << 10;
+
 /// A forked child's VMA's own run of physical pages (its copy, or new
 /// pages it mapped). The address space frees them itself as the VMA goes
 /// (deferred while a pin covers them, as for any page), so the handle
@@ -278,11 +282,24 @@ impl AddressSpace {
                 child.vmas.insert(s, copy);
                 continue;
             }
-            if self.copies_on_access(s, v) {
-                // Copied on access (cow.rs): holes for now, shown to the
+            // Where the source's data lies (a copy is made of that only).
+            let through_map = v.frames.is_some() && !self.own_host;
+            let src = if through_map { s } else { v.frame_of(s, s) };
+            let mut data = None;
+            // A mapping copied on access unless it holds little data (a
+            // stack's top): copied now, it costs no write protection and
+            // no faults on either side.
+            let copy_later = self.copies_on_access(s, v) && {
+                let runs = pm.populated(src, len);
+                let held: usize = runs.iter().map(|&(_, n)| n).sum();
+                data = Some(runs);
+                held > EAGER_COPY_MAX
+            };
+            if copy_later {
+                // Copied on access (cow.rs): zero for now, shown to the
                 // child with no access until it has copied them.
                 child.charge(len, 0)?;
-                let frame = child.phys.alloc(len, PAGE_SIZE, Fresh::Reserved).inspect_err(|_| child.uncharge(len))?;
+                let frame = child.phys.alloc(len, PAGE_SIZE, Fresh::Sparse).inspect_err(|_| child.uncharge(len))?;
                 copy.frames = child_frames(frame, len);
                 copy.cow = true;
                 let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
@@ -304,9 +321,11 @@ impl AddressSpace {
                 // Frames the direct map shows (mm::mapping) are copied
                 // through it, whole; else only what holds data: holes
                 // stay holes. The copy's pages are zeroed only elsewhere.
-                let through_map = v.frames.is_some() && !self.own_host;
-                let src = if through_map { s } else { v.frame_of(s, s) };
-                let runs = if through_map { vec![(src, len)] } else { pm.populated(src, len) };
+                let runs = match data {
+                    _ if through_map => vec![(src, len)],
+                    Some(runs) => runs,
+                    None => pm.populated(src, len),
+                };
                 let filled: Vec<(usize, usize)> = runs.iter().map(|&(at, n)| (at - src, n)).collect();
                 let frame =
                     child.phys.alloc_for_copy(len, host_prot(v.prot), &filled).inspect_err(|_| child.uncharge(len))?;
