@@ -23,8 +23,8 @@
 //! So the parent's pages never change while a child may still copy them,
 //! and nothing is copied that nobody touches: a fork + exec, or a fork +
 //! exit, copies what the two touch in between, in [`CHUNK`]s. Smaller
-//! mappings (a program's data), and larger ones that hold little data (a
-//! stack: forked.rs's `EAGER_COPY_MAX`), are copied at fork: each chunk
+//! mappings (a program's data), and the forking thread's stack when it
+//! holds little data (forked.rs's `EAGER_COPY_MAX`), are copied at fork: each chunk
 //! copied on demand costs a fault handed to nomu, and write-protecting a
 //! mapping costs host calls on both sides.
 //!

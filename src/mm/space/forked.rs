@@ -26,8 +26,8 @@ use std::sync::Arc;
 /// The System V x86-64 ABI's red zone below the stack pointer.
 const RED_ZONE: usize = 128;
 
-/// A mapping that could be copied on access but holds at most this much
-/// data is copied at fork (cow.rs's mappings).
+/// The forking thread's stack, when it holds at most this much data, is
+/// copied at fork rather than on access (cow.rs).
 const EAGER_COPY_MAX: usize = 128 << 10;
 
 /// A forked child's VMA's own run of physical pages (its copy, or new
@@ -286,15 +286,18 @@ impl AddressSpace {
             let through_map = v.frames.is_some() && !self.own_host;
             let src = if through_map { s } else { v.frame_of(s, s) };
             let mut data = None;
-            // A mapping copied on access unless it holds little data (a
-            // stack's top): copied now, it costs no write protection and
-            // no faults on either side.
-            let copy_later = self.copies_on_access(s, v) && {
-                let runs = pm.populated(src, len);
-                let held: usize = runs.iter().map(|&(_, n)| n).sum();
-                data = Some(runs);
-                held > EAGER_COPY_MAX
-            };
+            // A mapping copied on access, but the forking thread's stack
+            // when it holds little data: copied now, it costs no write
+            // protection and no faults on either side. Only the stack is
+            // asked: the host finds the end of a run of data a page at a
+            // time (a 64 MiB mapping: most of a fork).
+            let copy_later = self.copies_on_access(s, v)
+                && (!(s..v.end).contains(&stack) || {
+                    let runs = pm.populated(src, len);
+                    let held: usize = runs.iter().map(|&(_, n)| n).sum();
+                    data = Some(runs);
+                    held > EAGER_COPY_MAX
+                });
             if copy_later {
                 // Copied on access (cow.rs): zero for now, shown to the
                 // child with no access until it has copied them.
