@@ -229,6 +229,15 @@ pub trait GuestKernel {
     fn on_host_process_lost(&self) -> Option<std::sync::Arc<dyn Fn() + Send + Sync>> {
         None
     }
+    /// The guest's 8 bytes at `addr`, if it may read them.
+    fn read_guest_u64(&mut self, _addr: u64) -> Option<u64> {
+        None
+    }
+    /// The physical address of the guest's byte at `addr` (the address
+    /// itself in nomu's own process; a forked child's frame elsewhere).
+    fn guest_physical(&mut self, _addr: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// The initial state of a guest thread (after execve, or for a new thread).
@@ -318,8 +327,8 @@ pub trait EntryPath: Send + Sync {
     }
     /// Whether the path patches code in place in pages several processes
     /// show (zpoline rewrites a `syscall` in the page cache's page it runs
-    /// from, at any time): such pages cannot be shown to a forked child's
-    /// host process, which needs their original bytes.
+    /// from, at any time) in a way a forked child's host process cannot
+    /// run: such pages are then copied for it, with their original bytes.
     fn patches_shared_code(&self) -> bool {
         false
     }

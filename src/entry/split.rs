@@ -1191,7 +1191,13 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         // SAFETY: the child is parked until we release it; this is the
         // only reference to its context.
         let uc = unsafe { child.ucontext() };
-        let trap = trap_of(mb, uc);
+        let mut trap = trap_of(mb, uc);
+        if let Trap::Syscall = trap {
+            // A rewritten site's call through the child's page 0 (zpoline).
+            if let Some(t) = super::zpoline::forked_trampoline_trap(&mut uc.mcontext.regs, kernel) {
+                trap = t;
+            }
+        }
         let mut xstate = xstate_of(uc.mcontext.fpstate);
         let gs = mb.gs_base.load(Ordering::Relaxed);
         let mut frame = TrapFrame {
@@ -1298,6 +1304,12 @@ mod zygote {
                             gaps.push([libc::SYS_munmap as u64, at as u64, (s - at) as u64, 0, 0, 0, 0]);
                         }
                         at = at.max(e);
+                    }
+                    // zpoline's page 0 for forked children, whose clones
+                    // inherit it (see zpoline::forked_trampoline_trap).
+                    if let Some(fd) = super::super::zpoline::forked_child_trampoline() {
+                        let (rx, fixed) = (libc::PROT_READ | libc::PROT_EXEC, libc::MAP_PRIVATE | libc::MAP_FIXED);
+                        gaps.push([libc::SYS_mmap as u64, 0, PAGE_SIZE as u64, rx as u64, fixed as u64, fd as u64, 0]);
                     }
                     if !z.queue(&gaps) || !z.run_ops() {
                         return Err("the zygote died while starting".into());

@@ -768,6 +768,76 @@ fn in_trampoline(rip: u64) -> bool {
 }
 
 /// What a native jump to address 0 faults with.
+/// A forked child's page 0. A forked child runs in a host process of its
+/// own (entry/split.rs) and is shown the page cache's code as it is
+/// (mm::space::forked), rewritten sites included, whoever rewrote them and
+/// whenever (another process may rewrite a site the child runs). There a
+/// site's `call *%rax` lands in this page and slides down its nops to a
+/// `syscall`, which traps (syscall user dispatch) as every syscall of the
+/// child does; nomu makes it the site's syscall ([`forked_trampoline_trap`])
+/// and the child goes on at the `ret`, back after the site. Numbers from
+/// 0 to 4092 slide; larger ones fault on the next page, and the guest dies
+/// of that SIGSEGV (in nomu's process they are syscalls nomu answers with
+/// ENOSYS): no syscall has such a number.
+const FORKED_SYSCALL_AT: usize = PAGE_SIZE - 3;
+
+/// The memfd holding a forked child's page 0 (made once), to map at 0 in
+/// the zygote every forked child is a clone of; None when this path does
+/// not rewrite sites in place (rewrite mode) or is not in use.
+pub fn forked_child_trampoline() -> Option<i32> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    static PAGE: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    if !active() || rewrite_mode() {
+        return None;
+    }
+    let made = PAGE.get_or_init(|| {
+        let mut page = vec![0x90u8; PAGE_SIZE];
+        page[FORKED_SYSCALL_AT..].copy_from_slice(&[0x0f, 0x05, 0xc3]); // syscall; ret
+                                                                        // SAFETY: memfd_create with a NUL-terminated name; the result, if a
+                                                                        // descriptor, is ours alone.
+        let fd = unsafe { libc::syscall(libc::SYS_memfd_create, c"nomu-forked-page0".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // SAFETY: pwrite from our own buffer into our own memfd.
+        let n = unsafe { libc::pwrite(fd.as_raw_fd(), page.as_ptr().cast(), PAGE_SIZE, 0) };
+        (n == PAGE_SIZE as isize).then_some(fd)
+    });
+    made.as_ref().map(|fd| fd.as_raw_fd())
+}
+
+/// A forked child's SIGSYS from its page 0's `syscall`: the syscall of the
+/// rewritten site whose `call` got there (the return address on the stack
+/// popped, as this path's stub does, and rcx and r11 as the `syscall` at
+/// the site would have left them), or a fault fetching from 0 when the
+/// guest got there otherwise (a call through a NULL pointer). None for a
+/// syscall from anywhere else. `kernel` reads the child's memory (its
+/// stack, and where its code page is).
+pub fn forked_trampoline_trap(regs: &mut GuestRegs, kernel: &mut dyn GuestKernel) -> Option<Trap> {
+    if !active() || rewrite_mode() || regs.rip != (FORKED_SYSCALL_AT + 2) as u64 {
+        return None;
+    }
+    let marked = |s: u64| site_bit(s).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0);
+    let ret = kernel.read_guest_u64(regs.rsp);
+    let site = ret.map(|r| r.wrapping_sub(2));
+    // The child's page is the page cache's: its marks are at its physical
+    // address (and at the address of whoever rewrote it).
+    if site.is_some_and(|s| marked(s) || kernel.guest_physical(s).is_some_and(marked)) {
+        let ret = ret.unwrap();
+        regs.rip = ret;
+        regs.rsp += 8;
+        regs.rcx = ret;
+        regs.r11 = regs.rflags;
+        return Some(Trap::Syscall);
+    }
+    // As natively: the call pushed its return address and fetching from 0
+    // faults.
+    regs.rip = 0;
+    Some(Trap::Fault(NULL_FETCH_FAULT))
+}
+
 const NULL_FETCH_FAULT: Fault = Fault {
     signo: libc::SIGSEGV,
     code: 1, /* SEGV_MAPERR */
@@ -1029,7 +1099,8 @@ impl EntryPath for ZpolineEntry {
     }
 
     fn patches_shared_code(&self) -> bool {
-        !self.rewrite
+        // A forked child runs rewritten sites through its own page 0.
+        !self.rewrite && forked_child_trampoline().is_none()
     }
 
     fn shares_code(&self) -> bool {

@@ -451,6 +451,15 @@ impl GuestKernel for ThreadCtx {
         }
     }
 
+    fn read_guest_u64(&mut self, addr: u64) -> Option<u64> {
+        crate::mm::uaccess::UserMem::new(&self.mm).read::<u64>(addr).ok()
+    }
+
+    fn guest_physical(&mut self, addr: u64) -> Option<u64> {
+        let (phys, _) = self.mm.lock().unwrap().translate(addr as usize, 1)?;
+        Some(phys as u64)
+    }
+
     fn on_host_process_lost(&self) -> Option<Arc<dyn Fn() + Send + Sync>> {
         let (kernel, process) = (self.kernel, self.thread.process.clone());
         Some(Arc::new(move || {
