@@ -15,7 +15,7 @@
 use super::kstack::ThreadKernelStack;
 use super::{host_signals, EntryPath, GuestKernel, StartState};
 use crate::host::last_errno;
-use crate::host::physmem::PhysMem;
+use crate::host::physmem::{PhysMem, PAGE_SIZE};
 
 pub struct SeccompEntry;
 
@@ -75,7 +75,9 @@ fn uses_dispatch(hi: u64) -> bool {
 /// The filter: traps every syscall of another ABI than x86-64's, wherever
 /// it comes from, and, unless syscall user dispatch catches them
 /// (`dispatch`), every syscall whose instruction pointer lies in [lo, hi),
-/// guest memory; allows the rest (nomu's own code). The ABI check is not
+/// guest memory, or in page 0 (a forked child's zpoline page 0, whose
+/// `syscall` is a guest's: zpoline::forked_trampoline_trap); allows the
+/// rest (nomu's own code). The ABI check is not
 /// redundant: an Intel CPU's `sysenter` enters the host's i386 syscall path
 /// with the instruction pointer already set to a landing pad outside guest
 /// memory, so the range check alone (or dispatch) would let a guest's i386
@@ -107,19 +109,23 @@ fn filter_program(lo: u64, hi: u64, dispatch: bool) -> Vec<SockFilter> {
     // Jump offsets count from the next instruction; see the labels at right.
     vec![
         f(LD_ABS, 0, 0, ARCH),                   // 0
-        f(JEQ, 0, 10, super::AUDIT_ARCH_X86_64), // 1: another ABI -> TRAP
+        f(JEQ, 0, 14, super::AUDIT_ARCH_X86_64), // 1: another ABI -> TRAP
         f(LD_ABS, 0, 0, IP_HI),                  // 2
-        f(JGT, 3, 0, lo_hi),                     // 3: ip_hi > lo_hi -> 7
-        f(JEQ, 0, 8, lo_hi),                     // 4: else unless equal -> ALLOW
-        f(LD_ABS, 0, 0, IP_LO),                  // 5
-        f(JGE, 0, 6, lo_lo),                     // 6: ip_lo < lo_lo -> ALLOW
-        f(LD_ABS, 0, 0, IP_HI),                  // 7: ip >= lo
-        f(JGT, 4, 0, hi_hi),                     // 8: ip_hi > hi_hi -> ALLOW
-        f(JEQ, 0, 2, hi_hi),                     // 9: ip_hi < hi_hi -> TRAP
-        f(LD_ABS, 0, 0, IP_LO),                  // 10
-        f(JGE, 1, 0, hi_lo),                     // 11: ip_lo >= hi_lo -> ALLOW
-        f(RET, 0, 0, RET_TRAP),                  // 12
-        f(RET, 0, 0, RET_ALLOW),                 // 13
+        f(JEQ, 0, 2, 0),                         // 3: ip_hi != 0 -> 6
+        f(LD_ABS, 0, 0, IP_LO),                  // 4
+        f(JGE, 0, 10, PAGE_SIZE as u32),         // 5: ip in page 0 -> TRAP
+        f(LD_ABS, 0, 0, IP_HI),                  // 6
+        f(JGT, 3, 0, lo_hi),                     // 7: ip_hi > lo_hi -> 11
+        f(JEQ, 0, 8, lo_hi),                     // 8: else unless equal -> ALLOW
+        f(LD_ABS, 0, 0, IP_LO),                  // 9
+        f(JGE, 0, 6, lo_lo),                     // 10: ip_lo < lo_lo -> ALLOW
+        f(LD_ABS, 0, 0, IP_HI),                  // 11: ip >= lo
+        f(JGT, 4, 0, hi_hi),                     // 12: ip_hi > hi_hi -> ALLOW
+        f(JEQ, 0, 2, hi_hi),                     // 13: ip_hi < hi_hi -> TRAP
+        f(LD_ABS, 0, 0, IP_LO),                  // 14
+        f(JGE, 1, 0, hi_lo),                     // 15: ip_lo >= hi_lo -> ALLOW
+        f(RET, 0, 0, RET_TRAP),                  // 16
+        f(RET, 0, 0, RET_ALLOW),                 // 17
     ]
 }
 
