@@ -56,6 +56,13 @@ impl Children {
         }
     }
 
+    /// Leaves `pid` with no owner (kept for later: nothing kicks it).
+    pub fn disown(&self, pid: i32) {
+        for entry in self.table().iter_mut().filter(|(_, p)| *p == pid) {
+            entry.0 = 0;
+        }
+    }
+
     /// Forgets `pid`, which its owner has reaped (its own wait saw it go).
     pub fn forget(&self, pid: i32) {
         self.table().retain(|&(_, p)| p != pid);

@@ -1156,6 +1156,7 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
     let host = child.host.clone().expect("a forked child's host process");
     let previous = OWN_CHILD.with(|c| c.replace(&child as *const Child));
     let mut affinity = Affinity::new();
+    let mut exited = false;
     loop {
         let order = host.apply.lock().unwrap_or_else(|e| e.into_inner());
         let (ops, frees) = kernel.take_host_ops();
@@ -1211,6 +1212,7 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         let resume = kernel.on_trap(trap, &mut frame);
         let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
         if resume == Resume::Exit {
+            exited = true;
             break;
         }
         mb.fs_base.store(fs_base, Ordering::Relaxed);
@@ -1224,7 +1226,14 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
     }
     OWN_CHILD.with(|c| c.set(previous));
     affinity.unpin();
-    drop(child);
+    drop(host);
+    if exited {
+        // Its guest is gone (exit, or execve back to the normal path) and
+        // it waits in its handler: the next fork may take it.
+        zygote::keep(child);
+    } else {
+        drop(child);
+    }
     crate::host::sys::set_guest_process(before);
 }
 
@@ -1274,6 +1283,59 @@ mod zygote {
 
     static ZYGOTE: Mutex<Option<Zygote>> = Mutex::new(None);
 
+    /// Host processes of forked children whose guests are gone, parked in
+    /// their handlers, for the next forks: a clone and a kill and reap
+    /// less per fork (each about a third of a fork + exit + wait).
+    static READY: Mutex<Vec<Child>> = Mutex::new(Vec::new());
+    const MAX_READY: usize = 2;
+
+    /// Keeps `child`, whose guest is gone, for [`spawn`] when it is a
+    /// zygote's clone with no other host thread, parked: its memory map is
+    /// emptied of the guest's mappings first (everything but the child
+    /// code, syscall user dispatch's selector, its blocks and zpoline's
+    /// page 0), so it shows no page the guest's exit freed, as a killed
+    /// one would not. Else, or when enough are kept, it is killed and
+    /// reaped. While kept nothing kicks it and its death ends no guest.
+    pub(super) fn keep(child: Child) {
+        let alone =
+            child.host.as_ref().is_some_and(|h| Arc::strong_count(h) == 1 && h.threads.load(Ordering::SeqCst) == 1);
+        let parked = child.mailbox().state.load(Ordering::Acquire) == REQUEST;
+        if !alone
+            || !parked
+            || child.block_fd.is_none()
+            || READY.lock().unwrap_or_else(|e| e.into_inner()).len() >= MAX_READY
+        {
+            return drop(child);
+        }
+        let page0 = super::super::zpoline::forked_child_trampoline().is_some();
+        if !child.queue(&unmap_all_but(&kept_ranges(child.area, child.ops), page0)) || !child.run_ops() {
+            return drop(child);
+        }
+        FORKED.disown(child.tid);
+        set_on_lost(child.tid, None);
+        let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
+        if ready.len() < MAX_READY {
+            ready.push(child);
+        } else {
+            drop(ready);
+            drop(child);
+        }
+    }
+
+    /// A kept host process, alive (see [`keep`]).
+    fn reuse(on_lost: &Option<Arc<dyn Fn() + Send + Sync>>) -> Option<Child> {
+        loop {
+            let child = READY.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if child.mailbox().state.load(Ordering::Acquire) != REQUEST {
+                drop(child); // died while kept
+                continue;
+            }
+            FORKED.reassign(child.tid);
+            set_on_lost(child.tid, on_lost.clone());
+            return Some(child);
+        }
+    }
+
     /// The zygote's parent: a host thread that lives as long as nomu. The
     /// zygote's clones are its children too (CLONE_PARENT), and each of
     /// them asks for SIGKILL when that thread dies (PR_SET_PDEATHSIG).
@@ -1287,24 +1349,7 @@ mod zygote {
                     // Nothing of nomu's memory stays but what the child
                     // code uses (its code, syscall user dispatch's
                     // selector byte, read-only): the clones copy only that.
-                    let code = &raw const nomu_split_code_start as usize & !(PAGE_SIZE - 1);
-                    let code_end = (&raw const nomu_split_code_end as usize).next_multiple_of(PAGE_SIZE);
-                    let selector = super::super::dispatch::selector_page();
-                    let mut keep = [
-                        (code, code_end),
-                        (selector, selector + PAGE_SIZE),
-                        (z.area, z.area + AREA_SIZE),
-                        (z.ops, z.ops + OPS_SIZE),
-                    ];
-                    keep.sort_unstable();
-                    let mut at = 0;
-                    let mut gaps = Vec::new();
-                    for (s, e) in keep.into_iter().chain([(crate::mm::uaccess::TASK_SIZE_MAX as usize, 0)]) {
-                        if s > at {
-                            gaps.push([libc::SYS_munmap as u64, at as u64, (s - at) as u64, 0, 0, 0, 0]);
-                        }
-                        at = at.max(e);
-                    }
+                    let mut gaps = unmap_all_but(&kept_ranges(z.area, z.ops), false);
                     // zpoline's page 0 for forked children, whose clones
                     // inherit it (see zpoline::forked_trampoline_trap).
                     if let Some(fd) = super::super::zpoline::forked_child_trampoline() {
@@ -1326,10 +1371,42 @@ mod zygote {
         Ok(Zygote { child, leftover: Vec::new() })
     }
 
+    /// What a forked child's host process keeps of nomu's memory: the
+    /// child code's pages, the page of syscall user dispatch's selector
+    /// byte (read-only), and its block and ops block at `area` and `ops`.
+    fn kept_ranges(area: usize, ops: usize) -> [(usize, usize); 4] {
+        let code = &raw const nomu_split_code_start as usize & !(PAGE_SIZE - 1);
+        let code_end = (&raw const nomu_split_code_end as usize).next_multiple_of(PAGE_SIZE);
+        let selector = super::super::dispatch::selector_page();
+        [(code, code_end), (selector, selector + PAGE_SIZE), (area, area + AREA_SIZE), (ops, ops + OPS_SIZE)]
+    }
+
+    /// The host calls that unmap everything below the top of user memory
+    /// but `keep` (and page 0 when `page0`).
+    fn unmap_all_but(keep: &[(usize, usize)], page0: bool) -> Vec<[u64; OP_WORDS]> {
+        let mut keep = keep.to_vec();
+        if page0 {
+            keep.push((0, PAGE_SIZE));
+        }
+        keep.sort_unstable();
+        let mut at = 0;
+        let mut gaps = Vec::new();
+        for (s, e) in keep.into_iter().chain([(crate::mm::uaccess::TASK_SIZE_MAX as usize, 0)]) {
+            if s > at {
+                gaps.push([libc::SYS_munmap as u64, at as u64, (s - at) as u64, 0, 0, 0, 0]);
+            }
+            at = at.max(e);
+        }
+        gaps
+    }
+
     /// A new forked child's host process, started and parked, and the
     /// host calls it makes before it first runs (it unmaps the zygote's
     /// block and ops block, which it shares until then).
     pub(super) fn spawn(on_lost: Option<Arc<dyn Fn() + Send + Sync>>) -> Result<(Child, Vec<[u64; OP_WORDS]>), String> {
+        if let Some(child) = reuse(&on_lost) {
+            return Ok((child, Vec::new()));
+        }
         let mut guard = ZYGOTE.lock().unwrap_or_else(|e| e.into_inner());
         if guard.as_ref().is_none_or(|z| z.child.mailbox().state.load(Ordering::Acquire) == DEAD) {
             *guard = None;
@@ -1606,6 +1683,13 @@ fn watch(pid: i32, state: &AtomicU32, on_lost: Option<Arc<dyn Fn() + Send + Sync
         return;
     }
     list.push(Watched { pid, pidfd, state: state.as_ptr() as usize, on_lost });
+}
+
+/// What the watcher does when watched `pid` dies: end this guest.
+fn set_on_lost(pid: i32, on_lost: Option<Arc<dyn Fn() + Send + Sync>>) {
+    if let Some(w) = watched().iter_mut().find(|w| w.pid == pid) {
+        w.on_lost = on_lost;
+    }
 }
 
 /// Stops watching `pid` (before it is killed and reaped, and its block
