@@ -1290,12 +1290,14 @@ mod zygote {
     const MAX_READY: usize = 2;
 
     /// Keeps `child`, whose guest is gone, for [`spawn`] when it is a
-    /// zygote's clone with no other host thread, parked: its memory map is
-    /// emptied of the guest's mappings first (everything but the child
-    /// code, syscall user dispatch's selector, its blocks and zpoline's
-    /// page 0), so it shows no page the guest's exit freed, as a killed
-    /// one would not. Else, or when enough are kept, it is killed and
-    /// reaped. While kept nothing kicks it and its death ends no guest.
+    /// zygote's clone with no other host thread, parked: it empties its
+    /// memory map of the guest's mappings at once (everything but the
+    /// child code, syscall user dispatch's selector, its blocks and
+    /// zpoline's page 0), running no guest code before, so it stops
+    /// showing the pages the guest's exit freed as soon as it runs, as a
+    /// killed one does as soon as it dies; it parks again before a fork
+    /// takes it. Else, or when enough are kept, it is killed and reaped.
+    /// While kept nothing kicks it and its death ends no guest.
     pub(super) fn keep(child: Child) {
         let alone =
             child.host.as_ref().is_some_and(|h| Arc::strong_count(h) == 1 && h.threads.load(Ordering::SeqCst) == 1);
@@ -1308,9 +1310,13 @@ mod zygote {
             return drop(child);
         }
         let page0 = super::super::zpoline::forked_child_trampoline().is_some();
-        if !child.queue(&unmap_all_but(&kept_ranges(child.area, child.ops), page0)) || !child.run_ops() {
+        if !child.queue(&unmap_all_but(&kept_ranges(child.area, child.ops), page0)) {
             return drop(child);
         }
+        // It unmaps them meanwhile, and parks again: no wait here (an
+        // execve's new program runs on this thread next).
+        child.mailbox().ops_only.store(1, Ordering::Relaxed);
+        child.release();
         FORKED.disown(child.tid);
         set_on_lost(child.tid, None);
         let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
@@ -1326,7 +1332,8 @@ mod zygote {
     fn reuse(on_lost: &Option<Arc<dyn Fn() + Send + Sync>>) -> Option<Child> {
         loop {
             let child = READY.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-            if child.mailbox().state.load(Ordering::Acquire) != REQUEST {
+            // Parked again once it has emptied its map (see keep).
+            if !child.wait_request() {
                 drop(child); // died while kept
                 continue;
             }
