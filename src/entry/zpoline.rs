@@ -1005,9 +1005,10 @@ impl SyscallRewriter for Rewriter {
         let mut code = [0u8; 2];
         let code =
             (signo == libc::SIGILL && safecopy::copy_from_guest(&mut code, regs.rip as usize) == 2).then_some(code);
-        if fault_was_syscall(regs, signo, addr) {
-            Some(Trap::Syscall)
-        } else if code.is_some() && half_rewritten_was_syscall(regs, signo, trapno, code, is_site(regs.rip)) {
+        let half_rewritten = |regs: &mut GuestRegs| {
+            code.is_some() && half_rewritten_was_syscall(regs, signo, trapno, code, is_site(regs.rip))
+        };
+        if fault_was_syscall(regs, signo, addr) || half_rewritten(regs) {
             Some(Trap::Syscall)
         } else if in_trampoline(regs.rip) {
             // The guest jumped into the trampoline (to NULL, say) and
