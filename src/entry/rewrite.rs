@@ -288,7 +288,7 @@ fn membarrier(cmd: i32) -> i64 {
 
 /// Every other thread of this process executes a serializing instruction
 /// before it runs user code again.
-fn sync_core() {
+pub(super) fn sync_core() {
     if membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) < 0 {
         // Registered at install: cannot fail short of a kernel bug.
         crate::host::sys::write_all(2, b"nomu: membarrier(SYNC_CORE) failed\n");

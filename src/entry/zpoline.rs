@@ -7,9 +7,15 @@
 //! instruction it came from before handling it, so code the dynamic linker,
 //! dlopen or a JIT brings in is covered without any disassembly. The 2-byte
 //! rewrite is a locked compare-and-swap through a writable alias of guest
-//! memory (never straddling a cache line), so a thread executing the site
-//! meanwhile sees the old or the new instruction; a site that straddles a
-//! line is never rewritten and keeps trapping through SIGSYS.
+//! memory, so a thread executing the site meanwhile sees the old or the
+//! new instruction. A site that straddles a cache line (no atomic 2-byte
+//! store covers it) is rewritten in two steps, as rewrite.rs does its
+//! patches: 05 -> d0 first, membarrier(PRIVATE_EXPEDITED_SYNC_CORE) (every
+//! CPU running this process serializes), then 0f -> ff. The `0f d0` in
+//! between is an invalid opcode: a thread meeting it takes #UD (SIGILL) at
+//! the marked site, which is handled as the syscall. `ff 05` (a
+//! `inc [rip+x]`) can never be seen: ff is written only once every CPU
+//! fetches d0.
 //!
 //! The trampoline (page 0, read+execute):
 //! - offsets 0..512 (every Linux x86-64 syscall number) hold pairs
@@ -90,6 +96,15 @@ const _: () = assert!(POINTER_PAGE >= TRAMPOLINE_LEN && POINTER_AT + 8 <= POINTE
 
 const REWRITTEN: [u8; 2] = [0xff, 0xd0]; // call *%rax
 const SYSCALL: [u8; 2] = [0x0f, 0x05];
+/// A straddling site between the two steps of its rewrite: no-prefix
+/// `0f d0` is undefined (#UD).
+const HALF_REWRITTEN: [u8; 2] = [0x0f, 0xd0];
+/// Held while a straddling site is rewritten, and by forget_sites: a page
+/// freed meanwhile must not get the second byte written into its next use.
+static STRADDLE_PATCHING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Whether membarrier(SYNC_CORE) is registered: straddling sites are
+/// rewritten only then.
+static SYNC_CORE: AtomicBool = AtomicBool::new(false);
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// One bit per byte of guest memory: set where a `syscall` was rewritten.
@@ -502,6 +517,7 @@ impl ZpolineEntry {
         SITE_PAGES.store(map_bitmap(physmem.size() / PAGE_SIZE)?, Ordering::Relaxed);
         XSTATE_SIZE.store(crate::host::cpu::xsave_size(), Ordering::Relaxed);
         install_trampoline()?;
+        SYNC_CORE.store(super::rewrite::available().is_ok(), Ordering::Relaxed);
         ACTIVE.store(true, Ordering::Release);
         host_signals::set_rewriter(&Rewriter);
         Ok(ZpolineEntry { rewrite: false })
@@ -589,6 +605,8 @@ fn forget_sites(addr: usize, len: usize) {
         let in_word = (64 - page % 64).min(end_page - page);
         let mask = if in_word == 64 { u64::MAX } else { ((1u64 << in_word) - 1) << (page % 64) };
         if word.load(Ordering::Relaxed) & mask != 0 {
+            // Not while a straddling site there is half rewritten.
+            let _patching = STRADDLE_PATCHING.lock().unwrap_or_else(|e| e.into_inner());
             let mut had = word.fetch_and(!mask, Ordering::AcqRel) & mask;
             while had != 0 {
                 let p = page - page % 64 + had.trailing_zeros() as usize;
@@ -690,8 +708,15 @@ fn rewrite(site: u64) -> bool {
     if site_bit(site).is_none() {
         return false;
     }
+    let straddles = site % 64 == 63;
     let mut code = [0u8; 2];
-    if safecopy::copy_from_guest(&mut code, site as usize) != 2 || (code != SYSCALL && code != REWRITTEN) {
+    if safecopy::copy_from_guest(&mut code, site as usize) != 2
+        || (code != SYSCALL && code != REWRITTEN && !(straddles && code == HALF_REWRITTEN))
+    {
+        return false;
+    }
+    if straddles && code == SYSCALL && !may_rewrite_straddling(site) {
+        // Left to trap through SIGSYS, unmarked (as a site nomu never saw).
         return false;
     }
     // Marked first: once another thread can execute the call, its stub
@@ -704,9 +729,80 @@ fn rewrite(site: u64) -> bool {
         mark(phys);
     }
     if code == SYSCALL {
-        PhysMem::get().patch_u16(site as usize, SYSCALL, REWRITTEN);
+        if straddles {
+            rewrite_straddling(site);
+        } else {
+            PhysMem::get().patch_u16(site as usize, SYSCALL, REWRITTEN);
+        }
     }
     true
+}
+
+/// Whether a `syscall` at `site` straddling a cache line may be rewritten
+/// in two steps: with membarrier(SYNC_CORE), and not after a 66, f2 or f3
+/// byte (maybe its prefix: `66 0f d0` and `f2 0f d0` are SSE3's addsub,
+/// valid instructions, where `0f d0` must trap).
+fn may_rewrite_straddling(site: u64) -> bool {
+    let mut before = [0u8; 1];
+    SYNC_CORE.load(Ordering::Relaxed)
+        && safecopy::copy_from_guest(&mut before, site as usize - 1) == 1
+        && !matches!(before[0], 0x66 | 0xf2 | 0xf3)
+}
+
+/// Rewrites the marked `syscall` at `site`, whose two bytes straddle a
+/// cache line: 05 -> d0, every CPU serialized, 0f -> ff (see the module's
+/// comment). Another thread that finds it half done leaves it to the first.
+fn rewrite_straddling(site: u64) {
+    let pm = PhysMem::get();
+    let _patching = STRADDLE_PATCHING.lock().unwrap_or_else(|e| e.into_inner());
+    // Still marked under the lock: its page was not freed meanwhile
+    // (forget_sites clears the marks under it too).
+    let marked = |s: u64| site_bit(s).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0);
+    if !marked(site) || !pm.patch_u8(site as usize + 1, SYSCALL[1], HALF_REWRITTEN[1]) {
+        return;
+    }
+    super::rewrite::sync_core();
+    pm.patch_u8(site as usize, SYSCALL[0], REWRITTEN[0]);
+}
+
+/// A #UD (SIGILL) of a guest at `regs.rip`: when that is a straddling site
+/// halfway through its rewrite (`0f d0`, or `ff d0` by now), makes `regs`
+/// those after the syscall and returns true. `code` reads the two bytes
+/// at rip, `marked` whether a site is marked.
+fn half_rewritten_was_syscall(
+    regs: &mut GuestRegs,
+    signo: i32,
+    trapno: u64,
+    code: Option<[u8; 2]>,
+    marked: bool,
+) -> bool {
+    const INVALID_OPCODE: u64 = 6;
+    if signo != libc::SIGILL || trapno != INVALID_OPCODE || regs.rip % 64 != 63 || !marked {
+        return false;
+    }
+    if !code.is_some_and(|c| c == HALF_REWRITTEN || c == REWRITTEN) {
+        return false;
+    }
+    regs.rip += 2;
+    regs.rcx = regs.rip;
+    regs.r11 = regs.rflags;
+    true
+}
+
+/// A forked child's SIGILL (its own host process, shown the page cache's
+/// code as it is, which nomu's process may be rewriting): true, with
+/// `regs` as after the syscall, when it came from a half-rewritten site.
+pub fn forked_half_rewritten_trap(regs: &mut GuestRegs, signo: i32, trapno: u64, kernel: &mut dyn GuestKernel) -> bool {
+    if !active() || rewrite_mode() || signo != libc::SIGILL || regs.rip % 64 != 63 {
+        return false;
+    }
+    let marked = |s: u64| site_bit(s).is_some_and(|(byte, bit)| byte.load(Ordering::Acquire) & bit != 0);
+    let site = regs.rip;
+    let is_marked = marked(site) || kernel.guest_physical(site).is_some_and(marked);
+    // Eight bytes at a line's last byte: the next line holds the second
+    // byte, so the read stays in mapped memory.
+    let code = kernel.read_guest_u64(site).map(|w| [w as u8, (w >> 8) as u8]);
+    half_rewritten_was_syscall(regs, signo, trapno, code, is_marked)
 }
 
 /// A fault of a guest that called a rewritten site with a number the sled
@@ -906,7 +1002,13 @@ impl SyscallRewriter for Rewriter {
             super::rewrite::map_back(regs);
             return None;
         }
-        if fault_was_syscall(regs, signo, addr) {
+        let mut code = [0u8; 2];
+        let code =
+            (signo == libc::SIGILL && safecopy::copy_from_guest(&mut code, regs.rip as usize) == 2).then_some(code);
+        let half_rewritten = |regs: &mut GuestRegs| {
+            code.is_some() && half_rewritten_was_syscall(regs, signo, trapno, code, is_site(regs.rip))
+        };
+        if fault_was_syscall(regs, signo, addr) || half_rewritten(regs) {
             Some(Trap::Syscall)
         } else if in_trampoline(regs.rip) {
             // The guest jumped into the trampoline (to NULL, say) and

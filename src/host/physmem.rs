@@ -517,6 +517,20 @@ impl PhysMem {
         ok != 0
     }
 
+    /// Atomically replaces the byte at `addr` with `new` if it still holds
+    /// `old` (a compare-and-swap through the writable alias): one step of a
+    /// multi-byte patch of code that other threads may be running.
+    pub fn patch_u8(&self, addr: usize, old: u8, new: u8) -> bool {
+        if !self.contains(addr, 1) {
+            return false;
+        }
+        // SAFETY: inside our alias mapping (checked above), which lives for
+        // the rest of the process; AtomicU8 has u8's layout and alignment.
+        let byte = unsafe { &*(self.alias_of(addr) as *const std::sync::atomic::AtomicU8) };
+        byte.compare_exchange(old, new, std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Copies bytes inside physical memory (for mremap moves), through the
     /// writable alias: neither range needs to be accessible to the guest.
     pub fn copy_within(&self, dst: usize, src: usize, len: usize) {
