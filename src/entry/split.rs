@@ -1193,11 +1193,20 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         // only reference to its context.
         let uc = unsafe { child.ucontext() };
         let mut trap = trap_of(mb, uc);
-        if let Trap::Syscall = trap {
+        match trap {
             // A rewritten site's call through the child's page 0 (zpoline).
-            if let Some(t) = super::zpoline::forked_trampoline_trap(&mut uc.mcontext.regs, kernel) {
-                trap = t;
+            Trap::Syscall => {
+                if let Some(t) = super::zpoline::forked_trampoline_trap(&mut uc.mcontext.regs, kernel) {
+                    trap = t;
+                }
             }
+            // A syscall site nomu's process is rewriting in two steps.
+            Trap::Fault(f)
+                if super::zpoline::forked_half_rewritten_trap(&mut uc.mcontext.regs, f.signo, f.trapno, kernel) =>
+            {
+                trap = Trap::Syscall;
+            }
+            _ => {}
         }
         let mut xstate = xstate_of(uc.mcontext.fpstate);
         let gs = mb.gs_base.load(Ordering::Relaxed);

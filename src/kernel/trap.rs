@@ -479,12 +479,6 @@ impl GuestKernel for ThreadCtx {
         match trap {
             Trap::Syscall => crate::syscall::handle(self, frame),
             Trap::Fault(f) if self.resolve_copy_fault(&f) => {}
-            // A forked child met a syscall site nomu's process is rewriting.
-            Trap::Fault(f)
-                if crate::entry::zpoline::forked_half_rewritten_trap(frame.regs, f.signo, f.trapno, self) =>
-            {
-                crate::syscall::handle(self, frame)
-            }
             Trap::Fault(f) => self.force_fault(&f),
             Trap::Interrupt => {}
         }
