@@ -10,7 +10,9 @@
 
 long line_sys(long nr, long a1, long a2, long a3);
 long page_sys(long nr, long a1, long a2, long a3);
-extern const unsigned char line_site[], page_site[];
+extern const unsigned char line_site[], page_site[], sites32[];
+typedef long (*sys_fn)(long nr, long a1, long a2, long a3);
+#define SITE32(i) ((sys_fn)(uintptr_t)(sites32 + (i) % 32 * 128))
 
 #define SYS_FN(name, at)                                                       \
 	".globl " #name "\n.type " #name ",@function\n" #name ":\n"            \
@@ -22,6 +24,12 @@ extern const unsigned char line_site[], page_site[];
 __asm__(".text\n"
 	".p2align 12\n" SYS_FN(line_sys, 127)
 	".p2align 12\n" SYS_FN(page_sys, 4095)
+	/* 32 more, 128 bytes apart: more patches for the threads to race */
+	".p2align 12\n.globl sites32\nsites32:\n"
+	".rept 32\n"
+	"1: mov %rdi, %rax\n  mov %rsi, %rdi\n  mov %rdx, %rsi\n  mov %rcx, %rdx\n"
+	"  .org 1b + 63, 0x90\n  syscall\n  ret\n  .org 1b + 128, 0xcc\n"
+	".endr\n"
 	".globl line_site\n.set line_site, line_sys_site_\n"
 	".globl page_site\n.set page_site, page_sys_site_\n");
 
@@ -36,6 +44,7 @@ static void *hammer(void *arg)
 	for (int i = 0; i < HAMMER; i++) {
 		bad += line_sys(SYS_gettid, 0, 0, 0) != tid;
 		bad += page_sys(SYS_getpid, 0, 0, 0) != pid;
+		bad += SITE32(i)(SYS_gettid, 0, 0, 0) != tid;
 	}
 	return (void *)bad;
 }
@@ -47,6 +56,7 @@ static void calls(const char *what)
 	for (int i = 0; i < 1000; i++) {
 		bad += line_sys(SYS_getpid, 0, 0, 0) != pid;
 		bad += page_sys(SYS_gettid, 0, 0, 0) != tid;
+		bad += SITE32(i)(SYS_getpid, 0, 0, 0) != pid;
 	}
 	CHECK_EQ(bad, 0);
 	fflush(stdout);
