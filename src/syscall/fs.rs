@@ -7,7 +7,8 @@ use crate::fs::file::{FileKind, FileType, OpenFile};
 use crate::fs::path::{self, Special, PATH_MAX};
 use crate::fs::procfs::{self, Follow, Kind, Lookup, Node};
 use crate::host::fs as hostfs;
-use std::ffi::CString;
+use std::borrow::Cow;
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 
@@ -38,13 +39,13 @@ impl Target {
     /// The (directory, name, AT_ flags) triple a host *at call takes; a
     /// /proc entry has none (its attributes are not the guest's to change:
     /// EPERM, as Linux's proc_setattr answers chmod).
-    pub(super) fn at(&self) -> Result<(std::os::fd::BorrowedFd<'_>, CString, i32), Errno> {
+    pub(super) fn at(&self) -> Result<(std::os::fd::BorrowedFd<'_>, Cow<'_, CStr>, i32), Errno> {
         Ok(match self {
-            Target::Object(fd) => (hostfs::cwd(), proc_fd_path(fd.as_fd()), 0),
-            Target::File(f) => (hostfs::cwd(), proc_fd_path(f.fd()), 0),
-            Target::Entry(dir, name) => (dir.as_fd(), name.clone(), libc::AT_SYMLINK_NOFOLLOW),
+            Target::Object(fd) => (hostfs::cwd(), Cow::Owned(proc_fd_path(fd.as_fd())), 0),
+            Target::File(f) => (hostfs::cwd(), Cow::Owned(proc_fd_path(f.fd())), 0),
+            Target::Entry(dir, name) => (dir.as_fd(), Cow::Borrowed(name.as_c_str()), libc::AT_SYMLINK_NOFOLLOW),
             Target::HostPath(p, follow) => {
-                (hostfs::cwd(), p.clone(), if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW })
+                (hostfs::cwd(), Cow::Borrowed(p.as_c_str()), if *follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW })
             }
             Target::Proc(_) => return Err(Errno::EPERM),
         })
@@ -176,7 +177,7 @@ impl Ctx<'_, '_> {
     fn empty_target(&self, dirfd: DirFd) -> Result<Target, Errno> {
         if dirfd == DirFd::CWD {
             let cwd = self.process().cwd.lock().unwrap().clone();
-            return self.target_abs(&cwd, true);
+            return self.target_abs(cwd, true);
         }
         Ok(Target::file(self.file(dirfd.fd())?))
     }
@@ -186,26 +187,29 @@ impl Ctx<'_, '_> {
         if abs.is_empty() {
             return self.empty_target(dirfd);
         }
-        self.target_abs(&abs, follow)
+        self.target_abs(abs, follow)
     }
 
     /// Whether an absolute guest path names a symbolic link (itself, not
     /// followed); false also when it names nothing.
     pub(super) fn names_symlink(&self, abs: &[u8]) -> bool {
-        self.target_abs(abs, false)
+        self.target_abs(abs.to_vec(), false)
             .and_then(|t| stat_target(self, &t))
             .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
     }
 
-    fn target_abs(&self, abs: &[u8], follow: bool) -> Result<Target, Errno> {
-        match path::special(abs) {
-            None if self.kernel().root.is_host_root() => Ok(Target::HostPath(path::cstring(abs)?, follow)),
+    fn target_abs(&self, abs: Vec<u8>, follow: bool) -> Result<Target, Errno> {
+        match path::special(&abs) {
+            // The guest's path is the host's: handed over as read.
+            None if self.kernel().root.is_host_root() => {
+                Ok(Target::HostPath(CString::new(abs).map_err(|_| Errno::EINVAL)?, follow))
+            }
             None if !follow => {
-                let (dir, name) = self.kernel().root.parent_of(abs)?;
+                let (dir, name) = self.kernel().root.parent_of(&abs)?;
                 Ok(Target::Entry(dir, name))
             }
-            Some(Special::Proc(norm)) => self.proc_target(&norm, follow, names_dir(abs)),
-            _ => Ok(Target::Object(self.open_abs(abs, libc::O_PATH, 0)?)),
+            Some(Special::Proc(norm)) => self.proc_target(&norm, follow, names_dir(&abs)),
+            _ => Ok(Target::Object(self.open_abs(&abs, libc::O_PATH, 0)?)),
         }
     }
 
@@ -218,7 +222,7 @@ impl Ctx<'_, '_> {
                 if dir {
                     p.push(b'/');
                 }
-                return self.target_abs(&p, follow);
+                return self.target_abs(p, follow);
             }
             Lookup::Node(n) => n,
         };
@@ -229,7 +233,7 @@ impl Ctx<'_, '_> {
                     if dir {
                         p.push(b'/');
                     }
-                    return self.target_abs(&p, true);
+                    return self.target_abs(p, true);
                 }
                 Follow::File(f) if dir && f.kind() != FileKind::Directory => return Err(Errno::ENOTDIR),
                 Follow::File(f) => return Ok(Target::file(f)),

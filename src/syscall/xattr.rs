@@ -43,7 +43,7 @@ fn host_path(t: &Target) -> Result<(CString, bool), Errno> {
             (CString::new(p).unwrap(), false)
         }
         // Through the magic link to the object itself.
-        t => (t.at()?.1, true),
+        t => (t.at()?.1.into_owned(), true),
     })
 }
 

