@@ -32,7 +32,7 @@
 //! record is one byte per 2 MiB (64 KiB for the 128 GiB window), also
 //! zero (GUEST) until a pageblock is converted.
 
-use std::collections::BTreeSet;
+use super::pfnset::PfnSet;
 
 /// The largest block: 2^30 pages (4 TiB), so one mapping can reserve far
 /// more than the 4 GiB a smaller order would allow (a JVM's heap).
@@ -109,7 +109,7 @@ pub struct Conversion {
 pub struct BuddyAllocator {
     npages: usize,
     /// Indexed by freetype * (MAX_ORDER + 1) + order.
-    free_lists: Vec<BTreeSet<usize>>,
+    free_lists: Vec<PfnSet>,
     /// Per freetype, bit `order` set while that list is not empty (the
     /// allocation's search is one bit scan, not a look at every order).
     nonempty: [u32; NR_FREETYPES],
@@ -143,7 +143,7 @@ impl BuddyAllocator {
     pub fn new(npages: usize) -> BuddyAllocator {
         let mut b = BuddyAllocator {
             npages,
-            free_lists: (0..NR_FREETYPES * (MAX_ORDER + 1)).map(|_| BTreeSet::new()).collect(),
+            free_lists: (0..NR_FREETYPES * (MAX_ORDER + 1)).map(|l| PfnSet::new(npages, l % (MAX_ORDER + 1))).collect(),
             nonempty: [0; NR_FREETYPES],
             head_order: vec![NOT_FREE; npages],
             pageblock: vec![0; npages.div_ceil(PAGEBLOCK_PAGES)],
@@ -212,7 +212,7 @@ impl BuddyAllocator {
 
     fn remove(&mut self, pfn: usize, order: usize, ft: FreeType) {
         let l = &mut self.free_lists[list(ft, order)];
-        let was_free = l.remove(&pfn);
+        let was_free = l.remove(pfn);
         debug_assert!(was_free);
         if l.is_empty() {
             self.nonempty[ft.index()] &= !(1 << order);
@@ -242,7 +242,7 @@ impl BuddyAllocator {
             return None;
         }
         let o = order + mask.trailing_zeros() as usize;
-        Some((*self.free_lists[list(ft, o)].first().unwrap(), o))
+        Some((self.free_lists[list(ft, o)].first().unwrap(), o))
     }
 
     /// Allocates `count` contiguous pages aligned to `align` pages (a power
@@ -314,7 +314,7 @@ impl BuddyAllocator {
             let mask = self.nonempty[f.index()] >> order << order;
             (mask != 0).then(|| {
                 let o = 31 - mask.leading_zeros() as usize;
-                (*self.free_lists[list(f, o)].first().unwrap(), o, f)
+                (self.free_lists[list(f, o)].first().unwrap(), o, f)
             })
         })
     }
@@ -331,7 +331,7 @@ impl BuddyAllocator {
                 break;
             }
             let mut o = 31 - mask.leading_zeros() as usize;
-            let pfn = *self.free_lists[list(ft, o)].last().unwrap();
+            let pfn = self.free_lists[list(ft, o)].last().unwrap();
             self.remove(pfn, o, ft);
             // Keep the lower halves that still fit under `keep`, revert
             // the rest.
@@ -507,7 +507,7 @@ mod tests {
         for ft in FreeType::ALL {
             let mut pages = 0;
             for o in 0..=MAX_ORDER {
-                for &pfn in &b.free_lists[list(ft, o)] {
+                for pfn in b.free_lists[list(ft, o)].iter() {
                     let end = (pfn + (1 << o)).min(b.npages);
                     for pb in pfn >> PAGEBLOCK_ORDER..=(end - 1) >> PAGEBLOCK_ORDER {
                         assert_eq!(FreeType(b.pageblock[pb]), ft, "block {pfn} order {o} in the wrong lists");

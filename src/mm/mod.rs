@@ -6,6 +6,7 @@ pub mod buddy;
 pub mod cache;
 pub mod commit;
 pub mod mapping;
+pub mod pfnset;
 pub mod phys;
 pub mod space;
 pub mod uaccess;
