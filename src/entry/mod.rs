@@ -238,6 +238,16 @@ pub trait GuestKernel {
     fn guest_physical(&mut self, _addr: u64) -> Option<u64> {
         None
     }
+    /// What a forked child's host process may answer itself, without
+    /// handing the syscall over (split's "Local answers"): the guest
+    /// thread's tid and its process's pid. None when every syscall must
+    /// reach the kernel (--trace shows each one).
+    fn local_answers(&self) -> Option<(u32, u32)> {
+        None
+    }
+    /// The kernel takes what the host process answered meanwhile (see
+    /// `split::take_local_robust_list`), before it looks at a trap.
+    fn take_local_answers(&mut self) {}
 }
 
 /// The initial state of a guest thread (after execve, or for a new thread).

@@ -165,6 +165,15 @@ struct Mailbox {
     /// A forked child's name for the host (its comm, `ps` shows it), set
     /// by its first queued host calls: it would show its zygote's.
     name: [u8; 16],
+    /// Set by a forked child's nomu thread: the child answers gettid,
+    /// getpid and set_robust_list itself (see "Local answers").
+    local: AtomicU64,
+    local_tid: AtomicU64,
+    local_pid: AtomicU64,
+    /// A set_robust_list the child answered: its head, and 1 in
+    /// `robust_set` until the kernel has taken it.
+    robust_head: AtomicU64,
+    robust_set: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
@@ -294,6 +303,38 @@ global_asm!(
     "    mov rbx, rsp",
     "    and rbx, {area_mask}",
     "    add rbx, {mbox}",
+    // Local answers: a guest syscall whose answer the mailbox holds is
+    // answered here (not one from zpoline's page 0, whose return address
+    // the kernel checks).
+    "    cmp edi, 31", // SIGSYS
+    "    jne .Lsplit_trap",
+    "    cmp qword ptr [rbx + {local}], 0",
+    "    je .Lsplit_trap",
+    "    cmp qword ptr [rsi + {si_call_addr}], 4096",
+    "    jb .Lsplit_trap",
+    "    mov eax, dword ptr [rsi + {si_syscall}]",
+    "    cmp eax, 186", // gettid
+    "    je .Lsplit_local_tid",
+    "    cmp eax, 39", // getpid
+    "    je .Lsplit_local_pid",
+    "    cmp eax, 273", // set_robust_list(head, len): only a valid one
+    "    jne .Lsplit_trap",
+    "    cmp qword ptr [rdx + {uc_rsi}], 24",
+    "    jne .Lsplit_trap",
+    "    mov rax, [rdx + {uc_rdi}]",
+    "    mov [rbx + {robust_head}], rax",
+    "    mov qword ptr [rbx + {robust_set}], 1", // after the head (x86 store order)
+    "    xor eax, eax",
+    "    jmp .Lsplit_local_done",
+    ".Lsplit_local_tid:",
+    "    mov rax, [rbx + {local_tid}]",
+    "    jmp .Lsplit_local_done",
+    ".Lsplit_local_pid:",
+    "    mov rax, [rbx + {local_pid}]",
+    ".Lsplit_local_done:",
+    "    mov [rdx + {uc_rax}], rax",
+    "    ret",
+    ".Lsplit_trap:",
     "    mov [rbx + {signo}], edi",
     "    mov [rbx + {info}], rsi",
     "    mov [rbx + {uc}], rdx",
@@ -464,7 +505,23 @@ global_asm!(
     ops_only = const offset_of!(Mailbox, ops_only),
     op_result = const offset_of!(Mailbox, op_result),
     op_size = const OP_WORDS * 8,
+    local = const offset_of!(Mailbox, local),
+    local_tid = const offset_of!(Mailbox, local_tid),
+    local_pid = const offset_of!(Mailbox, local_pid),
+    robust_head = const offset_of!(Mailbox, robust_head),
+    robust_set = const offset_of!(Mailbox, robust_set),
+    si_call_addr = const SI_CALL_ADDR,
+    si_syscall = const SI_SYSCALL,
+    uc_rax = const UC_REGS + offset_of!(GuestRegs, rax),
+    uc_rdi = const UC_REGS + offset_of!(GuestRegs, rdi),
+    uc_rsi = const UC_REGS + offset_of!(GuestRegs, rsi),
 );
+
+/// A SIGSYS siginfo's si_call_addr and si_syscall.
+const SI_CALL_ADDR: usize = 16;
+const SI_SYSCALL: usize = 24;
+/// The guest registers in the kernel's ucontext.
+const UC_REGS: usize = offset_of!(Ucontext, mcontext) + offset_of!(super::host_signals::Sigcontext, regs);
 
 extern "C" {
     static nomu_split_code_start: u8;
@@ -684,6 +741,21 @@ impl Child {
     }
 
     /// Sets up the parked child to start a guest thread at `start`.
+    /// Lets the child answer gettid and getpid with `ids` (tid, pid), and
+    /// set_robust_list, itself; None stops it. True if it does.
+    fn answer_locally(&self, ids: Option<(u32, u32)>) -> bool {
+        let mb = self.mailbox();
+        let Some((tid, pid)) = ids else {
+            mb.local.store(0, Ordering::Relaxed);
+            return false;
+        };
+        mb.local_tid.store(tid as u64, Ordering::Relaxed);
+        mb.local_pid.store(pid as u64, Ordering::Relaxed);
+        mb.robust_set.store(0, Ordering::Relaxed);
+        mb.local.store(1, Ordering::Relaxed);
+        true
+    }
+
     fn load(&self, start: &StartState) {
         // SAFETY: the child is parked; the reference ends with this call.
         let uc = unsafe { self.ucontext() };
@@ -783,6 +855,11 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
         ops_only: AtomicU64::new(0),
         op_result: AtomicU64::new(0),
         name: *b"nomu-forked\0\0\0\0\0",
+        local: AtomicU64::new(0),
+        local_tid: AtomicU64::new(0),
+        local_pid: AtomicU64::new(0),
+        robust_head: AtomicU64::new(0),
+        robust_set: AtomicU64::new(0),
     };
     // SAFETY: the mailbox slot lies at the top of our fresh mapping,
     // suitably aligned, and nobody else uses it yet.
@@ -1153,6 +1230,7 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
     crate::host::sys::set_guest_process(child.tid);
     child.load(&start);
     drop(start);
+    let local = child.answer_locally(kernel.local_answers());
     let host = child.host.clone().expect("a forked child's host process");
     let previous = OWN_CHILD.with(|c| c.replace(&child as *const Child));
     let mut affinity = Affinity::new();
@@ -1187,6 +1265,9 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             // Its memory is in physical memory, but its registers are gone.
             child_lost(kernel, "a forked guest's process died");
             break;
+        }
+        if local {
+            kernel.take_local_answers();
         }
         let mb = child.mailbox();
         // SAFETY: the child is parked until we release it; this is the
@@ -1232,6 +1313,11 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         if reset {
             uc.mcontext.fpstate = 0;
         }
+    }
+    if local {
+        // Whatever it answered is the kernel's before its mailbox goes.
+        kernel.take_local_answers();
+        child.answer_locally(None);
     }
     OWN_CHILD.with(|c| c.set(previous));
     affinity.unpin();
@@ -1635,6 +1721,18 @@ fn map_block_fd(fd: i32) -> Result<(usize, usize), String> {
 /// Kicks the forked child run by nomu thread `host_tid`, if it runs one.
 pub fn interrupt_own_process(host_tid: i32) -> bool {
     FORKED.signal(host_tid, CHILD_KICK)
+}
+
+/// The head of a set_robust_list that the forked child this nomu thread
+/// runs answered itself since the last call, if any (see "Local answers").
+pub fn take_local_robust_list() -> Option<u64> {
+    let child = OWN_CHILD.with(std::cell::Cell::get);
+    if child.is_null() {
+        return None;
+    }
+    // SAFETY: OWN_CHILD points at run_own_process's child while it runs.
+    let mb = unsafe { &*child }.mailbox();
+    (mb.robust_set.swap(0, Ordering::AcqRel) == 1).then(|| mb.robust_head.load(Ordering::Acquire))
 }
 
 extern "C" fn reap_forked_at_exit() {

@@ -412,6 +412,16 @@ impl Thread {
         r
     }
 
+    /// Takes in what the host process of the forked child this host
+    /// thread runs answered itself (a set_robust_list, see split's "Local
+    /// answers"): before the kernel handles the thread's next trap or its
+    /// exit.
+    pub fn take_local_answers(&self) {
+        if let Some(head) = crate::entry::split::take_local_robust_list() {
+            self.state.lock().unwrap().robust_list = head;
+        }
+    }
+
     /// The first guest thread: nomu's credentials and scheduling.
     pub fn first(tid: u32, process: Arc<Process>) -> Thread {
         Thread::with(tid, process, Cred::of_host(), super::sched::SchedAttr::default())

@@ -460,6 +460,14 @@ impl GuestKernel for ThreadCtx {
         Some(phys as u64)
     }
 
+    fn local_answers(&self) -> Option<(u32, u32)> {
+        (!self.kernel.trace).then_some((self.thread.tid, self.thread.process.pid))
+    }
+
+    fn take_local_answers(&mut self) {
+        self.thread.take_local_answers();
+    }
+
     fn on_host_process_lost(&self) -> Option<Arc<dyn Fn() + Send + Sync>> {
         let (kernel, process) = (self.kernel, self.thread.process.clone());
         Some(Arc::new(move || {
