@@ -1124,7 +1124,7 @@ pub fn map_back(regs: &mut GuestRegs) {
         (rip, off)
     };
     let st = state();
-    if off != 0 && !area_of(&st, rip).is_some_and(|a| rip < a.end) {
+    if off != 0 && area_of(&st, rip).is_none_or(|a| rip >= a.end) {
         return;
     }
     let Some(t) = trampoline_of(&st, rip) else { return };

@@ -92,16 +92,18 @@ impl PageSource for CachedPages {
 /// bytes, is shown it as it is (nothing there jumps to it).
 pub struct TrampolineArea {
     run: Arc<CachedPages>,
+    /// Bytes of the prefix the area is (the rest lies between it and the code).
+    len: usize,
 }
 
 impl PageSource for TrampolineArea {
     fn frames(&self, offset: usize) -> (usize, usize) {
-        assert!(offset < self.run.prefix);
-        (self.run.start - self.run.prefix + offset, self.run.prefix - offset)
+        assert!(offset < self.len);
+        (self.run.start - self.run.prefix + offset, self.len - offset)
     }
 
     fn len(&self) -> usize {
-        self.run.prefix
+        self.len
     }
 
     fn copy_on_write(&self) -> bool {
@@ -235,7 +237,7 @@ impl PageCache {
             }
         };
         let base = run.start - run.prefix;
-        let area = Frames::new(Arc::new(TrampolineArea { run: run.clone() }), 0);
+        let area = Frames::new(Arc::new(TrampolineArea { run: run.clone(), len: area }), 0);
         Ok((Frames::new(run, prefix), area, base))
     }
 
