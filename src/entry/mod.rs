@@ -328,12 +328,13 @@ pub trait EntryPath: Send + Sync {
     /// For a path that cannot share code as it is ([`shares_code`] false):
     /// how far before an image's code the trampolines of its patches may
     /// need to be, for the image's code to be shared between processes
-    /// with an area of them at that distance (the rewrite path; see
-    /// [`code_area`](Self::code_area)); 0 when it cannot.
+    /// with an area of them before the image (the rewrite path; see
+    /// [`code_area`](Self::code_area)), and how far from the image's start
+    /// such code may end; None when it cannot.
     ///
     /// [`shares_code`]: Self::shares_code
-    fn trampoline_reach(&self) -> usize {
-        0
+    fn trampoline_reach(&self) -> Option<(usize, usize)> {
+        None
     }
     /// The page cache's physical pages [area, area+area_len) are the area
     /// of trampolines of the code at [text, text+text_len), which every

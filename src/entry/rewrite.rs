@@ -102,6 +102,9 @@ const REACH: i64 = (1 << 31) - 4096;
 /// its code: a displacement whose third byte must be int3 (a boundary at
 /// the jump's fourth byte) is 0x..cc.... mod 2^24, about 3.2 MiB back.
 pub const AREA_REACH: usize = 0x34_0000 + CHUNK;
+/// Code ending farther than this from the start of its image would find
+/// that displacement's window inside the image: such code is not shared.
+pub const AREA_CODE_SPAN: usize = 0x33_0000;
 /// Where in an area trampolines without int3 bytes in their displacement
 /// go first: its last bytes, nearest the code (the int3 windows farther
 /// back stay free for those that need them).

@@ -1207,12 +1207,8 @@ impl EntryPath for ZpolineEntry {
         !self.rewrite
     }
 
-    fn trampoline_reach(&self) -> usize {
-        if self.rewrite {
-            super::rewrite::AREA_REACH
-        } else {
-            0
-        }
+    fn trampoline_reach(&self) -> Option<(usize, usize)> {
+        self.rewrite.then_some((super::rewrite::AREA_REACH, super::rewrite::AREA_CODE_SPAN))
     }
 
     fn code_area(&self, area: usize, area_len: usize, text: usize, text_len: usize) {

@@ -152,12 +152,13 @@ fn load_one(
     // rewrite path) shares a position-independent image's code between
     // processes when an area of them comes at the same distance before it
     // everywhere: the loader leaves that room before the image (see
-    // entry/rewrite.rs, `Area`). Far enough back for every displacement a
-    // patch may want, and nearer the closer the code is to the image's start.
-    let reach = kernel.entry.trampoline_reach();
+    // entry/rewrite.rs, `Area`), reaching far enough back from the code
+    // for every displacement a patch may want (the code's own offset in the
+    // image counts); code ending too far into its image is copied as before.
+    let (reach, code_span) = kernel.entry.trampoline_reach().unwrap_or((0, 0));
     let mut shared_text = None;
     if unzeroed && reach > 0 && !space.runs_own_host() {
-        shared_text = trampolined_text(&loads, lo);
+        shared_text = trampolined_text(&loads, lo).filter(|&(_, end, _)| end <= code_span);
     }
     let area_len = shared_text.map_or(0, |(s, _, _)| reach.saturating_sub(s).max(MIN_AREA).next_multiple_of(PAGE_SIZE));
     let (start, heap_reserve) = if unzeroed {
