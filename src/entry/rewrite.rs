@@ -1166,6 +1166,37 @@ pub fn start_at(rip: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// The instructions `bytes` (at `ip`, a syscall among them) as a plan.
+    fn plan_of(bytes: &[u8], ip: u64) -> Plan {
+        let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
+        let mut instrs = Vec::new();
+        while d.can_decode() {
+            instrs.push(d.decode());
+        }
+        let sk = instrs.iter().position(|i| i.code() == Code::Syscall).unwrap();
+        Plan { instrs, sk }
+    }
+
+    /// A trampoline built for the same code at another address, at the
+    /// same distance from it, is the same bytes (shared code's trampolines
+    /// are shown at every address the code is: see `Area`).
+    #[test]
+    fn trampolines_are_position_independent() {
+        // lea rdi, [rip+0x1000]; syscall (a rip-relative operand before);
+        // syscall; mov rax, [rip+0x100]; ret (instructions after).
+        let before = [0x48, 0x8d, 0x3d, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x05];
+        let after = [0x0f, 0x05, 0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3];
+        for bytes in [&before[..], &after[..]] {
+            let (site, tramp, header) = (0x40_0000u64, 0x10_0000u64, 0x0f_0000u64);
+            let (code, at) = build(&plan_of(bytes, site), tramp, header).unwrap();
+            for d in [0x1000u64, 0x7654_3000] {
+                let (moved, moved_at) = build(&plan_of(bytes, site + d), tramp + d, header + d).unwrap();
+                assert_eq!(code, moved);
+                assert_eq!(at.iter().map(|a| a + d).collect::<Vec<_>>(), moved_at);
+            }
+        }
+    }
+
     #[test]
     fn marks_by_page() {
         let p = PAGE_SIZE as u64;
