@@ -251,12 +251,14 @@ fn load_one(
     // The shared code and its area of trampolines, in the page cache's
     // run of the code: (the area's start here, its frames).
     let mut area = None;
+    let mut code_prepared = false;
     let mut cached = Vec::new();
     if let Some((s, e, offset)) = shared_text {
         let area_at = start - area_len;
         match kernel.page_cache.code_with_trampolines(file, id, offset, e - s, area_len + s, area_len) {
-            Ok((text, area_frames, run)) => {
+            Ok((text, area_frames, run, cached_before)) => {
                 kernel.entry.code_area(run, area_len, run + area_len + s, e - s);
+                code_prepared = cached_before;
                 cached.push((start + s, start + e, text));
                 area = Some((area_at, area_frames));
             }
@@ -385,7 +387,7 @@ fn load_one(
         return finish(file, &phdrs, &loads, phoff, 0, entry);
     }
     if !space.has_moved_image() {
-        prepare_known_sites(kernel, space, id, &loads, bias);
+        prepare_known_sites(kernel, space, id, &loads, bias, code_prepared);
     }
     finish(file, &phdrs, &loads, phoff, bias, entry)
 }
@@ -517,12 +519,23 @@ fn trampolined_text(loads: &[&Phdr], lo: usize) -> Option<(usize, usize, u64)> {
 
 /// Notes where the executable segments' bytes came from, and has the entry
 /// path prepare the syscall instructions earlier runs of this file used
-/// (only inside each segment's own file bytes, which are the file's).
-fn prepare_known_sites(kernel: &Kernel, space: &mut AddressSpace, id: FileIdentity, loads: &[&Phdr], bias: usize) {
+/// (only inside each segment's own file bytes, which are the file's), but
+/// for code shown from the page cache with its patches (`code_prepared`).
+fn prepare_known_sites(
+    kernel: &Kernel,
+    space: &mut AddressSpace,
+    id: FileIdentity,
+    loads: &[&Phdr],
+    bias: usize,
+    code_prepared: bool,
+) {
     for p in loads.iter().filter(|p| p.flags & 1 != 0 && p.flags & 2 == 0) {
         let (s, e) = (page_down(bias + p.vaddr as usize), page_up(bias + (p.vaddr + p.memsz) as usize).unwrap());
         let segment = p.offset..p.offset + p.filesz;
         space.set_origin(s, e, ImageOrigin { file: id, offset: page_down(p.offset as usize) as u64, segment });
+        if code_prepared {
+            continue;
+        }
         let start = bias as u64 + p.vaddr;
         for off in kernel.syscall_sites.known(&id, p.offset..(p.offset + p.filesz).saturating_sub(1)) {
             kernel.entry.prepare_syscall_site(start + (off - p.offset));

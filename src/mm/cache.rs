@@ -206,8 +206,9 @@ impl PageCache {
     /// `area` bytes of the prefix at the same distance from each other as
     /// they are here (the loader leaves that room before the image), so a
     /// patch made in the shared page is right in all of them. Returns the
-    /// code's frames, the area's, and the run's physical address (where
-    /// the prefix starts).
+    /// code's frames, the area's, the run's physical address (where the
+    /// prefix starts), and whether the run was cached before (its sites
+    /// were patched where they were first used).
     pub fn code_with_trampolines(
         &self,
         file: &OpenFile,
@@ -216,11 +217,12 @@ impl PageCache {
         len: usize,
         prefix: usize,
         area: usize,
-    ) -> Result<(Frames, Frames, usize), Errno> {
+    ) -> Result<(Frames, Frames, usize, bool), Errno> {
         debug_assert!(area <= prefix && prefix.is_multiple_of(PAGE_SIZE));
         let key = (id, Kind::Trampolined);
         let same = |r: &Arc<CachedPages>| r.offset == offset && r.len == len && r.prefix == prefix;
         let found = self.files.lock().unwrap().get(&key).and_then(|runs| runs.iter().find(|r| same(r)).cloned());
+        let cached_before = found.is_some();
         let run = match found {
             Some(r) => r,
             None => {
@@ -238,7 +240,7 @@ impl PageCache {
         };
         let base = run.start - run.prefix;
         let area = Frames::new(Arc::new(TrampolineArea { run: run.clone(), len: area }), 0);
-        Ok((Frames::new(run, prefix), area, base))
+        Ok((Frames::new(run, prefix), area, base, cached_before))
     }
 
     /// For an entry path that cannot share patched code between addresses
