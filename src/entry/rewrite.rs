@@ -35,16 +35,19 @@
 //! that plan is dropped, and with no plan left the site stays on the seccomp
 //! trap path (always correct).
 //!
-//! The trampoline: the copies of the instructions before the syscall,
-//! `lea rcx, [rip+14]; jmp [stub]`, a word holding the address after the
-//! syscall in the guest's code, then the copies of the instructions after
-//! it and `jmp` back after the range. The stub's rewrite entry takes rcx
-//! (the trampoline's after-part) and never touches the guest's stack: the
-//! whole red zone survives. The kernel sees rip = rcx = the guest's own
-//! address after the syscall, as a `syscall` leaves them; when it resumes
-//! there unchanged, the stub goes on in the after-part (a restart, a signal
-//! or execve resume elsewhere as usual: the range's head is the jump, its
-//! boundaries int3).
+//! The trampoline, position-independent (the same bytes work wherever
+//! it is shown at the same distance from the code, see [`Area`]): the
+//! copies of the instructions before the syscall, `lea rcx, [rip+x]` (the
+//! guest's address after the syscall), `lea r11, [rip+y]` (where the
+//! syscall returns to: the after-part, or that same address when there is
+//! none), `jmp [rip+z]` through its region's header word (the stub), then
+//! the after-part: the copies of the instructions after the syscall and
+//! `jmp` back after the range. `syscall` clobbers rcx and r11 anyway. The
+//! stub's rewrite entry never touches the guest's stack: the whole red
+//! zone survives. The kernel sees rip = rcx = the guest's own address after
+//! the syscall, as a `syscall` leaves them; when it resumes there
+//! unchanged, the stub goes on at r11 (a restart, a signal or execve resume
+//! elsewhere as usual: the range's head is the jump, its boundaries int3).
 //!
 //! Patching while other threads run the code, as Linux's text_poke_bp: the
 //! trampoline and the site's records are complete first; then `int3` on
@@ -55,15 +58,17 @@
 //! SDM's cross-modifying code rule). A thread that meets the int3 at the
 //! head meanwhile is sent to the trampoline (the jump's emulation). Code
 //! exec just loaded (sites known from an earlier run of the file) is
-//! patched at once: nothing runs it yet.
+//! patched at once: nothing runs it yet (unless the page cache shares it).
 //!
 //! Where trampolines live: in 256 KiB right below the direct map, 64 MiB
 //! right above it, and, for code farther than 2 GiB from both, in 64 KiB
 //! chunks of free physical memory as high as rel32 reach allows (the
 //! allocator hands out low pages first), claimed from the kernel's
 //! allocator for good (read+execute in the direct map, written through the
-//! alias). A fault or a kick inside a trampoline is reported at the
-//! original instruction's address.
+//! alias). An exec'd position-independent image's code, which the page
+//! cache shares between processes, has its own area of trampolines shown
+//! before it in every process ([`Area`]). A fault or a kick inside a
+//! trampoline is reported at the original instruction's address.
 //!
 //! Sites in writable mappings are never patched; mprotect adding PROT_WRITE
 //! puts the original bytes back first (a JIT rewriting its code finds its

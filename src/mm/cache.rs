@@ -24,12 +24,15 @@
 //! same file must not see. A data run made executable (mprotect) gets a
 //! private copy first ([`PageSource::executable`]). The rewrite entry path
 //! patches code with jumps to trampolines at a fixed distance from the
-//! code, which a page shown at several addresses cannot hold
-//! (`EntryPath::shares_code`): on that path an exec shares only the pages
-//! of code in which no `syscall` instruction's bytes appear at all (most
-//! of a program: busybox's 222 pages of text hold syscalls in 23), and
-//! copies the rest, where its sites are patched as before
-//! ([`PageCache::code_without_syscalls`]).
+//! code, which a page shown at several addresses holds only if its
+//! trampolines are shown at that distance everywhere
+//! (`EntryPath::shares_code`): an exec'd position-independent image's code
+//! is cached in a run with an area for them before it
+//! ([`PageCache::code_with_trampolines`], which the loader shows before
+//! the image); elsewhere that path shares only the pages of code in which
+//! no `syscall` instruction's bytes appear at all (busybox's 222 pages of
+//! text hold syscalls in 23), and copies the rest, where its sites are
+//! patched as before ([`PageCache::code_without_syscalls`]).
 //!
 //! Accounting: the cache's pages are charged to the commit account (they
 //! are host memory guests caused), but to no process: a mapping of them is
