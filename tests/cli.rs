@@ -609,8 +609,8 @@ fn proc_shows_guest_processes_and_memory(e: Entry) {
 
 /// The page cache (mm::cache): a hundred processes running one program
 /// hold one copy of its read-only segments (`Cached:` does not grow; on
-/// the rewrite path too, which shows its code from the cache but for the
-/// pages it patches); pages no process maps any more go at `drop_caches`
+/// the rewrite path too, which shows its code from the cache with an area
+/// of trampolines before it); pages no process maps any more go at `drop_caches`
 /// (root only), the ones in use stay.
 fn a_hundred_runs_of_a_program_hold_one_copy_of_its_text(e: Entry) {
     let bb = repo().join("build/root/bin/busybox");
@@ -636,6 +636,22 @@ fn a_hundred_runs_of_a_program_hold_one_copy_of_its_text(e: Entry) {
     if unsafe { libc::geteuid() } == 0 {
         assert_eq!(dropped, busybox, "drop_caches dropped pages in use, or kept unused ones: {got}");
     }
+}
+
+/// A program's text is one copy every process running it shows (the page
+/// cache), patched sites included: a site one process patches is patched
+/// in another already running the program (tests/nomu/shared_text.c).
+/// zpoline's `call *%rax`, the rewrite path's jump (the syscall's bytes
+/// int3), the original bytes on the paths that patch nothing.
+fn code_one_process_patched_is_the_code_another_runs(e: Entry) {
+    let out = e.run(&["--", s(&bin("nomu-tests/shared_text"))]);
+    let want = match e.0 {
+        "zpoline" => "site: ff d0\n",
+        "rewrite" => "site: cc cc\n",
+        _ => "site: 0f 05\n",
+    };
+    assert_eq!(text(&out.stdout), want, "{:?} {}", out.status, text(&out.stderr));
+    assert!(out.status.success(), "{:?}", out.status);
 }
 
 /// A program changed on the host between two execs in one nomu run runs
@@ -1116,6 +1132,7 @@ entry_matrix!(
     background_reads_of_the_terminal_get_sigttin,
     proc_shows_guest_processes_and_memory,
     a_hundred_runs_of_a_program_hold_one_copy_of_its_text,
+    code_one_process_patched_is_the_code_another_runs,
     a_program_changed_on_the_host_runs_its_new_contents,
     proc_is_a_file_system_of_its_own_inside_the_root,
     file_system_queries_inside_a_root,

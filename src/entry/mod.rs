@@ -335,6 +335,21 @@ pub trait EntryPath: Send + Sync {
     fn shares_code(&self) -> bool {
         true
     }
+    /// For a path that cannot share code as it is ([`shares_code`] false):
+    /// how far before an image's code the trampolines of its patches may
+    /// need to be, for the image's code to be shared between processes
+    /// with an area of them before the image (the rewrite path; see
+    /// [`code_area`](Self::code_area)), and how far from the image's start
+    /// such code may end; None when it cannot.
+    ///
+    /// [`shares_code`]: Self::shares_code
+    fn trampoline_reach(&self) -> Option<(usize, usize)> {
+        None
+    }
+    /// The page cache's physical pages [area, area+area_len) are the area
+    /// of trampolines of the code at [text, text+text_len), which every
+    /// process showing that code shows at the same distance before it.
+    fn code_area(&self, _area: usize, _area_len: usize, _text: usize, _text_len: usize) {}
     /// Whether the path patches code in place in pages several processes
     /// show (zpoline rewrites a `syscall` in the page cache's page it runs
     /// from, at any time) in a way a forked child's host process cannot

@@ -35,16 +35,19 @@
 //! that plan is dropped, and with no plan left the site stays on the seccomp
 //! trap path (always correct).
 //!
-//! The trampoline: the copies of the instructions before the syscall,
-//! `lea rcx, [rip+14]; jmp [stub]`, a word holding the address after the
-//! syscall in the guest's code, then the copies of the instructions after
-//! it and `jmp` back after the range. The stub's rewrite entry takes rcx
-//! (the trampoline's after-part) and never touches the guest's stack: the
-//! whole red zone survives. The kernel sees rip = rcx = the guest's own
-//! address after the syscall, as a `syscall` leaves them; when it resumes
-//! there unchanged, the stub goes on in the after-part (a restart, a signal
-//! or execve resume elsewhere as usual: the range's head is the jump, its
-//! boundaries int3).
+//! The trampoline, position-independent (the same bytes work wherever
+//! it is shown at the same distance from the code, see [`Area`]): the
+//! copies of the instructions before the syscall, `lea rcx, [rip+x]` (the
+//! guest's address after the syscall), `lea r11, [rip+y]` (where the
+//! syscall returns to: the after-part, or that same address when there is
+//! none), `jmp [rip+z]` through its region's header word (the stub), then
+//! the after-part: the copies of the instructions after the syscall and
+//! `jmp` back after the range. `syscall` clobbers rcx and r11 anyway. The
+//! stub's rewrite entry never touches the guest's stack: the whole red
+//! zone survives. The kernel sees rip = rcx = the guest's own address after
+//! the syscall, as a `syscall` leaves them; when it resumes there
+//! unchanged, the stub goes on at r11 (a restart, a signal or execve resume
+//! elsewhere as usual: the range's head is the jump, its boundaries int3).
 //!
 //! Patching while other threads run the code, as Linux's text_poke_bp: the
 //! trampoline and the site's records are complete first; then `int3` on
@@ -55,15 +58,17 @@
 //! SDM's cross-modifying code rule). A thread that meets the int3 at the
 //! head meanwhile is sent to the trampoline (the jump's emulation). Code
 //! exec just loaded (sites known from an earlier run of the file) is
-//! patched at once: nothing runs it yet.
+//! patched at once: nothing runs it yet (unless the page cache shares it).
 //!
 //! Where trampolines live: in 256 KiB right below the direct map, 64 MiB
 //! right above it, and, for code farther than 2 GiB from both, in 64 KiB
 //! chunks of free physical memory as high as rel32 reach allows (the
 //! allocator hands out low pages first), claimed from the kernel's
 //! allocator for good (read+execute in the direct map, written through the
-//! alias). A fault or a kick inside a trampoline is reported at the
-//! original instruction's address.
+//! alias). An exec'd position-independent image's code, which the page
+//! cache shares between processes, has its own area of trampolines shown
+//! before it in every process ([`Area`]). A fault or a kick inside a
+//! trampoline is reported at the original instruction's address.
 //!
 //! Sites in writable mappings are never patched; mprotect adding PROT_WRITE
 //! puts the original bytes back first (a JIT rewriting its code finds its
@@ -98,9 +103,17 @@ const INT3: u8 = 0xcc;
 const SYSCALL: [u8; 2] = [0x0f, 0x05];
 /// rel32 reach, with a margin for the instruction lengths.
 const REACH: i64 = (1 << 31) - 4096;
-/// In a trampoline's word before its after-part: the part holds
-/// instructions displaced from after the syscall.
-const HAS_AFTER: u64 = 1 << 63;
+/// A shared image's trampoline area (see [`Area`]) reaches this far before
+/// its code: a displacement whose third byte must be int3 (a boundary at
+/// the jump's fourth byte) is 0x..cc.... mod 2^24, about 3.2 MiB back.
+pub const AREA_REACH: usize = 0x34_0000 + CHUNK;
+/// Code ending farther than this from the start of its image would find
+/// that displacement's window inside the image: such code is not shared.
+pub const AREA_CODE_SPAN: usize = 0x33_0000;
+/// Where in an area trampolines without int3 bytes in their displacement
+/// go first: its last bytes, nearest the code (the int3 windows farther
+/// back stay free for those that need them).
+const NEAR_ZONE: u64 = 64 << 10;
 
 struct Region {
     /// The read+execute view (where trampolines run).
@@ -243,9 +256,32 @@ impl Marks {
     }
 }
 
+/// The trampoline area of an image whose code the page cache shares
+/// between processes (mm::cache's `code_with_trampolines`): physical pages
+/// [start, end) of the code's cached run, before its code [text, text_end)
+/// in the same run, and shown by every process that runs the code at the
+/// same distance before it (the loader leaves the room). A patch there is
+/// a jump to a trampoline in the area, right at every address the page is
+/// shown at, and the trampolines are position-independent (relative
+/// operands only, the word before the after-part a distance). Such a site
+/// is known by its physical address, as are its marks, patch and
+/// trampoline; this path works with physical addresses throughout (the
+/// same as the guest's for a process's own pages), and turns them back
+/// into the guest's at the thread's own offset (the address it trapped or
+/// stopped at, minus its physical address).
+#[derive(Clone, Copy)]
+struct Area {
+    start: u64,
+    end: u64,
+    text: u64,
+    text_end: u64,
+}
+
 #[derive(Default)]
 struct State {
     marks: Marks,
+    /// Areas of shared code, by the physical address of their run.
+    areas: BTreeMap<u64, Area>,
     /// Patches by trampoline address (kept, emptied, once undone: a
     /// thread may still run the trampoline).
     patches: BTreeMap<u64, Patch>,
@@ -267,6 +303,7 @@ type Around = ([u8; LOOK_BACK + 2 + LOOK_AHEAD], usize);
 
 static STATE: Mutex<State> = Mutex::new(State {
     marks: Marks::new(),
+    areas: BTreeMap::new(),
     patches: BTreeMap::new(),
     reuse: BTreeMap::new(),
     plans: BTreeMap::new(),
@@ -428,9 +465,11 @@ fn in_regions(addr: u64) -> bool {
     regions().any(|r| (r.rx + HEADER..r.rx + r.len).contains(&a))
 }
 
+/// Reads code at physical address `addr` (a site's or its page's: see
+/// [`Area`] for why this path works with physical addresses).
 fn read_guest(addr: u64, len: usize) -> Option<Vec<u8>> {
     let mut v = vec![0u8; len];
-    (safecopy::copy_from_guest(&mut v, addr as usize) == len).then_some(v)
+    (safecopy::copy_from_physical(&mut v, addr as usize) == len).then_some(v)
 }
 
 /// Whether `i` can run from a trampoline with the same effect, as an
@@ -548,9 +587,11 @@ fn syscall_at(site: u64) -> Instruction {
     d.decode()
 }
 
-/// The trampoline for `plan` at `at`: its bytes and where each
-/// instruction's copy (the syscall's: the lea) and the jump back start.
-fn build(plan: &Plan, at: u64, region: &Region) -> Option<(Vec<u8>, Vec<u64>)> {
+/// The trampoline for `plan` at `at`, entering the stub through the word
+/// at `header`: its bytes and where each instruction's copy (the
+/// syscall's: the lea) and the jump back start. Position-independent: it
+/// works wherever it is shown at the same distance from the code.
+fn build(plan: &Plan, at: u64, header: u64) -> Option<(Vec<u8>, Vec<u64>)> {
     let (before, after) = (&plan.instrs[..plan.sk], &plan.instrs[plan.sk + 1..]);
     let site = plan.instrs[plan.sk].ip();
     let end = plan.instrs.last().unwrap().next_ip();
@@ -562,20 +603,23 @@ fn build(plan: &Plan, at: u64, region: &Region) -> Option<(Vec<u8>, Vec<u64>)> {
         tramp.extend(res.new_instruction_offsets.iter().map(|&o| at + o as u64));
         code = res.code_buffer;
     }
-    // lea rcx, [rip + 14]: the after-part's address (6 + 8 bytes on).
+    // lea rcx, [rip + x]: the address after the syscall in the guest's
+    // code (where `syscall` would leave rip and rcx);
+    // lea r11, [rip + y]: where the syscall returns to, the after-part
+    // (the same address when there is none to run); `syscall` clobbers
+    // both registers. Then jmp [rip + (header - next)].
     let lea_at = at + code.len() as u64;
     tramp.push(lea_at);
-    code.extend_from_slice(&[0x48, 0x8d, 0x0d, 14, 0, 0, 0]);
-    // jmp [rip + (header - next)]
-    let jmp_at = at + code.len() as u64;
-    let rel = i32::try_from(region.rx as i64 - (jmp_at + 6) as i64).ok()?;
+    let after_at = lea_at + 7 + 7 + 6;
+    let rel_to = |target: u64, next: u64| i32::try_from(target as i64 - next as i64).ok();
+    let back = if after.is_empty() { site + 2 } else { after_at };
+    code.extend_from_slice(&[0x48, 0x8d, 0x0d]);
+    code.extend_from_slice(&rel_to(site + 2, lea_at + 7)?.to_le_bytes());
+    code.extend_from_slice(&[0x4c, 0x8d, 0x1d]);
+    code.extend_from_slice(&rel_to(back, lea_at + 14)?.to_le_bytes());
     code.extend_from_slice(&[0xff, 0x25]);
-    code.extend_from_slice(&rel.to_le_bytes());
-    // The address after the syscall, as the guest's own code has it.
-    let word = (site + 2) | if after.is_empty() { 0 } else { HAS_AFTER };
-    code.extend_from_slice(&word.to_le_bytes());
+    code.extend_from_slice(&rel_to(header, after_at)?.to_le_bytes());
     // The after-part: the instructions after the syscall, the jump back.
-    let after_at = at + code.len() as u64;
     let mut block: Vec<Instruction> = after.to_vec();
     block.push(Instruction::with_branch(Code::Jmp_rel32_64, end).ok()?);
     let res = BlockEncoder::encode(64, InstructionBlock::new(&block, after_at), opts).ok()?;
@@ -608,8 +652,9 @@ fn next_punned(mut x: i64, fixed: u8) -> i64 {
 /// Places a trampoline for `plan`'s range at `start`: an address within
 /// reach whose jump displacement has int3 bytes wherever an instruction
 /// boundary of the range falls inside the jump (instruction punning), so
-/// a jump to any boundary traps. Writes it; its address and copies.
-fn place(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
+/// a jump to any boundary traps. Writes it; its address and copies. A
+/// site of shared code gets one in its own `area`, or none.
+fn place(st: &mut State, plan: &Plan, area: Option<Area>) -> Option<(u64, Vec<u64>)> {
     let start = plan.instrs[0].ip();
     let mut fixed = 0u8;
     for i in &plan.instrs[1..] {
@@ -622,6 +667,14 @@ fn place(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
         }
     }
     let from = (start + JMP_LEN) as i64;
+    if let Some(area) = area {
+        let (lo, hi) = ((area.start as usize + HEADER) as i64, area.end as i64 - SLOT as i64);
+        let near = (hi - NEAR_ZONE as i64).max(lo);
+        let header = area.start;
+        let rw = |at: u64| PhysMem::get().alias_addr(at as usize);
+        return place_between(st, plan, from, fixed, (near, hi), header, &rw)
+            .or_else(|| place_between(st, plan, from, fixed, (lo, hi), header, &rw));
+    }
     if let Some(found) = place_in_regions(st, plan, from, fixed) {
         return Some(found);
     }
@@ -652,29 +705,43 @@ fn place(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
 fn place_in_regions(st: &mut State, plan: &Plan, from: i64, fixed: u8) -> Option<(u64, Vec<u64>)> {
     for region in regions() {
         let (lo, hi) = ((region.rx + HEADER) as i64, (region.rx + region.len) as i64 - SLOT as i64);
-        let mut rel = next_punned((lo - from).max(-REACH), fixed);
-        while rel <= REACH && from + rel <= hi {
-            let at = (from + rel) as u64;
-            // Overlapping a trampoline in use: go on past it.
-            if let Some((_, &end)) = st.used.range(..at + SLOT).next_back().filter(|(_, &e)| e > at) {
-                rel = next_punned(end as i64 - from, fixed);
-                continue;
-            }
-            // Out of reach of a rip-relative operand or branch target: the
-            // next region may do.
-            let Some((code, tramp)) = build(plan, at, region) else { break };
-            // SAFETY: the slot lies in our writable view of the region, and
-            // no thread runs it yet (nothing jumps to it before the patch).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    code.as_ptr(),
-                    (region.rw + (at as usize - region.rx)) as *mut u8,
-                    code.len(),
-                )
-            };
-            st.used.insert(at, at + SLOT);
-            return Some((at, tramp));
+        let rw = |at: u64| region.rw + (at as usize - region.rx);
+        if let Some(found) = place_between(st, plan, from, fixed, (lo, hi), region.rx as u64, &rw) {
+            return Some(found);
         }
+    }
+    None
+}
+
+/// Places the trampoline in [lo, hi] (its start), the first free slot up
+/// from lo within reach whose displacement has the int3 bytes `fixed`
+/// wants; `rw` is where nomu writes the byte at an address there.
+fn place_between(
+    st: &mut State,
+    plan: &Plan,
+    from: i64,
+    fixed: u8,
+    (lo, hi): (i64, i64),
+    header: u64,
+    rw: &dyn Fn(u64) -> usize,
+) -> Option<(u64, Vec<u64>)> {
+    let mut rel = next_punned((lo - from).max(-REACH), fixed);
+    while rel <= REACH && from + rel <= hi {
+        let at = (from + rel) as u64;
+        // Overlapping a trampoline in use: go on past it.
+        if let Some((_, &end)) = st.used.range(..at + SLOT).next_back().filter(|(_, &e)| e > at) {
+            rel = next_punned(end as i64 - from, fixed);
+            continue;
+        }
+        // Out of reach of a rip-relative operand or branch target: the
+        // next region may do.
+        let (code, tramp) = build(plan, at, header)?;
+        // SAFETY: the slot lies in our writable view of the region (or of
+        // the physical pages of an area), and no thread runs it yet
+        // (nothing jumps to it before the patch).
+        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), rw(at) as *mut u8, code.len()) };
+        st.used.insert(at, at + SLOT);
+        return Some((at, tramp));
     }
     None
 }
@@ -699,13 +766,21 @@ pub fn patch(site: u64, how: Patching) -> bool {
         return false;
     }
     // A page shown from elsewhere (mm::mapping) may be shown at other
-    // addresses too, where this patch's jump would miss its trampoline. The
-    // page cache shows the rewrite path only code without a syscall in it
-    // (mm::cache), so this is never a syscall site: leave it alone.
-    if pm.translate(site as usize) != site as usize {
-        return false;
-    }
+    // addresses too: only an image's code with an area of trampolines at
+    // the same distance everywhere is patched (the page cache's other code
+    // pages hold no syscall, see mm::cache). Known by its physical address
+    // from here on; patched as code others run.
+    let phys = pm.translate(site as usize) as u64;
     let mut st = state();
+    let area = if phys != site {
+        match area_of(&st, phys) {
+            Some(a) if (a.text..a.text_end).contains(&phys) => Some(a),
+            _ => return false,
+        }
+    } else {
+        None
+    };
+    let (site, how) = if area.is_some() { (phys, Patching::Live) } else { (site, how) };
     match st.marks.get(&site).copied() {
         Some(Mark::Refused) => return false,
         Some(Mark::Head { slot } | Mark::Interior { slot, .. }) => {
@@ -724,7 +799,7 @@ pub fn patch(site: u64, how: Patching) -> bool {
     let lo = site.saturating_sub(LOOK_BACK as u64).max(page);
     let hi = (site + 2 + LOOK_AHEAD as u64).min(page + PAGE_SIZE as u64);
     let mut around: Around = ([0; LOOK_BACK + 2 + LOOK_AHEAD], (hi - lo) as usize);
-    if safecopy::copy_from_guest(&mut around.0[..around.1], lo as usize) != around.1 {
+    if safecopy::copy_from_physical(&mut around.0[..around.1], lo as usize) != around.1 {
         return false;
     }
     // Patched before with these very bytes around (a re-exec): the same
@@ -747,12 +822,12 @@ pub fn patch(site: u64, how: Patching) -> bool {
     let key = (site, around.0[..around.1].to_vec());
     let cached = st.plans.get(&key).cloned();
     let found = match cached {
-        Some(Some(plan)) => try_plan(&mut st, &plan).map(|placed| (plan, placed)),
+        Some(Some(plan)) => try_plan(&mut st, &plan, area).map(|placed| (plan, placed)),
         Some(None) => None,
         None => {
             let mut found = None;
             for plan in plans(site) {
-                if let Some(placed) = try_plan(&mut st, &plan) {
+                if let Some(placed) = try_plan(&mut st, &plan, area) {
                     found = Some((plan, placed));
                     break;
                 }
@@ -802,7 +877,7 @@ fn write_patch(pm: &PhysMem, start: u64, patched: &[u8], how: Patching) {
 
 /// The trampoline for `plan`: one made before for the same bytes at the
 /// same place (and not in use), or a new one.
-fn try_plan(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
+fn try_plan(st: &mut State, plan: &Plan, area: Option<Area>) -> Option<(u64, Vec<u64>)> {
     let start = plan.instrs[0].ip();
     let end = plan.instrs.last().unwrap().next_ip();
     // Every byte of the range must be free of other patches.
@@ -815,7 +890,7 @@ fn try_plan(st: &mut State, plan: &Plan) -> Option<(u64, Vec<u64>)> {
             return Some((slot, p.tramp.clone()));
         }
     }
-    let (slot, tramp) = place(st, plan)?;
+    let (slot, tramp) = place(st, plan, area)?;
     st.reuse.insert((start, original), slot);
     // Not in use until patch() fills it in.
     st.patches.insert(
@@ -854,16 +929,69 @@ fn forget_patch(st: &mut State, slot: u64) {
 /// a host process of its own, where a trampoline would enter nomu's stub
 /// in its copy of nomu; its syscalls trap instead).
 pub fn restore_copy(addr: usize, frame: usize, len: usize) {
-    let (lo, hi) = (addr as u64, (addr + len) as u64);
+    let pm = PhysMem::get();
+    if !pm.contains(addr, len) {
+        return;
+    }
     let st = state();
+    // Where the pages are (shared code's patches are at its physical address).
+    let mut at = addr;
+    for (phys, n) in pm.physical_runs(addr, len) {
+        restore_originals(&st, phys as u64, (phys + n) as u64, frame + (at - addr));
+        at += n;
+    }
+}
+
+/// Puts the original bytes of every patch wholly in [lo, hi) (physical)
+/// into the copy of those pages at `copy`.
+fn restore_originals(st: &State, lo: u64, hi: u64, copy: usize) {
     let pm = PhysMem::get();
     for (_, m) in st.marks.range(lo..hi) {
         if let Mark::Head { slot } = m {
             if let Some(p) = st.patches.get(slot).filter(|p| p.end() <= hi) {
-                pm.poke(frame + (p.start - lo) as usize, &p.original);
+                pm.poke(copy + (p.start - lo) as usize, &p.original);
             }
         }
     }
+}
+
+/// Code at physical [src, src+len) was copied to [dst, dst+len) (shared
+/// code made a process's own, mm::mapping): the copy gets the original
+/// bytes of the patches in it (its syscalls trap, and are patched there).
+pub fn code_copied(dst: usize, src: usize, len: usize) {
+    let st = state();
+    restore_originals(&st, src as u64, (src + len) as u64, dst);
+}
+
+/// Shared code's area of trampolines (see [`Area`]): physical pages
+/// [start, start+len), before the code's physical pages [text,
+/// text+text_len) in the same run of the page cache. Idempotent.
+pub fn add_area(start: usize, len: usize, text: usize, text_len: usize) {
+    let mut st = state();
+    if st.areas.contains_key(&(start as u64)) {
+        return;
+    }
+    // The header: the stub's address, which the trampolines jump through.
+    PhysMem::get().poke(start, &STUB.load(Ordering::Relaxed).to_le_bytes());
+    let area =
+        Area { start: start as u64, end: (start + len) as u64, text: text as u64, text_end: (text + text_len) as u64 };
+    st.areas.insert(start as u64, area);
+}
+
+/// The area of shared code whose run holds physical address `a`.
+fn area_of(st: &State, a: u64) -> Option<Area> {
+    st.areas.range(..=a).next_back().map(|(_, &area)| area).filter(|area| a < area.text_end)
+}
+
+/// A guest address's physical address, and the distance from it back to
+/// the guest's (0 for a process's own pages).
+fn physical(addr: u64) -> (u64, u64) {
+    let pm = PhysMem::get();
+    if !pm.contains(addr as usize, 1) {
+        return (addr, 0);
+    }
+    let phys = pm.translate(addr as usize) as u64;
+    (phys, addr.wrapping_sub(phys))
 }
 
 /// Guest pages [addr, addr+len) were freed: forget what was patched there.
@@ -874,6 +1002,16 @@ pub fn memory_freed(addr: usize, len: usize) {
     // mark of a patch whose head is here is here too.
     // Their patches are inactive now: their heads' marks are gone.
     drop(st.marks.take(lo, hi));
+    // A run of shared code went, its area with it: its trampolines are
+    // nobody's (the pages will be something else).
+    if st.areas.range(..hi).next_back().is_some_and(|(_, a)| a.text_end > lo) {
+        let gone = |slot: &u64| (lo..hi).contains(slot);
+        st.areas.retain(|&start, _| !(lo..hi).contains(&start));
+        st.used.retain(|slot, _| !gone(slot));
+        st.patches.retain(|slot, _| !gone(slot));
+        st.reuse.retain(|_, slot| !gone(slot));
+        st.by_site.retain(|_, slot| !gone(slot));
+    }
 }
 
 /// Guest pages [addr, addr+len) became writable: the original bytes of
@@ -918,6 +1056,7 @@ pub fn code_made_writable(addr: usize, len: usize) {
 /// Whether the syscall at `site` is worth a look by the kernel (not
 /// refused): the SIGSYS handler's question.
 pub fn may_patch(site: u64) -> bool {
+    let (site, _) = physical(site);
     !matches!(state().marks.get(&site), Some(Mark::Refused))
 }
 
@@ -933,38 +1072,40 @@ pub enum Int3 {
 /// An int3 trap of guest code (`regs.rip` right after it): handled when the
 /// int3 is one of this path's.
 pub fn int3(regs: &mut GuestRegs) -> Option<Int3> {
-    let at = regs.rip.wrapping_sub(1);
+    let guest_at = regs.rip.wrapping_sub(1);
+    // Physical addresses, the guest's `off` away.
+    let (at, off) = physical(guest_at);
     let st = state();
     let mark = st.marks.get(&at).copied();
     let byte = read_guest(at, 1).map(|b| b[0]);
     match mark {
         Some(Mark::Head { slot }) if byte == Some(INT3) => {
             // Mid-patch: the jump's emulation.
-            regs.rip = slot;
+            regs.rip = slot.wrapping_add(off);
             Some(Int3::Resume)
         }
         Some(Mark::Interior { slot, k }) if byte == Some(INT3) => {
             let p = st.patches.get(&slot)?;
             if k == p.sk {
-                regs.rip = p.orig[k] + 2;
+                regs.rip = (p.orig[k] + 2).wrapping_add(off);
                 regs.rcx = regs.rip;
                 regs.r11 = regs.rflags;
                 Some(Int3::Syscall)
             } else {
-                regs.rip = p.tramp[k];
+                regs.rip = p.tramp[k].wrapping_add(off);
                 Some(Int3::Resume)
             }
         }
         Some(Mark::Head { .. } | Mark::Interior { .. }) => {
             // Undone meanwhile: run what is there now.
-            regs.rip = at;
+            regs.rip = guest_at;
             Some(Int3::Resume)
         }
         // No record: an int3 of a patch undone (records and all) while
         // this thread stood at it shows the original byte again; a guest's
         // own int3 is still there.
         None if byte.is_some_and(|b| b != INT3) => {
-            regs.rip = at;
+            regs.rip = guest_at;
             Some(Int3::Resume)
         }
         _ => None,
@@ -980,54 +1121,86 @@ fn trampoline_of(st: &State, rip: u64) -> Option<u64> {
 /// trampoline: its rip becomes the original instruction's address, which
 /// resumes the same way (the jump, or an int3 emulated as above).
 pub fn map_back(regs: &mut GuestRegs) {
-    if !in_regions(regs.rip) {
-        return;
-    }
+    let (rip, off) = if in_regions(regs.rip) {
+        (regs.rip, 0)
+    } else {
+        // Shown from an area of shared code?
+        let (rip, off) = physical(regs.rip);
+        if off == 0 {
+            return;
+        }
+        (rip, off)
+    };
     let st = state();
-    let Some(p) = trampoline_of(&st, regs.rip).and_then(|t| st.patches.get(&t)) else { return };
-    if !trampoline_of(&st, regs.rip).is_some_and(|t| active(&st, t, p)) {
+    if off != 0 && area_of(&st, rip).is_none_or(|a| rip >= a.end) {
         return;
     }
-    if let Some(k) = p.tramp.iter().position(|&t| t == regs.rip) {
-        regs.rip = if k < p.orig.len() { p.orig[k] } else { p.end() };
-    } else if regs.rip > p.tramp[p.sk] && regs.rip < p.tramp[p.sk + 1] {
+    let Some(t) = trampoline_of(&st, rip) else { return };
+    let Some(p) = st.patches.get(&t).filter(|p| active(&st, t, p)) else { return };
+    let original = if let Some(k) = p.tramp.iter().position(|&t| t == rip) {
+        if k < p.orig.len() {
+            p.orig[k]
+        } else {
+            p.end()
+        }
+    } else if rip > p.tramp[p.sk] && rip < p.tramp[p.sk + 1] {
         // At the jump to the stub: the syscall is still to come (rcx, which
         // the lea set, is the syscall's to clobber).
-        regs.rip = p.orig[p.sk];
-    }
+        p.orig[p.sk]
+    } else {
+        return;
+    };
+    regs.rip = original.wrapping_add(off);
 }
 
 /// Where a thread starting at `rip` (a new thread or vfork child, which
 /// starts after its parent's syscall) best starts: the copy in a trampoline
 /// when rip is a boundary inside a patched range, saving the int3 trap.
 pub fn start_at(rip: u64) -> u64 {
+    let (at, off) = physical(rip);
     let st = state();
-    if let Some(Mark::Interior { slot, k }) = st.marks.get(&rip).copied() {
+    if let Some(Mark::Interior { slot, k }) = st.marks.get(&at).copied() {
         if let Some(p) = st.patches.get(&slot).filter(|p| k != p.sk && active(&st, slot, p)) {
-            return p.tramp[k];
+            return p.tramp[k].wrapping_add(off);
         }
     }
     rip
 }
 
-/// The stub was entered from a trampoline with `rcx` (its after-part):
-/// the address after the syscall in the guest's code, and whether the
-/// after-part holds displaced instructions (then the way back goes through
-/// it). None if rcx is no trampoline's.
-pub fn entered_from(rcx: u64) -> Option<(u64, bool)> {
-    let word_at = rcx.checked_sub(8)?;
-    if !in_regions(word_at) || !in_regions(rcx) {
-        return None;
-    }
-    // SAFETY: inside a trampoline region (mapped readable for the rest of
-    // the process); an unaligned read of the word the trampoline carries.
-    let word = unsafe { std::ptr::read_unaligned(word_at as *const u64) };
-    Some((word & !HAS_AFTER, word & HAS_AFTER != 0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The instructions `bytes` (at `ip`, a syscall among them) as a plan.
+    fn plan_of(bytes: &[u8], ip: u64) -> Plan {
+        let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
+        let mut instrs = Vec::new();
+        while d.can_decode() {
+            instrs.push(d.decode());
+        }
+        let sk = instrs.iter().position(|i| i.code() == Code::Syscall).unwrap();
+        Plan { instrs, sk }
+    }
+
+    /// A trampoline built for the same code at another address, at the
+    /// same distance from it, is the same bytes (shared code's trampolines
+    /// are shown at every address the code is: see `Area`).
+    #[test]
+    fn trampolines_are_position_independent() {
+        // lea rdi, [rip+0x1000]; syscall (a rip-relative operand before);
+        // syscall; mov rax, [rip+0x100]; ret (instructions after).
+        let before = [0x48, 0x8d, 0x3d, 0x00, 0x10, 0x00, 0x00, 0x0f, 0x05];
+        let after = [0x0f, 0x05, 0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3];
+        for bytes in [&before[..], &after[..]] {
+            let (site, tramp, header) = (0x40_0000u64, 0x10_0000u64, 0x0f_0000u64);
+            let (code, at) = build(&plan_of(bytes, site), tramp, header).unwrap();
+            for d in [0x1000u64, 0x7654_3000] {
+                let (moved, moved_at) = build(&plan_of(bytes, site + d), tramp + d, header + d).unwrap();
+                assert_eq!(code, moved);
+                assert_eq!(at.iter().map(|a| a + d).collect::<Vec<_>>(), moved_at);
+            }
+        }
+    }
 
     #[test]
     fn marks_by_page() {

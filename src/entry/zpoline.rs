@@ -280,7 +280,7 @@ global_asm!(
     "    jmp nomu_leave_guest",
     // The rewrite mode's entry, from a site's trampoline: guest registers
     // but rcx, which holds the address after the site (as `syscall` leaves
-    // it); the guest's stack untouched.
+    // it), and r11, where to return; the guest's stack untouched.
     ".globl nomu_rewrite_entry",
     "nomu_rewrite_entry:",
     "    mov qword ptr gs:[{z_rip}], rcx",
@@ -1105,25 +1105,18 @@ unsafe extern "C" fn nomu_zpoline_trap(regs: *mut GuestRegs, tcb: *mut Tcb) -> u
     let trap = if tcb.z_reason == 1 {
         Trap::Interrupt
     } else if tcb.z_reason == 2 {
-        // From a rewrite-mode trampoline, rip = rcx = its after-part, whose
-        // word before it is the address after the site in the guest's code:
-        // what the kernel and the guest see (rcx as `syscall` leaves it).
-        match super::rewrite::entered_from(regs.rip) {
-            Some((after, through_trampoline)) => {
-                if through_trampoline {
-                    way_back = Some((after, regs.rip));
-                }
-                regs.rip = after;
-                regs.rcx = after;
-                regs.r11 = regs.rflags;
-                Trap::Syscall
-            }
-            None => {
-                // Not from a trampoline's own lea: a wild jump into one.
-                regs.rip = 0;
-                Trap::Fault(NULL_FETCH_FAULT)
-            }
+        // From a rewrite-mode trampoline: rip = rcx = the address after
+        // the site in the guest's code, what the kernel and the guest see
+        // (rcx as `syscall` leaves it); r11 where the syscall returns to
+        // (the trampoline's after-part, when it has one). A guest jumping
+        // here otherwise gets no more than a syscall of its own would.
+        let (after, back) = (regs.rip, regs.r11);
+        if back != after {
+            way_back = Some((after, back));
         }
+        regs.rcx = after;
+        regs.r11 = regs.rflags;
+        Trap::Syscall
     } else if is_site(regs.rip.wrapping_sub(2)) {
         // What the syscall instruction would have left there.
         regs.rcx = regs.rip;
@@ -1201,19 +1194,33 @@ impl EntryPath for ZpolineEntry {
     }
 
     fn patches_shared_code(&self) -> bool {
-        // A forked child runs rewritten sites through its own page 0.
-        !self.rewrite && forked_child_trampoline().is_none()
+        // A forked child runs rewritten sites through its own page 0; a
+        // rewrite-path patch would enter nomu's stub in its copy of nomu.
+        self.rewrite || forked_child_trampoline().is_none()
     }
 
     fn shares_code(&self) -> bool {
         // A rewrite-path patch is a jump to a trampoline at a fixed
         // distance from the site: a page shown at another address would
-        // jump to somebody else's code.
+        // jump to somebody else's code (unless an area of its trampolines
+        // is shown beside it there: see trampoline_reach).
         !self.rewrite
     }
 
+    fn trampoline_reach(&self) -> Option<(usize, usize)> {
+        self.rewrite.then_some((super::rewrite::AREA_REACH, super::rewrite::AREA_CODE_SPAN))
+    }
+
+    fn code_area(&self, area: usize, area_len: usize, text: usize, text_len: usize) {
+        if self.rewrite {
+            super::rewrite::add_area(area, area_len, text, text_len);
+        }
+    }
+
     fn code_copied(&self, dst: usize, src: usize, len: usize) {
-        if !self.rewrite {
+        if self.rewrite {
+            super::rewrite::code_copied(dst, src, len);
+        } else {
             copy_sites(dst, src, len);
         }
     }

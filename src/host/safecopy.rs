@@ -53,6 +53,24 @@ pub fn copy_from_guest(dst: &mut [u8], src: usize) -> usize {
     dst.len() - left
 }
 
+/// Copies `dst.len()` bytes of physical memory from `src` (one page's
+/// worth at most: where the direct map shows it unmoved), read through the
+/// writable alias, whatever the direct map's protection there. Returns how
+/// many bytes were copied before a fault (a page missing from the alias,
+/// secret memory's).
+pub fn copy_from_physical(dst: &mut [u8], src: usize) -> usize {
+    let pm = PhysMem::get();
+    if !pm.contains(src, dst.len()) {
+        return 0;
+    }
+    let from = pm.alias_addr(src);
+    // SAFETY: dst is a valid nomu buffer; `from` lies inside the alias of
+    // physical memory and any fault reading it is caught and turned into a
+    // short count.
+    let left = unsafe { nomu_safecopy(dst.as_mut_ptr(), from as *const u8, dst.len()) };
+    dst.len() - left
+}
+
 /// Copies `src` to guest address `dst`. Returns how many bytes were copied
 /// before a fault. `dst` must lie inside physical memory, or nothing is copied.
 pub fn copy_to_guest(dst: usize, src: &[u8]) -> usize {

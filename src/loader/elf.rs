@@ -148,10 +148,37 @@ fn load_one(
     // A position-independent image gets its pages unzeroed: the file's
     // bytes overwrite most of them, and only the rest is zeroed below.
     let unzeroed = etype == ET_DYN;
+    // An entry path that patches code with jumps to trampolines (the
+    // rewrite path) shares a position-independent image's code between
+    // processes when an area of them comes at the same distance before it
+    // everywhere: the loader leaves that room before the image (see
+    // entry/rewrite.rs, `Area`), reaching far enough back from the code
+    // for every displacement a patch may want (the code's own offset in the
+    // image counts); code ending too far into its image is copied as before.
+    let (reach, code_span) = kernel.entry.trampoline_reach().unwrap_or((0, 0));
+    let mut shared_text = None;
+    if unzeroed && reach > 0 && !space.runs_own_host() {
+        shared_text = trampolined_text(&loads, lo).filter(|&(_, end, _)| end <= code_span);
+    }
+    let area_len = shared_text.map_or(0, |(s, _, _)| reach.saturating_sub(s).max(MIN_AREA).next_multiple_of(PAGE_SIZE));
     let (start, heap_reserve) = if unzeroed {
-        let start = phys
-            .alloc_unzeroed(span + reserve, align)
-            .map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
+        let lead = area_len.next_multiple_of(align);
+        let block = match phys.alloc_unzeroed(lead + span + reserve, align) {
+            Ok(b) => Ok(b + lead),
+            Err(_) if lead > 0 => {
+                // No room for the area: a copy, as before.
+                shared_text = None;
+                phys.alloc_unzeroed(span + reserve, align)
+            }
+            Err(e) => Err(e),
+        };
+        let start =
+            block.map_err(|_| ExecError::new(Errno::ENOMEM, "not enough memory for the program image (see --mem)"))?;
+        if shared_text.is_some() && lead > area_len {
+            // Alignment's room before the area.
+            phys.restore(start - lead, lead - area_len);
+            phys.free(start - lead, lead - area_len);
+        }
         (start, reserve)
     } else if phys.alloc_at(lo, span, Fresh::Used).is_ok() {
         // The heap reservation is best effort for fixed-address programs.
@@ -221,13 +248,32 @@ fn load_one(
             p.offset.saturating_add(p.filesz)
         )));
     }
+    // The shared code and its area of trampolines, in the page cache's
+    // run of the code: (the area's start here, its frames).
+    let mut area = None;
+    let mut code_prepared = false;
+    let mut cached = Vec::new();
+    if let Some((s, e, offset)) = shared_text {
+        let area_at = start - area_len;
+        match kernel.page_cache.code_with_trampolines(file, id, offset, e - s, area_len + s, area_len) {
+            Ok((text, area_frames, run, cached_before)) => {
+                kernel.entry.code_area(run, area_len, run + area_len + s, e - s);
+                code_prepared = cached_before;
+                cached.push((start + s, start + e, text));
+                area = Some((area_at, area_frames));
+            }
+            Err(_) => {
+                // No room in the cache: the code is copied, as before.
+                phys.restore(area_at, area_len);
+                phys.free(area_at, area_len);
+            }
+        }
+    }
     // An image in a host process of its own gets copies (cached code may
     // hold sites rewritten for nomu's own process, which must trap there).
-    let cached = if moved || space.runs_own_host() {
-        Vec::new()
-    } else {
-        cached_pieces(kernel, file, id, &loads, &ranges, bias)
-    };
+    if !moved && !space.runs_own_host() {
+        cached.extend(cached_pieces(kernel, file, id, &loads, &ranges, bias, area.is_some()));
+    }
     if unzeroed {
         // alloc_unzeroed leaves stale frames mappings (mm::phys): the
         // cached pieces take theirs up again if they are the same frames,
@@ -284,7 +330,16 @@ fn load_one(
     });
     if let Err(e) = filled {
         phys.free(start + span, heap_reserve);
+        if let Some((at, _)) = &area {
+            phys.restore(*at, area_len);
+            phys.free(*at, area_len);
+        }
         return Err(e.into());
+    }
+    if let Some((at, frames)) = area {
+        let mut vma = Vma::new(0, PROT_READ | PROT_EXEC, VmaKind::Anon);
+        vma.frames = Some(frames);
+        space.map_frames(Placement::Allocated(at), area_len, vma)?;
     }
     // The pages kept their last protection (see mm::phys); the heap room
     // must be writable, holes between segments inaccessible.
@@ -332,7 +387,7 @@ fn load_one(
         return finish(file, &phdrs, &loads, phoff, 0, entry);
     }
     if !space.has_moved_image() {
-        prepare_known_sites(kernel, space, id, &loads, bias);
+        prepare_known_sites(kernel, space, id, &loads, bias, code_prepared);
     }
     finish(file, &phdrs, &loads, phoff, bias, entry)
 }
@@ -391,11 +446,12 @@ fn cached_pieces(
     loads: &[&Phdr],
     ranges: &[(usize, usize, i32)],
     bias: usize,
+    code_shared: bool,
 ) -> Vec<(usize, usize, Frames)> {
     let mut pieces = Vec::new();
     for (i, p) in loads.iter().enumerate() {
         let code = p.flags & 1 != 0;
-        if p.flags & 2 != 0 || p.filesz == 0 {
+        if p.flags & 2 != 0 || p.filesz == 0 || (code && code_shared) {
             continue;
         }
         let seg_start = page_down(bias + p.vaddr as usize);
@@ -428,14 +484,58 @@ fn cached_pieces(
     pieces
 }
 
+/// The least room left for an area of trampolines before an image.
+const MIN_AREA: usize = 256 << 10;
+
+/// For an entry path that shares code with an area of trampolines before
+/// the image (the rewrite path): the image's one executable segment's
+/// whole pages of file bytes that no other segment shares, as (start,
+/// end) from the image's first page, and their file offset. None when
+/// the image has more than one executable segment or a writable one.
+fn trampolined_text(loads: &[&Phdr], lo: usize) -> Option<(usize, usize, u64)> {
+    let mut code = loads.iter().enumerate().filter(|(_, p)| p.flags & 1 != 0);
+    let (i, p) = code.next()?;
+    if code.next().is_some() || p.flags & 2 != 0 || p.filesz == 0 {
+        return None;
+    }
+    let mut ranges = Vec::new();
+    for q in loads {
+        ranges.push((page_down(q.vaddr as usize) - lo, page_up((q.vaddr + q.memsz) as usize)? - lo));
+    }
+    let seg_start = ranges[i].0;
+    let file_end = (p.vaddr + p.filesz) as usize - lo;
+    let mut s = seg_start;
+    let mut e = if p.memsz > p.filesz { page_down(file_end) } else { page_up(file_end)? };
+    let shared =
+        |page: usize| ranges.iter().enumerate().any(|(j, &(rs, re))| j != i && rs < page + PAGE_SIZE && page < re);
+    while s < e && shared(s) {
+        s += PAGE_SIZE;
+    }
+    while e > s && shared(e - PAGE_SIZE) {
+        e -= PAGE_SIZE;
+    }
+    (s < e).then(|| (s, e, page_down(p.offset as usize) as u64 + (s - seg_start) as u64))
+}
+
 /// Notes where the executable segments' bytes came from, and has the entry
 /// path prepare the syscall instructions earlier runs of this file used
-/// (only inside each segment's own file bytes, which are the file's).
-fn prepare_known_sites(kernel: &Kernel, space: &mut AddressSpace, id: FileIdentity, loads: &[&Phdr], bias: usize) {
+/// (only inside each segment's own file bytes, which are the file's), but
+/// for code shown from the page cache with its patches (`code_prepared`).
+fn prepare_known_sites(
+    kernel: &Kernel,
+    space: &mut AddressSpace,
+    id: FileIdentity,
+    loads: &[&Phdr],
+    bias: usize,
+    code_prepared: bool,
+) {
     for p in loads.iter().filter(|p| p.flags & 1 != 0 && p.flags & 2 == 0) {
         let (s, e) = (page_down(bias + p.vaddr as usize), page_up(bias + (p.vaddr + p.memsz) as usize).unwrap());
         let segment = p.offset..p.offset + p.filesz;
         space.set_origin(s, e, ImageOrigin { file: id, offset: page_down(p.offset as usize) as u64, segment });
+        if code_prepared {
+            continue;
+        }
         let start = bias as u64 + p.vaddr;
         for off in kernel.syscall_sites.known(&id, p.offset..(p.offset + p.filesz).saturating_sub(1)) {
             kernel.entry.prepare_syscall_site(start + (off - p.offset));

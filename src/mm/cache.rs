@@ -24,12 +24,15 @@
 //! same file must not see. A data run made executable (mprotect) gets a
 //! private copy first ([`PageSource::executable`]). The rewrite entry path
 //! patches code with jumps to trampolines at a fixed distance from the
-//! code, which a page shown at several addresses cannot hold
-//! (`EntryPath::shares_code`): on that path an exec shares only the pages
-//! of code in which no `syscall` instruction's bytes appear at all (most
-//! of a program: busybox's 222 pages of text hold syscalls in 23), and
-//! copies the rest, where its sites are patched as before
-//! ([`PageCache::code_without_syscalls`]).
+//! code, which a page shown at several addresses holds only if its
+//! trampolines are shown at that distance everywhere
+//! (`EntryPath::shares_code`): an exec'd position-independent image's code
+//! is cached in a run with an area for them before it
+//! ([`PageCache::code_with_trampolines`], which the loader shows before
+//! the image); elsewhere that path shares only the pages of code in which
+//! no `syscall` instruction's bytes appear at all (busybox's 222 pages of
+//! text hold syscalls in 23), and copies the rest, where its sites are
+//! patched as before ([`PageCache::code_without_syscalls`]).
 //!
 //! Accounting: the cache's pages are charged to the commit account (they
 //! are host memory guests caused), but to no process: a mapping of them is
@@ -52,8 +55,13 @@ use std::sync::{Arc, OnceLock};
 /// A run of a file's pages in physical memory.
 pub struct CachedPages {
     phys: &'static PhysicalMemory,
+    /// Where the file's bytes start.
     start: usize,
     len: usize,
+    /// Physical pages of the run before its file bytes: a code run's
+    /// trampoline area on the rewrite path (see
+    /// [`PageCache::code_with_trampolines`]); 0 for the others.
+    prefix: usize,
     /// The file offset of the first byte.
     offset: u64,
     executable: bool,
@@ -65,12 +73,12 @@ pub struct CachedPages {
 
 impl PageSource for CachedPages {
     fn frames(&self, offset: usize) -> (usize, usize) {
-        assert!(offset < self.len);
-        (self.start + offset, self.len - offset)
+        assert!(offset < self.prefix + self.len);
+        (self.start - self.prefix + offset, self.prefix + self.len - offset)
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.prefix + self.len
     }
 
     fn copy_on_write(&self) -> bool {
@@ -82,9 +90,37 @@ impl PageSource for CachedPages {
     }
 }
 
+/// The trampoline area of a code run (its prefix), as a mapping of its
+/// own shows it: a forked child, whose code is a copy with the original
+/// bytes, is shown it as it is (nothing there jumps to it).
+pub struct TrampolineArea {
+    run: Arc<CachedPages>,
+    /// Bytes of the prefix the area is (the rest lies between it and the code).
+    len: usize,
+}
+
+impl PageSource for TrampolineArea {
+    fn frames(&self, offset: usize) -> (usize, usize) {
+        assert!(offset < self.len);
+        (self.run.start - self.run.prefix + offset, self.len - offset)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn copy_on_write(&self) -> bool {
+        true
+    }
+
+    fn trampolines(&self) -> bool {
+        true
+    }
+}
+
 impl Drop for CachedPages {
     fn drop(&mut self) {
-        self.phys.free_frames(self.start, self.len);
+        self.phys.free_frames(self.start - self.prefix, self.prefix + self.len);
         self.phys.commit().uncharge(self.len);
         self.total.fetch_sub(self.len, Ordering::Relaxed);
     }
@@ -95,8 +131,28 @@ impl Drop for CachedPages {
 /// copied, which costs less than a VMA and a host mapping of their own.
 const MIN_SHARED_CODE: usize = 4 * PAGE_SIZE;
 
-/// Runs are looked up by file and kind (executable or data).
-type Key = (FileIdentity, bool);
+/// What a run is for: data, code, or code with a trampoline area (the
+/// rewrite path's, see [`PageCache::code_with_trampolines`]), which is
+/// never shown without it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Kind {
+    Data,
+    Code,
+    Trampolined,
+}
+
+impl Kind {
+    fn of(executable: bool) -> Kind {
+        if executable {
+            Kind::Code
+        } else {
+            Kind::Data
+        }
+    }
+}
+
+/// Runs are looked up by file and kind.
+type Key = (FileIdentity, Kind);
 
 pub struct PageCache {
     phys: &'static PhysicalMemory,
@@ -145,6 +201,51 @@ impl PageCache {
         Ok(Frames::new(run, delta))
     }
 
+    /// For the rewrite entry path, whose patches jump to trampolines at a
+    /// fixed distance from the code: `len` bytes of `file`'s code from
+    /// `offset` (page-aligned) in a run whose `prefix` bytes before them
+    /// (physical pages of the same run) hold the trampolines of the sites
+    /// patched in it. Every process shows the code and the first
+    /// `area` bytes of the prefix at the same distance from each other as
+    /// they are here (the loader leaves that room before the image), so a
+    /// patch made in the shared page is right in all of them. Returns the
+    /// code's frames, the area's, the run's physical address (where the
+    /// prefix starts), and whether the run was cached before (its sites
+    /// were patched where they were first used).
+    pub fn code_with_trampolines(
+        &self,
+        file: &OpenFile,
+        id: FileIdentity,
+        offset: u64,
+        len: usize,
+        prefix: usize,
+        area: usize,
+    ) -> Result<(Frames, Frames, usize, bool), Errno> {
+        debug_assert!(area <= prefix && prefix.is_multiple_of(PAGE_SIZE));
+        let key = (id, Kind::Trampolined);
+        let same = |r: &Arc<CachedPages>| r.offset == offset && r.len == len && r.prefix == prefix;
+        let found = self.files.lock().unwrap().get(&key).and_then(|runs| runs.iter().find(|r| same(r)).cloned());
+        let cached_before = found.is_some();
+        let run = match found {
+            Some(r) => r,
+            None => {
+                let run = self.read_run(file, id, true, offset, len, prefix)?;
+                let mut files = self.files.lock().unwrap();
+                let runs = files.entry(key).or_default();
+                match runs.iter().find(|r| same(r)) {
+                    Some(r) => r.clone(),
+                    None => {
+                        runs.push(run.clone());
+                        run
+                    }
+                }
+            }
+        };
+        let base = run.start - run.prefix;
+        let area = Frames::new(Arc::new(TrampolineArea { run: run.clone(), len: area }), 0);
+        Ok((Frames::new(run, prefix), area, base, cached_before))
+    }
+
     /// For an entry path that cannot share patched code between addresses
     /// (the rewrite path: a patch is a jump to a trampoline at a fixed
     /// distance): the pieces of `len` bytes of `file`'s code from `offset`
@@ -182,7 +283,7 @@ impl PageCache {
             // Nothing to share (a small program's code holds a syscall
             // every few pages): the run would only be an unused copy.
             self.unshareable.lock().unwrap().insert((id, offset, len));
-            if let Some(runs) = self.files.lock().unwrap().get_mut(&(id, true)) {
+            if let Some(runs) = self.files.lock().unwrap().get_mut(&(id, Kind::Code)) {
                 // Unless somebody maps it: the map's reference and ours.
                 runs.retain(|r| !(Arc::ptr_eq(r, &run) && Arc::strong_count(r) == 2));
             }
@@ -201,7 +302,7 @@ impl PageCache {
         len: usize,
     ) -> Result<(Arc<CachedPages>, usize), Errno> {
         debug_assert!(offset.is_multiple_of(PAGE_SIZE as u64) && len.is_multiple_of(PAGE_SIZE) && len > 0);
-        let key = (id, executable);
+        let key = (id, Kind::of(executable));
         let end = offset.checked_add(len as u64).ok_or(Errno::EINVAL)?;
         let holding = |runs: &Vec<Arc<CachedPages>>| {
             runs.iter().find(|r| r.offset <= offset && end <= r.offset + r.len as u64).cloned()
@@ -210,9 +311,41 @@ impl PageCache {
             let delta = (offset - r.offset) as usize;
             return Ok((r, delta));
         }
+        let run = self.read_run(file, id, executable, offset, len, 0)?;
+        let found = {
+            let mut files = self.files.lock().unwrap();
+            let runs = files.entry(key).or_default();
+            match holding(runs) {
+                // Read meanwhile by another: theirs is the copy.
+                Some(r) => r,
+                None => {
+                    runs.push(run.clone());
+                    run.clone()
+                }
+            }
+        };
+        drop(run);
+        let delta = (offset - found.offset) as usize;
+        Ok((found, delta))
+    }
+
+    /// A new run of `len` bytes of the file from `offset`, after `prefix`
+    /// bytes of untouched pages (charged: the file's bytes). Unused runs of
+    /// older versions of the file go.
+    fn read_run(
+        &self,
+        file: &OpenFile,
+        id: FileIdentity,
+        executable: bool,
+        offset: u64,
+        len: usize,
+        prefix: usize,
+    ) -> Result<Arc<CachedPages>, Errno> {
         // Read outside the lock (a charge may reclaim, which takes it).
         self.phys.commit().charge(len, 0)?;
-        let start = match self.phys.alloc(len, PAGE_SIZE, Fresh::Used) {
+        // A prefix (trampolines) is mostly never touched: holes.
+        let fresh = if prefix > 0 { Fresh::Reserved } else { Fresh::Used };
+        let base = match self.phys.alloc(prefix + len, PAGE_SIZE, fresh) {
             Ok(s) => s,
             Err(e) => {
                 self.phys.commit().uncharge(len);
@@ -220,10 +353,12 @@ impl PageCache {
             }
         };
         self.total.fetch_add(len, Ordering::Relaxed);
+        let start = base + prefix;
         let run = Arc::new(CachedPages {
             phys: self.phys,
             start,
             len,
+            prefix,
             offset,
             executable,
             total: self.total.clone(),
@@ -233,7 +368,7 @@ impl PageCache {
         let range = GuestRange::new(start, len).expect("allocated pages lie in physical memory");
         file.read_at_into(range.through_alias(), offset)?;
         let mut stale = Vec::new();
-        let found = {
+        {
             let mut files = self.files.lock().unwrap();
             // Another identity of the same file is an older version: its
             // unused runs go now.
@@ -250,20 +385,9 @@ impl PageCache {
                     *files.get_mut(&k).unwrap() = kept;
                 }
             }
-            let runs = files.entry(key).or_default();
-            match holding(runs) {
-                // Read meanwhile by another: theirs is the copy.
-                Some(r) => r,
-                None => {
-                    runs.push(run.clone());
-                    run.clone()
-                }
-            }
-        };
+        }
         drop(stale);
-        drop(run);
-        let delta = (offset - found.offset) as usize;
-        Ok((found, delta))
+        Ok(run)
     }
 
     /// Drops every run no mapping holds; returns the bytes freed.

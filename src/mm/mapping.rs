@@ -104,6 +104,12 @@ pub trait PageSource: Send + Sync {
     fn shared_at_fork(&self) -> bool {
         false
     }
+    /// Whether these are an entry path's trampolines beside shared code
+    /// (mm::cache's `TrampolineArea`): a forked child, whose code is a
+    /// copy with its original bytes, is shown them as they are.
+    fn trampolines(&self) -> bool {
+        false
+    }
 }
 
 /// A VMA's pages, when they are not the identity pages at its address.

@@ -18,6 +18,8 @@ struct Piece {
     file: Option<(Arc<OpenFile>, u64)>,
     /// A shared memory attachment: its offset in the segment, inode, name.
     shm: Option<(u64, u64, Vec<u8>)>,
+    /// The rewrite path's trampolines beside a program's shared code.
+    trampolines: bool,
 }
 
 fn pieces(p: &Process) -> Vec<Piece> {
@@ -37,6 +39,7 @@ fn pieces(p: &Process) -> Vec<Piece> {
                 let (ino, name) = h.shown();
                 ((start - h.pages().0) as u64, ino, name)
             }),
+            trampolines: v.frames.as_ref().is_some_and(|f| f.source.trampolines()),
         })
         .collect()
 }
@@ -91,6 +94,9 @@ pub fn maps(kernel: &Kernel, p: &Process) -> Vec<u8> {
                     VmaKind::Heap => b"[heap]",
                     // The guard page below the stack is no part of it.
                     VmaKind::Stack if piece.prot != 0 => b"[stack]",
+                    // As Linux names its own code in a process ([vdso],
+                    // [uprobes]).
+                    _ if piece.trampolines => b"[trampolines]",
                     _ => b"",
                 };
                 (0, 0, 0, name.to_vec())

@@ -394,7 +394,7 @@ impl AddressSpace {
         f.source.copy_on_write()
             && v.prot & PROT_READ != 0
             && v.prot & PROT_WRITE == 0
-            && (share_code || (!v.was_executable && !f.source.executable()))
+            && (share_code || f.source.trampolines() || (!v.was_executable && !f.source.executable()))
     }
 
     /// Before a forked child's mprotect of [start, end): every VMA there
