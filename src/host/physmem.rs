@@ -643,6 +643,23 @@ impl PhysMem {
     /// pages: the rest are holes and read as zero (SEEK_DATA/SEEK_HOLE on
     /// the memfd, which the host answers from its page index, not page by
     /// page). Callers serialize (the memfd's file offset is shared).
+    /// The first whole page of [addr, addr+len) that holds data, if any
+    /// (one SEEK_DATA; the page itself when the host cannot tell). Unlike
+    /// [`populated`](Self::populated) it never asks where the data ends: the
+    /// host finds that a page at a time, past `len` too, so a run of data
+    /// that goes on beyond the range (a big child's freed pages) costs a
+    /// walk of all of it.
+    pub fn first_data(&self, addr: usize, len: usize) -> Option<usize> {
+        self.assert_pages(addr, len);
+        let (start, end) = ((addr - self.base) as libc::off_t, (addr - self.base + len) as libc::off_t);
+        // SAFETY: lseek on our own memfd.
+        let data = unsafe { libc::lseek(self.memfd.as_raw_fd(), start, libc::SEEK_DATA) };
+        if data < 0 {
+            return (last_errno() != Errno::ENXIO).then_some(addr);
+        }
+        (data < end).then(|| self.base + (data & !(PAGE_SIZE as libc::off_t - 1)) as usize)
+    }
+
     pub fn populated(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
         self.assert_pages(addr, len);
         let (start, end) = ((addr - self.base) as libc::off_t, (addr - self.base + len) as libc::off_t);
