@@ -672,11 +672,11 @@ impl PhysicalMemory {
     /// whatever their protection), asking the host which whole pages hold
     /// anything: runs of those longer than [`SPARSE_ZERO_MAX`] go back to
     /// the host instead (the loader's stack and heap room: a program
-    /// touches a few of their
-    /// pages). Zeroed in place, they would stay held and be zeroed again at
-    /// the next exec there: after a child that had filled 16 MiB exited,
-    /// every later exec memset the 8 MiB stack it got there (fork + execve
-    /// + wait 0.94x -> 1.51x native; 9x after 256 MiB). Within
+    /// touches a few of their pages). Zeroed in place, they would stay held
+    /// and be zeroed again at the next exec there: after a child that had
+    /// filled 16 MiB exited, every later exec memset the 8 MiB stack it got
+    /// there (fork, execve and wait 0.94x -> 1.51x native; 9x after 256
+    /// MiB). Within
     /// [`SPARSE_ZERO_MAX`] of the end, where the data ends is not asked:
     /// the host finds that a page at a time, past the range too, and a
     /// stack's top pages next to a big child's freed ones made each exec
