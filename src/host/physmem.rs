@@ -639,57 +639,44 @@ pub fn cmpxchg_u32(word: GuestRange, old: u32, new: u32) -> u32 {
 }
 
 impl PhysMem {
-    /// The runs of [addr, addr+len) that hold data, as (addr, len) in whole
-    /// pages: the rest are holes and read as zero (SEEK_DATA/SEEK_HOLE on
-    /// the memfd, which the host answers from its page index, not page by
-    /// page). Callers serialize (the memfd's file offset is shared).
     /// The first whole page of [addr, addr+len) that holds data, if any
-    /// (one SEEK_DATA; the page itself when the host cannot tell). Unlike
+    /// (one SEEK_DATA; `addr` itself when the host cannot tell). Unlike
     /// [`populated`](Self::populated) it never asks where the data ends: the
     /// host finds that a page at a time, past `len` too, so a run of data
     /// that goes on beyond the range (a big child's freed pages) costs a
-    /// walk of all of it.
+    /// walk of all of it. Callers serialize (the memfd's file offset is
+    /// shared).
     pub fn first_data(&self, addr: usize, len: usize) -> Option<usize> {
         self.assert_pages(addr, len);
         let (start, end) = ((addr - self.base) as libc::off_t, (addr - self.base + len) as libc::off_t);
         // SAFETY: lseek on our own memfd.
         let data = unsafe { libc::lseek(self.memfd.as_raw_fd(), start, libc::SEEK_DATA) };
         if data < 0 {
+            // ENXIO: no data after `addr`. Anything else: cannot tell, so
+            // it counts as held.
             return (last_errno() != Errno::ENXIO).then_some(addr);
         }
         (data < end).then(|| self.base + (data & !(PAGE_SIZE as libc::off_t - 1)) as usize)
     }
 
+    /// The runs of [addr, addr+len) that hold data, as (addr, len) in whole
+    /// pages: the rest are holes and read as zero (SEEK_DATA/SEEK_HOLE on
+    /// the memfd, which the host answers from its page index, not page by
+    /// page). Callers serialize (the memfd's file offset is shared).
     pub fn populated(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
-        self.assert_pages(addr, len);
-        let (start, end) = ((addr - self.base) as libc::off_t, (addr - self.base + len) as libc::off_t);
-        let seek = |off: libc::off_t, whence: i32| {
-            // SAFETY: lseek on our own memfd.
-            unsafe { libc::lseek(self.memfd.as_raw_fd(), off, whence) }
-        };
+        let end = addr + len;
         let mut runs = Vec::new();
-        let mut off = start;
-        while off < end {
-            let data = seek(off, libc::SEEK_DATA);
-            if data < 0 {
-                // ENXIO: no data after `off`. Anything else: cannot tell, so
-                // the rest counts as held.
-                if crate::host::last_errno() != Errno::ENXIO {
-                    runs.push((self.base + off as usize, (end - off) as usize));
-                }
-                break;
-            }
-            if data >= end {
-                break;
-            }
-            let hole = seek(data, libc::SEEK_HOLE);
-            let hole = if hole < 0 { end } else { hole.min(end) };
-            let (s, e) = (
-                data & !(PAGE_SIZE as libc::off_t - 1),
-                (hole + PAGE_SIZE as libc::off_t - 1) & !(PAGE_SIZE as libc::off_t - 1),
-            );
-            runs.push((self.base + s as usize, (e.min(end) - s) as usize));
-            off = e;
+        let mut at = addr;
+        while at < end {
+            let Some(data) = self.first_data(at, end - at) else { break };
+            // SAFETY: lseek on our own memfd.
+            let hole =
+                unsafe { libc::lseek(self.memfd.as_raw_fd(), (data - self.base) as libc::off_t, libc::SEEK_HOLE) };
+            // A host that cannot tell: the rest counts as held.
+            let hole = if hole < 0 { end } else { (self.base + hole as usize).min(end) };
+            let next = hole.next_multiple_of(PAGE_SIZE).min(end);
+            runs.push((data, next - data));
+            at = next;
         }
         runs
     }

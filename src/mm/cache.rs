@@ -222,25 +222,9 @@ impl PageCache {
         area: usize,
     ) -> Result<(Frames, Frames, usize, bool), Errno> {
         debug_assert!(area <= prefix && prefix.is_multiple_of(PAGE_SIZE));
-        let key = (id, Kind::Trampolined);
         let same = |r: &Arc<CachedPages>| r.offset == offset && r.len == len && r.prefix == prefix;
-        let found = self.files.lock().unwrap().get(&key).and_then(|runs| runs.iter().find(|r| same(r)).cloned());
-        let cached_before = found.is_some();
-        let run = match found {
-            Some(r) => r,
-            None => {
-                let run = self.read_run(file, id, true, offset, len, prefix)?;
-                let mut files = self.files.lock().unwrap();
-                let runs = files.entry(key).or_default();
-                match runs.iter().find(|r| same(r)) {
-                    Some(r) => r.clone(),
-                    None => {
-                        runs.push(run.clone());
-                        run
-                    }
-                }
-            }
-        };
+        let (run, cached_before) =
+            self.find_or_read((id, Kind::Trampolined), same, || self.read_run(file, id, true, offset, len, prefix))?;
         let base = run.start - run.prefix;
         let area = Frames::new(Arc::new(TrampolineArea { run: run.clone(), len: area }), 0);
         Ok((Frames::new(run, prefix), area, base, cached_before))
@@ -304,29 +288,35 @@ impl PageCache {
         debug_assert!(offset.is_multiple_of(PAGE_SIZE as u64) && len.is_multiple_of(PAGE_SIZE) && len > 0);
         let key = (id, Kind::of(executable));
         let end = offset.checked_add(len as u64).ok_or(Errno::EINVAL)?;
-        let holding = |runs: &Vec<Arc<CachedPages>>| {
-            runs.iter().find(|r| r.offset <= offset && end <= r.offset + r.len as u64).cloned()
-        };
-        if let Some(r) = self.files.lock().unwrap().get(&key).and_then(holding) {
-            let delta = (offset - r.offset) as usize;
-            return Ok((r, delta));
-        }
-        let run = self.read_run(file, id, executable, offset, len, 0)?;
-        let found = {
-            let mut files = self.files.lock().unwrap();
-            let runs = files.entry(key).or_default();
-            match holding(runs) {
-                // Read meanwhile by another: theirs is the copy.
-                Some(r) => r,
-                None => {
-                    runs.push(run.clone());
-                    run.clone()
-                }
-            }
-        };
-        drop(run);
+        let holding = |r: &Arc<CachedPages>| r.offset <= offset && end <= r.offset + r.len as u64;
+        let (found, _) = self.find_or_read(key, holding, || self.read_run(file, id, executable, offset, len, 0))?;
         let delta = (offset - found.offset) as usize;
         Ok((found, delta))
+    }
+
+    /// The run of `key` that `fits`, else a new one `read` makes (outside
+    /// the lock: a charge may reclaim, which takes it), and whether it was
+    /// cached before. If another reads a fitting one meanwhile, theirs is
+    /// the copy (ours goes once the lock is released).
+    fn find_or_read(
+        &self,
+        key: Key,
+        fits: impl Fn(&Arc<CachedPages>) -> bool,
+        read: impl FnOnce() -> Result<Arc<CachedPages>, Errno>,
+    ) -> Result<(Arc<CachedPages>, bool), Errno> {
+        let cached = |files: &HashMap<Key, Vec<Arc<CachedPages>>>| {
+            files.get(&key).and_then(|runs| runs.iter().find(|r| fits(r)).cloned())
+        };
+        if let Some(r) = cached(&self.files.lock().unwrap()) {
+            return Ok((r, true));
+        }
+        let run = read()?;
+        let mut files = self.files.lock().unwrap();
+        if let Some(r) = cached(&files) {
+            return Ok((r, true));
+        }
+        files.entry(key).or_default().push(run.clone());
+        Ok((run, false))
     }
 
     /// A new run of `len` bytes of the file from `offset`, after `prefix`

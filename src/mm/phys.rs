@@ -676,11 +676,10 @@ impl PhysicalMemory {
     /// and be zeroed again at the next exec there: after a child that had
     /// filled 16 MiB exited, every later exec memset the 8 MiB stack it got
     /// there (fork, execve and wait 0.94x -> 1.51x native; 9x after 256
-    /// MiB). Within
-    /// [`SPARSE_ZERO_MAX`] of the end, where the data ends is not asked:
-    /// the host finds that a page at a time, past the range too, and a
-    /// stack's top pages next to a big child's freed ones made each exec
-    /// walk all of those (1.43x -> 1.02x after a 16 MiB child).
+    /// MiB). Within [`SPARSE_ZERO_MAX`] of the end, where the data ends is
+    /// not asked: the host finds that a page at a time, past the range too,
+    /// and a stack's top pages next to a big child's freed ones made each
+    /// exec walk all of those (1.43x -> 1.02x after a 16 MiB child).
     pub fn zero(&self, addr: usize, len: usize) {
         let end = addr + len;
         let (inner_s, inner_e) = (addr.next_multiple_of(PAGE_SIZE), end & !(PAGE_SIZE - 1));
