@@ -245,8 +245,17 @@ pub trait GuestKernel {
     fn local_answers(&self) -> Option<(u32, u32)> {
         None
     }
+    /// Lets the forked child's host process also answer rt_sigprocmask
+    /// until its next trap (split's "Local answers"): the guest thread's
+    /// signal mask and the signals pending for it or its process, which a
+    /// local change may not unblock. None when the mask stays the
+    /// kernel's (--trace, or more than one thread in the process).
+    fn local_sigmask(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// The kernel takes what the host process answered meanwhile (see
-    /// `split::take_local_robust_list`), before it looks at a trap.
+    /// `split::take_local_robust_list` and `split::take_local_sigmask`),
+    /// before it looks at a trap.
     fn take_local_answers(&mut self) {}
 }
 

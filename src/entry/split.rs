@@ -68,11 +68,26 @@
 //! storing the head there; the kernel takes that head at the child's next
 //! trap, before it looks at it, and when the guest thread leaves
 //! ([`take_local_robust_list`]; only the thread itself may read its robust
-//! list). Not under --trace (every syscall shows there), not in a CLONE_VM
-//! child of the split path (its bench numbers are the trap's), and not for
-//! a call from zpoline's page 0, whose return address the kernel checks
-//! first. glibc's forked child makes set_robust_list its first syscall,
-//! musl's gettid.
+//! list). Not under --trace (every syscall shows there), and not in a
+//! CLONE_VM child of the split path (its bench numbers are the trap's).
+//! glibc's forked child makes set_robust_list its first syscall, musl's
+//! gettid, and both then set their signal mask twice.
+//!
+//! rt_sigprocmask too, while the process has one guest thread: at each
+//! release the nomu thread leaves the guest's mask and the signals pending
+//! for it or its process in the mailbox, and sets the thread's
+//! `sigmask_local`. Meanwhile senders neither drop a signal as ignored nor
+//! pass the thread over as blocking it, and kick it; at the kick's trap
+//! the kernel takes the mask back first. A change that would unblock a
+//! pending signal goes to the kernel, which delivers it. The handler reads
+//! `set` and writes `oldset` with faults unblocked: a fault there (or a
+//! pointer into the host process's own mappings) sends the call to the
+//! kernel, which answers EFAULT as Linux does.
+//!
+//! Under zpoline a forked child's rewritten sites call its page 0; such a
+//! call is answered locally when the site is marked at its own address in
+//! zpoline's bitmap (shared, read-only in the child); the handler then
+//! does the page's `ret`. Other calls go to the kernel, which checks more.
 //!
 //! # Cost
 //! A trap costs the seccomp path's SIGSYS round trip plus two futex
@@ -188,7 +203,32 @@ struct Mailbox {
     /// `robust_set` until the kernel has taken it.
     robust_head: AtomicU64,
     robust_set: AtomicU64,
+    /// Set by the nomu thread at each release while the guest's signal
+    /// mask may be the child's to change (one guest thread in the
+    /// process): the child answers rt_sigprocmask too.
+    sigmask_local: AtomicU64,
+    /// The guest thread's signal mask: the kernel's at the release, the
+    /// child's after a local rt_sigprocmask (and 1 in `sigmask_set` until
+    /// the kernel has taken it).
+    sigmask: AtomicU64,
+    sigmask_set: AtomicU64,
+    /// The signals pending for the thread or its process at the release:
+    /// a local change must not unblock one (the kernel delivers it).
+    sigmask_pending: AtomicU64,
+    /// zpoline's site marks as (bitmap, physical memory's base, size), for
+    /// local answers to calls through a forked child's page 0; 0s when
+    /// another path is in use.
+    sites: u64,
+    sites_base: u64,
+    sites_len: u64,
+    /// A forked child's mappings that are not its guest's (page 0, the
+    /// child code, its blocks...), as [start, end): a local answer does
+    /// not read or write guest pointers into them.
+    not_guest: [[u64; 2]; NOT_GUEST_RANGES],
 }
+
+/// Page 0 and what zygote::kept_ranges keeps.
+const NOT_GUEST_RANGES: usize = 6;
 
 const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
 
@@ -317,6 +357,37 @@ global_asm!(
     "    mov rbx, rsp",
     "    and rbx, {area_mask}",
     "    add rbx, {mbox}",
+    // A fault here of the handler's own (faults are not blocked in it):
+    // a local rt_sigprocmask's access to guest memory gives the call to
+    // the kernel instead, which reports EFAULT; any other kills the child,
+    // as a blocked fault would.
+    "    cmp edi, 11", // SIGSEGV
+    "    je .Lsplit_fault",
+    "    cmp edi, 7", // SIGBUS
+    "    jne .Lsplit_not_mine",
+    ".Lsplit_fault:",
+    "    mov rax, [rdx + {uc_rip}]",
+    "    lea rcx, [rip + .Lsplit_sigmask_read]",
+    "    cmp rax, rcx",
+    "    je .Lsplit_fault_retreat",
+    "    lea rcx, [rip + .Lsplit_sigmask_write]",
+    "    cmp rax, rcx",
+    "    je .Lsplit_fault_retreat",
+    "    lea rcx, [rip + .Lsplit_site_read]",
+    "    cmp rax, rcx",
+    "    je .Lsplit_fault_retreat",
+    "    lea rcx, [rip + nomu_split_code_start]",
+    "    cmp rax, rcx",
+    "    jb .Lsplit_not_mine",
+    "    lea rcx, [rip + nomu_split_code_end]",
+    "    cmp rax, rcx",
+    "    jae .Lsplit_not_mine",
+    "    ud2", // SIGILL is blocked here: the host kills the child
+    ".Lsplit_fault_retreat:",
+    "    lea rcx, [rip + .Lsplit_trap]",
+    "    mov [rdx + {uc_rip}], rcx",
+    "    ret",
+    ".Lsplit_not_mine:",
     // Local answers: a guest syscall whose answer the mailbox holds is
     // answered here (not one from zpoline's page 0, whose return address
     // the kernel checks).
@@ -324,13 +395,41 @@ global_asm!(
     "    jne .Lsplit_trap",
     "    cmp qword ptr [rbx + {local}], 0",
     "    je .Lsplit_trap",
+    "    xor r14d, r14d", // where a call through zpoline's page 0 returns (none)
     "    cmp qword ptr [rsi + {si_call_addr}], 4096",
+    "    jae .Lsplit_local_call",
+    // zpoline's page 0, called from a site marked at its address (the
+    // kernel looks further, see forked_site_marks): answered as from the
+    // site, the page's `ret` done here.
+    "    cmp qword ptr [rdx + {uc_rip}], {page0_return}",
+    "    jne .Lsplit_trap",
+    "    mov rcx, [rbx + {sites}]",
+    "    test rcx, rcx",
+    "    jz .Lsplit_trap",
+    "    mov rcx, [rdx + {uc_rsp}]",
+    "    call .Lsplit_not_guest",
+    "    jnz .Lsplit_trap",
+    "    mov rcx, [rbx + {sites}]",
+    "    mov rax, [rdx + {uc_rsp}]",
+    ".Lsplit_site_read:",
+    "    mov r14, [rax]",
+    "    lea rax, [r14 - 2]",
+    "    sub rax, [rbx + {sites_base}]",
     "    jb .Lsplit_trap",
+    "    mov r8, [rbx + {sites_len}]",
+    "    sub r8, 2",
+    "    cmp rax, r8",
+    "    ja .Lsplit_trap",
+    "    bt qword ptr [rcx], rax",
+    "    jnc .Lsplit_trap",
+    ".Lsplit_local_call:",
     "    mov eax, dword ptr [rsi + {si_syscall}]",
     "    cmp eax, 186", // gettid
     "    je .Lsplit_local_tid",
     "    cmp eax, 39", // getpid
     "    je .Lsplit_local_pid",
+    "    cmp eax, 14", // rt_sigprocmask
+    "    je .Lsplit_local_sigmask",
     "    cmp eax, 273", // set_robust_list(head, len): only a valid one
     "    jne .Lsplit_trap",
     "    cmp qword ptr [rdx + {uc_rsi}], 24",
@@ -340,6 +439,81 @@ global_asm!(
     "    mov qword ptr [rbx + {robust_set}], 1", // after the head (x86 store order)
     "    xor eax, eax",
     "    jmp .Lsplit_local_done",
+    // rt_sigprocmask(how, set, oldset, 8) while the mask is the child's:
+    // the two accesses to guest memory retreat to .Lsplit_trap on a fault
+    // (above), and a change that unblocks a pending signal is the
+    // kernel's to make (it delivers the signal).
+    ".Lsplit_local_sigmask:",
+    "    cmp qword ptr [rbx + {sigmask_local}], 0",
+    "    je .Lsplit_trap",
+    "    cmp qword ptr [rdx + {uc_r10}], 8",
+    "    jne .Lsplit_trap",
+    "    mov r8, [rbx + {sigmask}]",
+    "    mov r9, r8",
+    "    mov rcx, [rdx + {uc_rsi}]",
+    "    test rcx, rcx",
+    "    jz .Lsplit_sigmask_old",
+    "    call .Lsplit_not_guest",
+    "    jnz .Lsplit_trap",
+    ".Lsplit_sigmask_read:",
+    "    mov rcx, [rcx]",
+    "    mov eax, dword ptr [rdx + {uc_rdi}]",
+    "    cmp eax, 2", // SIG_SETMASK
+    "    je .Lsplit_sigmask_setmask",
+    "    cmp eax, 1", // SIG_UNBLOCK
+    "    je .Lsplit_sigmask_unblock",
+    "    test eax, eax", // SIG_BLOCK; anything else: EINVAL, from the kernel
+    "    jnz .Lsplit_trap",
+    "    or r9, rcx",
+    "    jmp .Lsplit_sigmask_new",
+    ".Lsplit_sigmask_unblock:",
+    "    not rcx",
+    "    and r9, rcx",
+    "    jmp .Lsplit_sigmask_new",
+    ".Lsplit_sigmask_setmask:",
+    "    mov r9, rcx",
+    ".Lsplit_sigmask_new:",
+    "    and r9, {blockable}",
+    "    mov rax, r9",
+    "    not rax",
+    "    test rax, [rbx + {sigmask_pending}]",
+    "    jnz .Lsplit_trap",
+    ".Lsplit_sigmask_old:",
+    "    mov rcx, [rdx + {uc_rdx}]",
+    "    test rcx, rcx",
+    "    jz .Lsplit_sigmask_keep",
+    "    call .Lsplit_not_guest",
+    "    jnz .Lsplit_trap",
+    ".Lsplit_sigmask_write:",
+    "    mov [rcx], r8",
+    ".Lsplit_sigmask_keep:",
+    "    mov [rbx + {sigmask}], r9",
+    "    mov qword ptr [rbx + {sigmask_set}], 1", // after the mask (x86 store order)
+    "    xor eax, eax",
+    "    jmp .Lsplit_local_done",
+    // Whether the 8 bytes at rcx touch memory of the host process's own
+    // (not the guest's: natively nothing is mapped there, and the kernel
+    // answers EFAULT): ZF clear if so. Clobbers rax, r10 and r11.
+    ".Lsplit_not_guest:",
+    "    lea r11, [rbx + {not_guest}]",
+    "    mov r10d, {not_guest_count}",
+    ".Lsplit_not_guest_next:",
+    "    cmp rcx, [r11 + 8]",
+    "    jae .Lsplit_not_guest_past",
+    "    lea rax, [rcx + 8]",
+    "    cmp rax, [r11]",
+    "    ja .Lsplit_not_guest_hit",
+    ".Lsplit_not_guest_past:",
+    "    add r11, 16",
+    "    dec r10d",
+    "    jnz .Lsplit_not_guest_next",
+    "    cmp rcx, -8", // wrapping around: not the guest's either
+    "    ja .Lsplit_not_guest_hit",
+    "    xor eax, eax", // ZF set
+    "    ret",
+    ".Lsplit_not_guest_hit:",
+    "    or eax, 1", // ZF clear
+    "    ret",
     ".Lsplit_local_tid:",
     "    mov rax, [rbx + {local_tid}]",
     "    jmp .Lsplit_local_done",
@@ -347,6 +521,15 @@ global_asm!(
     "    mov rax, [rbx + {local_pid}]",
     ".Lsplit_local_done:",
     "    mov [rdx + {uc_rax}], rax",
+    "    test r14, r14",
+    "    jz .Lsplit_local_ret",
+    // As the page's `ret` and the site's own `syscall` would leave them.
+    "    mov [rdx + {uc_rip}], r14",
+    "    add qword ptr [rdx + {uc_rsp}], 8",
+    "    mov [rdx + {uc_rcx}], r14",
+    "    mov rax, [rdx + {uc_rflags}]",
+    "    mov [rdx + {uc_r11}], rax",
+    ".Lsplit_local_ret:",
     "    ret",
     ".Lsplit_trap:",
     "    mov [rbx + {signo}], edi",
@@ -524,11 +707,29 @@ global_asm!(
     local_pid = const offset_of!(Mailbox, local_pid),
     robust_head = const offset_of!(Mailbox, robust_head),
     robust_set = const offset_of!(Mailbox, robust_set),
+    sigmask_local = const offset_of!(Mailbox, sigmask_local),
+    sigmask = const offset_of!(Mailbox, sigmask),
+    sigmask_set = const offset_of!(Mailbox, sigmask_set),
+    sigmask_pending = const offset_of!(Mailbox, sigmask_pending),
+    blockable = const !crate::kernel::signal::UNBLOCKABLE as i64,
     si_call_addr = const SI_CALL_ADDR,
     si_syscall = const SI_SYSCALL,
     uc_rax = const UC_REGS + offset_of!(GuestRegs, rax),
     uc_rdi = const UC_REGS + offset_of!(GuestRegs, rdi),
     uc_rsi = const UC_REGS + offset_of!(GuestRegs, rsi),
+    uc_rdx = const UC_REGS + offset_of!(GuestRegs, rdx),
+    uc_r10 = const UC_REGS + offset_of!(GuestRegs, r10),
+    uc_rip = const UC_REGS + offset_of!(GuestRegs, rip),
+    uc_rsp = const UC_REGS + offset_of!(GuestRegs, rsp),
+    uc_rcx = const UC_REGS + offset_of!(GuestRegs, rcx),
+    uc_r11 = const UC_REGS + offset_of!(GuestRegs, r11),
+    uc_rflags = const UC_REGS + offset_of!(GuestRegs, rflags),
+    sites = const offset_of!(Mailbox, sites),
+    not_guest = const offset_of!(Mailbox, not_guest),
+    not_guest_count = const NOT_GUEST_RANGES,
+    sites_base = const offset_of!(Mailbox, sites_base),
+    sites_len = const offset_of!(Mailbox, sites_len),
+    page0_return = const super::zpoline::FORKED_SYSCALL_AT + 2,
 );
 
 /// A SIGSYS siginfo's si_call_addr and si_syscall.
@@ -770,6 +971,20 @@ impl Child {
         true
     }
 
+    /// Lets the parked child answer rt_sigprocmask too, with the guest's
+    /// `(mask, pending signals)`; None stops it.
+    fn keep_sigmask_locally(&self, sigmask: Option<(u64, u64)>) {
+        let mb = self.mailbox();
+        let Some((mask, pending)) = sigmask else {
+            mb.sigmask_local.store(0, Ordering::Relaxed);
+            return;
+        };
+        mb.sigmask.store(mask, Ordering::Relaxed);
+        mb.sigmask_pending.store(pending, Ordering::Relaxed);
+        mb.sigmask_set.store(0, Ordering::Relaxed);
+        mb.sigmask_local.store(1, Ordering::Relaxed);
+    }
+
     fn load(&self, start: &StartState) {
         // SAFETY: the child is parked; the reference ends with this call.
         let uc = unsafe { self.ucontext() };
@@ -834,6 +1049,7 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
     let restorer = nomu_split_restorer as *const () as u64;
     let alt_lo = area + PAGE_SIZE;
     let alt_size = MBOX_OFFSET - START_STACK - PAGE_SIZE;
+    let site_marks = if forked { super::zpoline::forked_site_marks() } else { None }.unwrap_or_default();
     let mailbox = Mailbox {
         state: AtomicU32::new(RUN),
         signo: AtomicI32::new(0),
@@ -851,7 +1067,9 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
             nomu_split_handler as *const () as u64,
             (libc::SA_SIGINFO | libc::SA_ONSTACK) as u64 | crate::abi::SA_RESTORER,
             restorer,
-            !0,
+            // Every signal blocked in the handler but the faults, which
+            // it catches in its own local answers (see the handler).
+            !(crate::kernel::signal::bit(libc::SIGSEGV) | crate::kernel::signal::bit(libc::SIGBUS)),
         ],
         ign: [libc::SIG_IGN as u64, crate::abi::SA_RESTORER, restorer, 0],
         handled,
@@ -874,6 +1092,21 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
         local_pid: AtomicU64::new(0),
         robust_head: AtomicU64::new(0),
         robust_set: AtomicU64::new(0),
+        sigmask_local: AtomicU64::new(0),
+        sigmask: AtomicU64::new(0),
+        sigmask_set: AtomicU64::new(0),
+        sigmask_pending: AtomicU64::new(0),
+        sites: site_marks.0,
+        sites_base: site_marks.1,
+        sites_len: site_marks.2,
+        not_guest: {
+            let mut r = [[0u64; 2]; NOT_GUEST_RANGES];
+            let kept = zygote::kept_ranges(area, ops);
+            for (slot, (s, e)) in r.iter_mut().zip([(0, PAGE_SIZE)].into_iter().chain(kept)) {
+                *slot = [s as u64, e as u64];
+            }
+            r
+        },
     };
     // SAFETY: the mailbox slot lies at the top of our fresh mapping,
     // suitably aligned, and nobody else uses it yet.
@@ -1273,6 +1506,9 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         }
         kernel.free_after_host_ops(frees);
         drop(order);
+        if local {
+            child.keep_sigmask_locally(kernel.local_sigmask());
+        }
         affinity.before_release(child.tid);
         child.release();
         if !child.wait_request() {
@@ -1466,6 +1702,11 @@ mod zygote {
                     // code uses (its code, syscall user dispatch's
                     // selector byte, read-only): the clones copy only that.
                     let mut gaps = unmap_all_but(&kept_ranges(z.area, z.ops), false);
+                    let (marks, marks_end) = site_marks_range();
+                    if marks_end > marks {
+                        let (len, ro) = ((marks_end - marks) as u64, libc::PROT_READ as u64);
+                        gaps.push([libc::SYS_mprotect as u64, marks as u64, len, ro, 0, 0, 0]);
+                    }
                     // zpoline's page 0 for forked children, whose clones
                     // inherit it (see zpoline::forked_trampoline_trap).
                     if let Some(fd) = super::super::zpoline::forked_child_trampoline() {
@@ -1489,12 +1730,29 @@ mod zygote {
 
     /// What a forked child's host process keeps of nomu's memory: the
     /// child code's pages, the page of syscall user dispatch's selector
-    /// byte (read-only), and its block and ops block at `area` and `ops`.
-    fn kept_ranges(area: usize, ops: usize) -> [(usize, usize); 4] {
+    /// byte (read-only), zpoline's site marks (read-only, see
+    /// [`site_marks_range`]), and its block and ops block at `area` and
+    /// `ops`.
+    pub(super) fn kept_ranges(area: usize, ops: usize) -> [(usize, usize); 5] {
         let code = &raw const nomu_split_code_start as usize & !(PAGE_SIZE - 1);
         let code_end = (&raw const nomu_split_code_end as usize).next_multiple_of(PAGE_SIZE);
         let selector = super::super::dispatch::selector_page();
-        [(code, code_end), (selector, selector + PAGE_SIZE), (area, area + AREA_SIZE), (ops, ops + OPS_SIZE)]
+        [
+            (code, code_end),
+            (selector, selector + PAGE_SIZE),
+            site_marks_range(),
+            (area, area + AREA_SIZE),
+            (ops, ops + OPS_SIZE),
+        ]
+    }
+
+    /// zpoline's site bitmap, which a forked child's handler reads for its
+    /// local answers to calls through page 0; empty when not in use.
+    fn site_marks_range() -> (usize, usize) {
+        super::super::zpoline::forked_site_marks().map_or((0, 0), |(bitmap, _, size)| {
+            let bitmap = bitmap as usize;
+            (bitmap, (bitmap + (size as usize).div_ceil(64) * 8).next_multiple_of(PAGE_SIZE))
+        })
     }
 
     /// The host calls that unmap everything below the top of user memory
@@ -1747,6 +2005,18 @@ pub fn take_local_robust_list() -> Option<u64> {
     // SAFETY: OWN_CHILD points at run_own_process's child while it runs.
     let mb = unsafe { &*child }.mailbox();
     (mb.robust_set.swap(0, Ordering::AcqRel) == 1).then(|| mb.robust_head.load(Ordering::Acquire))
+}
+
+/// The signal mask that the forked child this nomu thread runs set
+/// itself since the last call, if any (see "Local answers").
+pub fn take_local_sigmask() -> Option<u64> {
+    let child = OWN_CHILD.with(std::cell::Cell::get);
+    if child.is_null() {
+        return None;
+    }
+    // SAFETY: OWN_CHILD points at run_own_process's child while it runs.
+    let mb = unsafe { &*child }.mailbox();
+    (mb.sigmask_set.swap(0, Ordering::AcqRel) == 1).then(|| mb.sigmask.load(Ordering::Acquire))
 }
 
 extern "C" fn reap_forked_at_exit() {

@@ -495,14 +495,14 @@ impl ZpolineEntry {
     /// are installed (they catch first uses).
     pub fn install(physmem: &PhysMem) -> Result<ZpolineEntry, String> {
         available()?;
-        let map_bitmap = |bits: usize| {
+        let map_bitmap = |bits: usize, share: i32| {
             // SAFETY: a fresh anonymous mapping, pages allocated on first touch.
             let m = unsafe {
                 libc::mmap(
                     std::ptr::null_mut(),
                     bits.div_ceil(64) * 8,
                     libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    share | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                     -1,
                     0,
                 )
@@ -513,8 +513,10 @@ impl ZpolineEntry {
                 Ok(m as usize)
             }
         };
-        SITES.store(map_bitmap(physmem.size())?, Ordering::Relaxed);
-        SITE_PAGES.store(map_bitmap(physmem.size() / PAGE_SIZE)?, Ordering::Relaxed);
+        // Shared: forked children's host processes, made from nomu's, see
+        // the marks as they are now (forked_site_marks).
+        SITES.store(map_bitmap(physmem.size(), libc::MAP_SHARED)?, Ordering::Relaxed);
+        SITE_PAGES.store(map_bitmap(physmem.size() / PAGE_SIZE, libc::MAP_PRIVATE)?, Ordering::Relaxed);
         XSTATE_SIZE.store(crate::host::cpu::xsave_size(), Ordering::Relaxed);
         install_trampoline()?;
         SYNC_CORE.store(super::rewrite::available().is_ok(), Ordering::Relaxed);
@@ -875,7 +877,7 @@ fn in_trampoline(rip: u64) -> bool {
 /// 0 to 4092 slide; larger ones fault on the next page, and the guest dies
 /// of that SIGSEGV (in nomu's process they are syscalls nomu answers with
 /// ENOSYS): no syscall has such a number.
-const FORKED_SYSCALL_AT: usize = PAGE_SIZE - 3;
+pub const FORKED_SYSCALL_AT: usize = PAGE_SIZE - 3;
 
 /// The memfd holding a forked child's page 0 (made once), to map at 0 in
 /// the zygote every forked child is a clone of; None when this path does
@@ -932,6 +934,20 @@ pub fn forked_trampoline_trap(regs: &mut GuestRegs, kernel: &mut dyn GuestKernel
     // faults.
     regs.rip = 0;
     Some(Trap::Fault(NULL_FETCH_FAULT))
+}
+
+/// For a forked child's host process, which answers a few syscalls itself
+/// (split's "Local answers"), including calls through its page 0 from a
+/// site marked at its own address (the usual case: it runs where its parent
+/// rewrote it; other calls go to [`forked_trampoline_trap`]): the site
+/// bitmap, which it shares, and physical memory's base and size, as
+/// (bitmap, base, size). None unless zpoline's page 0 is in use.
+pub fn forked_site_marks() -> Option<(u64, u64, u64)> {
+    if !active() || rewrite_mode() {
+        return None;
+    }
+    let pm = PhysMem::get();
+    Some((SITES.load(Ordering::Relaxed) as u64, pm.base() as u64, pm.size() as u64))
 }
 
 const NULL_FETCH_FAULT: Fault = Fault {

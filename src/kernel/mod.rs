@@ -326,7 +326,11 @@ impl Kernel {
         // A host thread that ran a guest thread before takes it, if one is
         // idle: creating host threads (stacks, TLS, kernel stack) dominates
         // the cost of vfork otherwise.
-        if let Some(worker) = self.idle_workers.lock().unwrap().pop() {
+        // (The idle list's lock is dropped before the wake: on one CPU the
+        // woken worker runs at once, and its guest may end and want the list
+        // back before this thread runs again.)
+        let idle = self.idle_workers.lock().unwrap().pop();
+        if let Some(worker) = idle {
             *worker.job.lock().unwrap() = Some((thread, start));
             worker.ready.notify_one();
             return Ok(());
@@ -497,7 +501,7 @@ impl Kernel {
         let ignored = ignores(&thread.process, sig);
         let mut st = thread.state.lock().unwrap();
         // An ignored signal is dropped at once unless blocked (Linux too).
-        if ignored && st.sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
+        if ignored && !thread.may_block(&st, sig) && sig != libc::SIGKILL {
             return false;
         }
         let queued = thread.queue_signal(&mut st, info);
@@ -575,7 +579,7 @@ impl Kernel {
         let Some(first) = threads.first() else { return false };
         // Ignored: dropped at once unless blocked, by its first thread's
         // mask (Linux's sig_ignored looks at the task the pid names).
-        if ignored && first.state.lock().unwrap().sigmask & signal::bit(sig) == 0 && sig != libc::SIGKILL {
+        if ignored && !first.may_block(&first.state.lock().unwrap(), sig) && sig != libc::SIGKILL {
             return false;
         }
         let queued = process.shared_pending.with(|p| p.add(info));

@@ -379,6 +379,12 @@ pub struct Thread {
     /// skip the lock when no signal is waiting; a thread looks at its
     /// process's pending signals only while it is set.
     pub signal_hint: AtomicBool,
+    /// While set, the thread's signal mask is its forked child's host
+    /// process's to change (split's "Local answers"): `state.sigmask` may
+    /// be behind, so a signal sent to it is neither dropped as ignored nor
+    /// passed over as blocked, and it is kicked to look (the kernel takes
+    /// the mask back at its trap).
+    pub sigmask_local: AtomicBool,
     /// Where the thread waits, if it does (super::waiter::Waiting), so
     /// Kernel::interrupt knows how to end the wait.
     pub waiting: AtomicU8,
@@ -464,6 +470,7 @@ impl Thread {
             host_tid: AtomicI32::new(0),
             kill_requested: AtomicBool::new(false),
             signal_hint: AtomicBool::new(false),
+            sigmask_local: AtomicBool::new(false),
             waiting: AtomicU8::new(super::waiter::Waiting::No as u8),
             wake_word: AtomicU32::new(0),
             left: AtomicBool::new(false),
@@ -492,11 +499,18 @@ impl Thread {
             return 0;
         }
         let st = self.state.lock().unwrap();
-        let takes = set & (!(st.sigmask & !st.sigwait) | super::signal::UNBLOCKABLE);
+        let blocked = if self.sigmask_local.load(Ordering::SeqCst) { 0 } else { st.sigmask & !st.sigwait };
+        let takes = set & (!blocked | super::signal::UNBLOCKABLE);
         if takes != 0 {
             self.signal_hint.store(true, Ordering::SeqCst);
         }
         takes
+    }
+
+    /// Whether this thread blocks `sig`, or may (its mask is its host
+    /// process's meanwhile, see `sigmask_local`); `st` is its state, locked.
+    pub fn may_block(&self, st: &ThreadState, sig: i32) -> bool {
+        st.sigmask & super::signal::bit(sig) != 0 || self.sigmask_local.load(Ordering::SeqCst)
     }
 
     /// Makes `info` pending for this thread; `st` is this thread's state,

@@ -464,8 +464,28 @@ impl GuestKernel for ThreadCtx {
         (!self.kernel.trace).then_some((self.thread.tid, self.thread.process.pid))
     }
 
+    fn local_sigmask(&self) -> Option<(u64, u64)> {
+        if self.kernel.trace || self.thread.process.threads.lock().unwrap().len() != 1 {
+            return None;
+        }
+        // Senders look at the flag after they queue, under the locks read
+        // below: either a signal is in the snapshot, or its sender kicks.
+        self.thread.sigmask_local.store(true, std::sync::atomic::Ordering::SeqCst);
+        let st = self.thread.state.lock().unwrap();
+        let (mask, pending) = (st.sigmask, st.pending.set);
+        drop(st);
+        Some((mask, pending | self.thread.process.shared_pending.set()))
+    }
+
     fn take_local_answers(&mut self) {
         self.thread.take_local_answers();
+        if self.thread.sigmask_local.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Some(mask) = crate::entry::split::take_local_sigmask() {
+                self.set_sigmask(mask);
+            }
+            // Only once the kernel's mask is the guest's again.
+            self.thread.sigmask_local.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     fn on_host_process_lost(&self) -> Option<Arc<dyn Fn() + Send + Sync>> {
