@@ -1998,25 +1998,25 @@ pub fn interrupt_own_process(host_tid: i32) -> bool {
 /// The head of a set_robust_list that the forked child this nomu thread
 /// runs answered itself since the last call, if any (see "Local answers").
 pub fn take_local_robust_list() -> Option<u64> {
-    let child = OWN_CHILD.with(std::cell::Cell::get);
-    if child.is_null() {
-        return None;
-    }
-    // SAFETY: OWN_CHILD points at run_own_process's child while it runs.
-    let mb = unsafe { &*child }.mailbox();
-    (mb.robust_set.swap(0, Ordering::AcqRel) == 1).then(|| mb.robust_head.load(Ordering::Acquire))
+    take_local(|mb| (&mb.robust_set, &mb.robust_head))
 }
 
 /// The signal mask that the forked child this nomu thread runs set
 /// itself since the last call, if any (see "Local answers").
 pub fn take_local_sigmask() -> Option<u64> {
+    take_local(|mb| (&mb.sigmask_set, &mb.sigmask))
+}
+
+/// A value the child left in its mailbox (`field` gives its flag, 1 until
+/// taken, and the value), if it left one since the last take.
+fn take_local(field: impl Fn(&Mailbox) -> (&AtomicU64, &AtomicU64)) -> Option<u64> {
     let child = OWN_CHILD.with(std::cell::Cell::get);
     if child.is_null() {
         return None;
     }
     // SAFETY: OWN_CHILD points at run_own_process's child while it runs.
-    let mb = unsafe { &*child }.mailbox();
-    (mb.sigmask_set.swap(0, Ordering::AcqRel) == 1).then(|| mb.sigmask.load(Ordering::Acquire))
+    let (set, value) = field(unsafe { &*child }.mailbox());
+    (set.swap(0, Ordering::AcqRel) == 1).then(|| value.load(Ordering::Acquire))
 }
 
 extern "C" fn reap_forked_at_exit() {
