@@ -4,10 +4,12 @@
  * it set itself are delivered, kept pending, or kept although ignored, as
  * the mask it set says; a change that unblocks a pending signal delivers
  * it before the call returns; bad pointers and arguments fail as Linux's
- * do; the mask reaches an execve, and rcx after the syscall is what the
- * `syscall` instruction leaves (zpoline's page 0 path). Natively first. */
+ * do; the mask reaches an execve and a new thread, and rcx after the
+ * syscall is what the `syscall` instruction leaves (zpoline's page 0
+ * path). Natively first. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -63,6 +65,13 @@ static __attribute__((noinline)) int rcx_after_syscall_ok(void)
 			 : "a"(SYS_rt_sigprocmask), "D"(SIG_BLOCK), "S"(0), "d"(0), "r"(size)
 			 : "r11", "memory");
 	return r == 0 && rcx == after;
+}
+
+/* A new thread's mask is its creator's: what it finds. */
+static void *thread_mask(void *arg)
+{
+	*(uint64_t *)arg = current_mask();
+	return NULL;
 }
 
 /* The child's part of each case: 0 when its checks hold. */
@@ -164,6 +173,31 @@ static int child_case(int which, struct shared *sh)
 	case 6:
 		/* rcx after the syscall: the address after the instruction. */
 		return rcx_after_syscall_ok() ? 0 : 80;
+	case 7: {
+		/* A mask set while the child had one thread holds once it has
+		 * two (each thread's own mask, the kernel's from then on), and
+		 * again once it has one. */
+		set = USR1;
+		mask_call(SIG_BLOCK, &set, NULL, 8);
+		pthread_t t;
+		uint64_t seen = 0;
+		if (pthread_create(&t, NULL, thread_mask, &seen) || pthread_join(t, NULL))
+			return 90;
+		if (!(seen & USR1))
+			return 91;
+		raise(SIGUSR1);
+		if (got)
+			return 92;
+		mask_call(SIG_UNBLOCK, &set, NULL, 8);
+		if (got != 1)
+			return 93;
+		mask_call(SIG_BLOCK, &set, NULL, 8);
+		kill(getpid(), SIGUSR1);
+		if (got != 1)
+			return 94;
+		mask_call(SIG_UNBLOCK, &set, NULL, 8);
+		return got == 2 ? 0 : 95;
+	}
 	}
 	return 99;
 }
@@ -182,8 +216,9 @@ int main(int argc, char **argv)
 			       "raised while blocked, then unblocked",
 			       "bad pointers and arguments",
 			       "mask passed on by execve",
-			       "rcx after the syscall"};
-	for (int which = 0; which < 7; which++) {
+			       "rcx after the syscall",
+			       "mask kept across a second thread"};
+	for (int which = 0; which < 8; which++) {
 		for (int round = 0; round < 3; round++) {
 			memset(sh, 0, sizeof *sh);
 			fflush(stdout);
