@@ -70,6 +70,15 @@
 //! before it in every process ([`Area`]). A fault or a kick inside a
 //! trampoline is reported at the original instruction's address.
 //!
+//! Forked children (their own host processes, split.rs) are shown the
+//! shared code as patched, and its areas of trampolines: their host
+//! process has, at the stub's page, a page of int3 ([`forked_stub_page`]),
+//! so the jump through a header traps there and is taken as the site's
+//! syscall ([`forked_stub_trap`]; the child's handler answers a few itself,
+//! see split's "Local answers"). A patch's int3 boundaries are resolved
+//! through the child's own map ([`forked_int3`]). Code of their own is
+//! copied with the original bytes and traps as any syscall does.
+//!
 //! Sites in writable mappings are never patched; mprotect adding PROT_WRITE
 //! puts the original bytes back first (a JIT rewriting its code finds its
 //! own bytes); freed memory forgets its patches.
@@ -1072,6 +1081,19 @@ pub enum Int3 {
 /// An int3 trap of guest code (`regs.rip` right after it): handled when the
 /// int3 is one of this path's.
 pub fn int3(regs: &mut GuestRegs) -> Option<Int3> {
+    int3_at(regs, physical)
+}
+
+/// The same for a forked child, whose code's physical addresses are its
+/// own map's (`kernel` translates): a patched range's boundary in the
+/// shared code it runs (a restarted syscall lands there), or its head
+/// while nomu's process patches it.
+pub fn forked_int3(regs: &mut GuestRegs, kernel: &mut dyn super::GuestKernel) -> Option<Int3> {
+    forked_stub_page()?;
+    int3_at(regs, |a| kernel.guest_physical(a).map_or((a, 0), |p| (p, a.wrapping_sub(p))))
+}
+
+fn int3_at(regs: &mut GuestRegs, physical: impl FnOnce(u64) -> (u64, u64)) -> Option<Int3> {
     let guest_at = regs.rip.wrapping_sub(1);
     // Physical addresses, the guest's `off` away.
     let (at, off) = physical(guest_at);
@@ -1112,6 +1134,61 @@ pub fn int3(regs: &mut GuestRegs) -> Option<Int3> {
     }
 }
 
+/// The page a forked child's host process shows at the stub's page, int3
+/// throughout, as (address, memfd), made once: a trampoline's jump through
+/// its header then traps there ([`forked_stub_trap`]), so forked children
+/// run the shared code as patched (see "Forked children" in the module
+/// doc). None when the rewrite path is not in use, or when the page holds
+/// something the child keeps of nomu (`kept`: page ranges).
+pub fn forked_stub_page() -> Option<(usize, i32)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    static PAGE: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    let stub = STUB.load(Ordering::Relaxed) as usize;
+    if stub == 0 {
+        return None;
+    }
+    let page = stub & !(PAGE_SIZE - 1);
+    let made = PAGE.get_or_init(|| {
+        if super::split::keeps_page(page) {
+            return None;
+        }
+        // SAFETY: memfd_create with a NUL-terminated name; the result, if
+        // a descriptor, is ours alone.
+        let fd = unsafe { libc::syscall(libc::SYS_memfd_create, c"nomu-forked-stub".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let bytes = [INT3; PAGE_SIZE];
+        // SAFETY: pwrite from our own buffer into our own memfd.
+        let n = unsafe { libc::pwrite(fd.as_raw_fd(), bytes.as_ptr().cast(), PAGE_SIZE, 0) };
+        (n == PAGE_SIZE as isize).then_some(fd)
+    });
+    made.as_ref().map(|fd| (page, fd.as_raw_fd()))
+}
+
+/// The stub's address, in nomu (0 when the rewrite path is not in use).
+pub fn stub() -> u64 {
+    STUB.load(Ordering::Relaxed)
+}
+
+/// A forked child's trap at its stub page ([`forked_stub_page`]): a
+/// trampoline's syscall. Makes `regs` those the site's `syscall` would
+/// have left (rip = rcx, the address after the site; r11 the flags) and
+/// returns where the child goes on if the kernel leaves rip there (r11 as
+/// the trampoline set it: the after-part, or the same address).
+pub fn forked_stub_trap(regs: &mut GuestRegs, signo: i32, trapno: u64) -> Option<u64> {
+    let stub = STUB.load(Ordering::Relaxed);
+    if signo != libc::SIGTRAP || trapno != 3 || stub == 0 || regs.rip != stub + 1 || forked_stub_page().is_none() {
+        return None;
+    }
+    let go_on = regs.r11;
+    regs.rip = regs.rcx;
+    regs.r11 = regs.rflags;
+    Some(go_on)
+}
+
 /// The trampoline holding `rip`, if any.
 fn trampoline_of(st: &State, rip: u64) -> Option<u64> {
     st.used.range(..=rip).next_back().filter(|(_, &end)| end > rip).map(|(&start, _)| start)
@@ -1131,6 +1208,22 @@ pub fn map_back(regs: &mut GuestRegs) {
         }
         (rip, off)
     };
+    map_back_from(regs, rip, off);
+}
+
+/// The same for a forked child (`kernel` translates its addresses), whose
+/// trampolines are only those of the shared code's areas.
+pub fn forked_map_back(regs: &mut GuestRegs, kernel: &mut dyn super::GuestKernel) {
+    if forked_stub_page().is_none() {
+        return;
+    }
+    if let Some(phys) = kernel.guest_physical(regs.rip).filter(|&p| p != regs.rip) {
+        map_back_from(regs, phys, regs.rip.wrapping_sub(phys));
+    }
+}
+
+/// map_back of a rip at physical address `rip`, shown `off` away.
+fn map_back_from(regs: &mut GuestRegs, rip: u64, off: u64) {
     let st = state();
     if off != 0 && area_of(&st, rip).is_none_or(|a| rip >= a.end) {
         return;

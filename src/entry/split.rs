@@ -88,6 +88,10 @@
 //! call is answered locally when the site is marked at its own address in
 //! zpoline's bitmap (shared, read-only in the child); the handler then
 //! does the page's `ret`. Other calls go to the kernel, which checks more.
+//! Under the rewrite path a trampoline's syscall traps at the child's stub
+//! page (an int3, see rewrite.rs's "Forked children"); the handler answers
+//! it as it would the site's `syscall` and goes on where the trampoline's
+//! r11 says.
 //!
 //! # Cost
 //! A trap costs the seccomp path's SIGSYS round trip plus two futex
@@ -225,6 +229,10 @@ struct Mailbox {
     /// child code, its blocks...), as [start, end): a local answer does
     /// not read or write guest pointers into them.
     not_guest: [[u64; 2]; NOT_GUEST_RANGES],
+    /// Where a trap at the rewrite path's stub page leaves rip (the
+    /// stub's address + 1: its int3), for local answers to a trampoline's
+    /// syscall; 0 when that path is not in use.
+    rewrite_stub: u64,
 }
 
 /// Page 0 and what zygote::kept_ranges keeps.
@@ -389,13 +397,16 @@ global_asm!(
     "    ret",
     ".Lsplit_not_mine:",
     // Local answers: a guest syscall whose answer the mailbox holds is
-    // answered here (not one from zpoline's page 0, whose return address
-    // the kernel checks).
-    "    cmp edi, 31", // SIGSYS
-    "    jne .Lsplit_trap",
+    // answered here. r14: where the guest goes on when the syscall came
+    // through code of an entry path (0: after the syscall, as it is);
+    // r15 then its rcx, r13 what its rsp grows by.
     "    cmp qword ptr [rbx + {local}], 0",
     "    je .Lsplit_trap",
-    "    xor r14d, r14d", // where a call through zpoline's page 0 returns (none)
+    "    xor r14d, r14d",
+    "    cmp edi, 5", // SIGTRAP
+    "    je .Lsplit_local_stub",
+    "    cmp edi, 31", // SIGSYS
+    "    jne .Lsplit_trap",
     "    cmp qword ptr [rsi + {si_call_addr}], 4096",
     "    jae .Lsplit_local_call",
     // zpoline's page 0, called from a site marked at its address (the
@@ -422,8 +433,29 @@ global_asm!(
     "    ja .Lsplit_trap",
     "    bt qword ptr [rcx], rax",
     "    jnc .Lsplit_trap",
+    "    mov r15, r14", // the page's `ret` popped, rcx as the site leaves it
+    "    mov r13d, 8",
     ".Lsplit_local_call:",
     "    mov eax, dword ptr [rsi + {si_syscall}]",
+    "    jmp .Lsplit_local_nr",
+    // The rewrite path's stub page (rewrite::forked_stub_page): a
+    // trampoline's syscall, rcx the address after the site as `syscall`
+    // leaves it, r11 where to go on (rewrite::forked_stub_trap); numbers
+    // above 32 bits are the kernel's to refuse.
+    ".Lsplit_local_stub:",
+    "    mov rax, [rbx + {rewrite_stub}]",
+    "    test rax, rax",
+    "    jz .Lsplit_trap",
+    "    cmp rax, [rdx + {uc_rip}]",
+    "    jne .Lsplit_trap",
+    "    mov r14, [rdx + {uc_r11}]",
+    "    mov r15, [rdx + {uc_rcx}]",
+    "    xor r13d, r13d",
+    "    mov rax, [rdx + {uc_rax}]",
+    "    mov rcx, rax",
+    "    shr rcx, 32",
+    "    jnz .Lsplit_trap",
+    ".Lsplit_local_nr:",
     "    cmp eax, 186", // gettid
     "    je .Lsplit_local_tid",
     "    cmp eax, 39", // getpid
@@ -523,10 +555,10 @@ global_asm!(
     "    mov [rdx + {uc_rax}], rax",
     "    test r14, r14",
     "    jz .Lsplit_local_ret",
-    // As the page's `ret` and the site's own `syscall` would leave them.
+    // As the entry path's code and the site's own `syscall` would leave them.
     "    mov [rdx + {uc_rip}], r14",
-    "    add qword ptr [rdx + {uc_rsp}], 8",
-    "    mov [rdx + {uc_rcx}], r14",
+    "    add [rdx + {uc_rsp}], r13",
+    "    mov [rdx + {uc_rcx}], r15",
     "    mov rax, [rdx + {uc_rflags}]",
     "    mov [rdx + {uc_r11}], rax",
     ".Lsplit_local_ret:",
@@ -725,6 +757,7 @@ global_asm!(
     uc_r11 = const UC_REGS + offset_of!(GuestRegs, r11),
     uc_rflags = const UC_REGS + offset_of!(GuestRegs, rflags),
     sites = const offset_of!(Mailbox, sites),
+    rewrite_stub = const offset_of!(Mailbox, rewrite_stub),
     not_guest = const offset_of!(Mailbox, not_guest),
     not_guest_count = const NOT_GUEST_RANGES,
     sites_base = const offset_of!(Mailbox, sites_base),
@@ -1099,6 +1132,11 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
         sites: site_marks.0,
         sites_base: site_marks.1,
         sites_len: site_marks.2,
+        rewrite_stub: if forked {
+            super::rewrite::forked_stub_page().map_or(0, |_| super::rewrite::stub() + 1)
+        } else {
+            0
+        },
         not_guest: {
             let mut r = [[0u64; 2]; NOT_GUEST_RANGES];
             let kept = zygote::kept_ranges(area, ops);
@@ -1524,11 +1562,28 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         // only reference to its context.
         let uc = unsafe { child.ucontext() };
         let mut trap = trap_of(mb, uc);
+        // Where a trampoline's syscall goes on if the kernel leaves rip
+        // after the site (the rewrite path's stub page), and that rip.
+        let mut go_on = None;
         match trap {
             // A rewritten site's call through the child's page 0 (zpoline).
             Trap::Syscall => {
                 if let Some(t) = super::zpoline::forked_trampoline_trap(&mut uc.mcontext.regs, kernel) {
                     trap = t;
+                }
+            }
+            // A trampoline's syscall, or a patch's int3 (the rewrite path).
+            Trap::Fault(f) if f.signo == libc::SIGTRAP && f.trapno == 3 => {
+                let regs = &mut uc.mcontext.regs;
+                if let Some(at) = super::rewrite::forked_stub_trap(regs, f.signo, f.trapno) {
+                    go_on = Some((regs.rip, at));
+                    trap = Trap::Syscall;
+                } else {
+                    match super::rewrite::forked_int3(regs, kernel) {
+                        Some(super::rewrite::Int3::Syscall) => trap = Trap::Syscall,
+                        Some(super::rewrite::Int3::Resume) => trap = Trap::Interrupt,
+                        None => super::rewrite::forked_map_back(regs, kernel),
+                    }
                 }
             }
             // A syscall site nomu's process is rewriting in two steps.
@@ -1537,7 +1592,9 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             {
                 trap = Trap::Syscall;
             }
-            _ => {}
+            // Stopped inside a trampoline (a fault of a displaced
+            // instruction, a kick): seen at the original instruction.
+            Trap::Fault(_) | Trap::Interrupt => super::rewrite::forked_map_back(&mut uc.mcontext.regs, kernel),
         }
         let mut xstate = xstate_of(uc.mcontext.fpstate);
         let gs = mb.gs_base.load(Ordering::Relaxed);
@@ -1550,6 +1607,9 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             new_site: None,
         };
         let resume = kernel.on_trap(trap, &mut frame);
+        if let Some((_, at)) = go_on.filter(|&(after_site, _)| frame.regs.rip == after_site) {
+            frame.regs.rip = at;
+        }
         let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
         if resume == Resume::Exit {
             exited = true;
@@ -1709,9 +1769,14 @@ mod zygote {
                     }
                     // zpoline's page 0 for forked children, whose clones
                     // inherit it (see zpoline::forked_trampoline_trap).
+                    let (rx, fixed) = (libc::PROT_READ | libc::PROT_EXEC, libc::MAP_PRIVATE | libc::MAP_FIXED);
                     if let Some(fd) = super::super::zpoline::forked_child_trampoline() {
-                        let (rx, fixed) = (libc::PROT_READ | libc::PROT_EXEC, libc::MAP_PRIVATE | libc::MAP_FIXED);
                         gaps.push([libc::SYS_mmap as u64, 0, PAGE_SIZE as u64, rx as u64, fixed as u64, fd as u64, 0]);
+                    }
+                    // The rewrite path's: int3 where its stub is in nomu.
+                    if let Some((at, fd)) = super::super::rewrite::forked_stub_page() {
+                        let at = at as u64;
+                        gaps.push([libc::SYS_mmap as u64, at, PAGE_SIZE as u64, rx as u64, fixed as u64, fd as u64, 0]);
                     }
                     if !z.queue(&gaps) || !z.run_ops() {
                         return Err("the zygote died while starting".into());
@@ -1756,11 +1821,17 @@ mod zygote {
     }
 
     /// The host calls that unmap everything below the top of user memory
-    /// but `keep` (and page 0 when `page0`).
+    /// but `keep` (and page 0 when `page0`, and the rewrite path's stub
+    /// page).
     fn unmap_all_but(keep: &[(usize, usize)], page0: bool) -> Vec<[u64; OP_WORDS]> {
         let mut keep = keep.to_vec();
         if page0 {
             keep.push((0, PAGE_SIZE));
+        }
+        // The rewrite path's stub page (the zygote maps its own there
+        // after this, and the processes it makes keep it).
+        if let Some((at, _)) = super::super::rewrite::forked_stub_page() {
+            keep.push((at, at + PAGE_SIZE));
         }
         keep.sort_unstable();
         let mut at = 0;
@@ -1988,6 +2059,13 @@ fn map_block_fd(fd: i32) -> Result<(usize, usize), String> {
         }
         Ok((area, ops as usize))
     }
+}
+
+/// Whether a forked child's host process keeps nomu's page at `page` (the
+/// child code's, the selector's, the site marks'): no page of its own may
+/// be mapped there.
+pub fn keeps_page(page: usize) -> bool {
+    zygote::kept_ranges(0, 0)[..3].iter().any(|&(s, e)| s <= page && page < e)
 }
 
 /// Kicks the forked child run by nomu thread `host_tid`, if it runs one.

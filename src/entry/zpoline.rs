@@ -1210,9 +1210,13 @@ impl EntryPath for ZpolineEntry {
     }
 
     fn patches_shared_code(&self) -> bool {
-        // A forked child runs rewritten sites through its own page 0; a
-        // rewrite-path patch would enter nomu's stub in its copy of nomu.
-        self.rewrite || forked_child_trampoline().is_none()
+        // A forked child runs rewritten sites through its own page 0, and
+        // the rewrite path's trampolines through its own stub page.
+        if self.rewrite {
+            super::rewrite::forked_stub_page().is_none()
+        } else {
+            forked_child_trampoline().is_none()
+        }
     }
 
     fn shares_code(&self) -> bool {
