@@ -235,8 +235,9 @@ struct Mailbox {
     rewrite_stub: u64,
 }
 
-/// Page 0 and what zygote::kept_ranges keeps.
-const NOT_GUEST_RANGES: usize = 6;
+/// Page 0, the rewrite path's stub page and what zygote::kept_ranges
+/// keeps.
+const NOT_GUEST_RANGES: usize = 7;
 
 const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
 
@@ -1140,7 +1141,8 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
         not_guest: {
             let mut r = [[0u64; 2]; NOT_GUEST_RANGES];
             let kept = zygote::kept_ranges(area, ops);
-            for (slot, (s, e)) in r.iter_mut().zip([(0, PAGE_SIZE)].into_iter().chain(kept)) {
+            let stub = super::rewrite::forked_stub_page().map_or((0, 0), |(at, _)| (at, at + PAGE_SIZE));
+            for (slot, (s, e)) in r.iter_mut().zip([(0, PAGE_SIZE), stub].into_iter().chain(kept)) {
                 *slot = [s as u64, e as u64];
             }
             r
