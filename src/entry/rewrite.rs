@@ -1139,7 +1139,7 @@ fn int3_at(regs: &mut GuestRegs, physical: impl FnOnce(u64) -> (u64, u64)) -> Op
 /// its header then traps there ([`forked_stub_trap`]), so forked children
 /// run the shared code as patched (see "Forked children" in the module
 /// doc). None when the rewrite path is not in use, or when the page holds
-/// something the child keeps of nomu (`kept`: page ranges).
+/// something the child keeps of nomu (`split::keeps_page`).
 pub fn forked_stub_page() -> Option<(usize, i32)> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     static PAGE: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
