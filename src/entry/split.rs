@@ -1796,21 +1796,22 @@ mod zygote {
     }
 
     /// What a forked child's host process keeps of nomu's memory: the
-    /// child code's pages, the page of syscall user dispatch's selector
-    /// byte (read-only), zpoline's site marks (read-only, see
-    /// [`site_marks_range`]), and its block and ops block at `area` and
+    /// pages of [`nomu_ranges`], and its block and ops block at `area` and
     /// `ops`.
     pub(super) fn kept_ranges(area: usize, ops: usize) -> [(usize, usize); 5] {
+        let [code, selector, marks] = nomu_ranges();
+        [code, selector, marks, (area, area + AREA_SIZE), (ops, ops + OPS_SIZE)]
+    }
+
+    /// The pages of nomu that every forked child's host process keeps: the
+    /// child code's, the page of syscall user dispatch's selector byte
+    /// (read-only), zpoline's site marks (read-only, see
+    /// [`site_marks_range`]).
+    pub(super) fn nomu_ranges() -> [(usize, usize); 3] {
         let code = &raw const nomu_split_code_start as usize & !(PAGE_SIZE - 1);
         let code_end = (&raw const nomu_split_code_end as usize).next_multiple_of(PAGE_SIZE);
         let selector = super::super::dispatch::selector_page();
-        [
-            (code, code_end),
-            (selector, selector + PAGE_SIZE),
-            site_marks_range(),
-            (area, area + AREA_SIZE),
-            (ops, ops + OPS_SIZE),
-        ]
+        [(code, code_end), (selector, selector + PAGE_SIZE), site_marks_range()]
     }
 
     /// zpoline's site bitmap, which a forked child's handler reads for its
@@ -2067,7 +2068,7 @@ fn map_block_fd(fd: i32) -> Result<(usize, usize), String> {
 /// child code's, the selector's, the site marks'): no page of its own may
 /// be mapped there.
 pub fn keeps_page(page: usize) -> bool {
-    zygote::kept_ranges(0, 0)[..3].iter().any(|&(s, e)| s <= page && page < e)
+    zygote::nomu_ranges().iter().any(|&(s, e)| s <= page && page < e)
 }
 
 /// Kicks the forked child run by nomu thread `host_tid`, if it runs one.
