@@ -7,6 +7,7 @@
  *
  * Ops (default: all, in this order):
  *   getpid      raw getpid syscall (inline asm, no libc in the way)
+ *   getppid     the same with getppid (lmbench's null syscall)
  *   read_null   read(fd, buf, 1) on an open /dev/null
  *   write_null  write(fd, buf, 1) on an open /dev/null
  *   fstat_null  fstat on the open /dev/null
@@ -307,14 +308,28 @@ static int null_fd = -1;     /* /dev/null, O_RDWR */
 static int file_fd = -1;     /* the regular file in DIR, O_RDONLY */
 static char file_path[4096]; /* its path */
 
-static int loop_getpid(unsigned long iters)
+/* One argument-less syscall, raw (inline asm, no libc in the way). */
+static int loop_raw0(long nr, unsigned long iters)
 {
     for (unsigned long i = 0; i < iters; i++) {
-        long r = raw_syscall0(SYS_getpid);
+        long r = raw_syscall0(nr);
         if (r < 0)
             return (int)-r;
     }
     return 0;
+}
+
+static int loop_getpid(unsigned long iters)
+{
+    return loop_raw0(SYS_getpid, iters);
+}
+
+/* getppid: the null syscall lmbench measures, which no nomu path answers
+ * before its kernel (getpid and gettid zpoline and rewrite answer in their
+ * stubs), so it shows the whole way in and out. */
+static int loop_getppid(unsigned long iters)
+{
+    return loop_raw0(SYS_getppid, iters);
 }
 
 static int loop_read_null(unsigned long iters)
@@ -1303,6 +1318,7 @@ struct op {
 
 static const struct op ops[] = {
     {"getpid", loop_getpid, 0, 0, NOT_SIGSYS},
+    {"getppid", loop_getppid, 0, 0, NOT_SIGSYS},
     {"read_null", loop_read_null, NEED_NULL, 0, NOT_SIGSYS},
     {"write_null", loop_write_null, NEED_NULL, 0, NOT_SIGSYS},
     {"fstat_null", loop_fstat_null, NEED_NULL, 0, NOT_SIGSYS},

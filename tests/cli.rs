@@ -57,6 +57,19 @@ fn trace_prints_one_strace_like_line_per_syscall(e: Entry) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// zpoline and rewrite answer getpid and gettid in their entry stub, but
+/// not under --trace: each call still shows.
+fn trace_shows_calls_the_stub_would_answer(e: Entry) {
+    let out = e.run(&["--trace", "--", s(&bin("guest/static/stub_answers"))]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
+    // The main thread makes 1000 calls from one site five times over.
+    for call in ["getpid", "gettid"] {
+        let lines = err.lines().filter(|l| *l == format!("[1] {call}() = 1")).count();
+        assert!(lines >= 5000, "{lines} lines of {call}");
+    }
+}
+
 fn unknown_syscalls_fail_with_enosys_and_a_trace_line(e: Entry) {
     let out = e.run(&["--trace", "--", s(&bin("guest/static/errno_cases"))]);
     let err = text(&out.stderr);
@@ -1111,6 +1124,7 @@ entry_matrix!(
     python_asyncio_and_http_server_run,
     unix_socket_paths_stay_inside_the_root,
     trace_prints_one_strace_like_line_per_syscall,
+    trace_shows_calls_the_stub_would_answer,
     unknown_syscalls_fail_with_enosys_and_a_trace_line,
     paths_cannot_leave_the_root,
     final_dotdot_and_device_nodes_stay_inside_the_root,

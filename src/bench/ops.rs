@@ -11,7 +11,8 @@ pub struct Op {
 }
 
 pub const OPS: &[Op] = &[
-    Op { name: "getpid", label: "null syscall (getpid)" },
+    Op { name: "getpid", label: "getpid (zpoline, rewrite: answered in the stub)" },
+    Op { name: "getppid", label: "null syscall (getppid, through the kernel)" },
     Op { name: "read_null", label: "read /dev/null" },
     Op { name: "write_null", label: "write /dev/null" },
     Op { name: "fstat_null", label: "fstat /dev/null" },

@@ -585,6 +585,8 @@ pub(super) fn run_in_process(kstack: &ThreadKernelStack, start: StartState, kern
         // before this thread ran (its kick went nowhere) is not left
         // waiting for the guest's first syscall.
         (*tcb).kick_note = 1;
+        // This kernel stack may have run another guest thread before.
+        (*tcb).set_fast_answers(None);
         let kernel: *mut (dyn GuestKernel + '_) = kernel;
         (*tcb).kernel =
             Some(std::mem::transmute::<*mut (dyn GuestKernel + '_), *mut (dyn GuestKernel + 'static)>(kernel));
@@ -853,6 +855,8 @@ unsafe fn run_kernel(
             if reset {
                 *fpstate = 0; // resumed from the initial-state image
             }
+            // SAFETY: as for on_trap above.
+            tcb.set_fast_answers(unsafe { (*kernel).local_answers() });
             RESUME_GUEST
         }
         Resume::Exit => LEAVE_GUEST,

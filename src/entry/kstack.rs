@@ -54,6 +54,23 @@ pub struct Tcb {
     /// 1 when the xsave area holds the guest's whole extended state (the
     /// stub restores it with xrstor), 0 when only xmm0-15 were saved.
     pub z_full: u64,
+    /// Where the zpoline stub's fast answers return to: the address after
+    /// the site, or a rewrite-mode trampoline's after-part.
+    pub z_back: u64,
+    /// What the zpoline stub answers getpid and gettid with without
+    /// entering the kernel (zpoline.rs, "Answers in the stub"); 0 when
+    /// every call must reach the kernel.
+    pub fast_pid: u64,
+    pub fast_tid: u64,
+}
+
+impl Tcb {
+    /// Sets (or, with None, turns off) the stub's answers to getpid and
+    /// gettid: the kernel's `local_answers` after each trap.
+    pub fn set_fast_answers(&mut self, ids: Option<(u32, u32)>) {
+        let (tid, pid) = ids.unwrap_or((0, 0));
+        (self.fast_tid, self.fast_pid) = (tid.into(), pid.into());
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<Tcb>() <= TCB_RESERVED);
@@ -128,6 +145,9 @@ impl KernelStack {
                 z_guest_fs: 0,
                 z_self: tcb as u64,
                 z_full: 0,
+                z_back: 0,
+                fast_pid: 0,
+                fast_tid: 0,
             });
         }
         Ok(ks)

@@ -238,10 +238,11 @@ pub trait GuestKernel {
     fn guest_physical(&mut self, _addr: u64) -> Option<u64> {
         None
     }
-    /// What a forked child's host process may answer itself, without
-    /// handing the syscall over (split's "Local answers"): the guest
-    /// thread's tid and its process's pid. None when every syscall must
-    /// reach the kernel (--trace shows each one).
+    /// What gettid and getpid may be answered with before the kernel: by
+    /// a forked child's host process, without handing the syscall over
+    /// (split's "Local answers"), and by zpoline's stub ("Answers in the
+    /// stub"). The guest thread's tid and its process's pid; None when
+    /// every syscall must reach the kernel (--trace shows each one).
     fn local_answers(&self) -> Option<(u32, u32)> {
         None
     }

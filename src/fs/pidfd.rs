@@ -49,7 +49,7 @@ impl PidFd {
     pub fn id(&self) -> u32 {
         match self {
             PidFd::Process(p) => p.pid,
-            PidFd::Thread(t) => t.tid,
+            PidFd::Thread(t) => t.tid(),
         }
     }
 

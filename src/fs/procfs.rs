@@ -629,7 +629,7 @@ pub fn list(kernel: &Kernel, dir: Node) -> Result<Vec<(Vec<u8>, u8, u64)>, Errno
         }
         Node::Pid(pid, PidEntry::Task) => {
             let p = kernel.tasks.process(pid).ok_or(Errno::ENOENT)?;
-            let mut tids: Vec<u32> = p.threads.lock().unwrap().iter().map(|t| t.tid).collect();
+            let mut tids: Vec<u32> = p.threads.lock().unwrap().iter().map(|t| t.tid()).collect();
             tids.sort_unstable();
             out.extend(
                 tids.into_iter().map(|t| entry(t.to_string().as_bytes(), Node::Thread(pid, t, ThreadEntry::Dir))),
@@ -645,7 +645,7 @@ pub fn list(kernel: &Kernel, dir: Node) -> Result<Vec<(Vec<u8>, u8, u64)>, Errno
 
 /// Thread `tid` of `p`, if it has one.
 fn thread_of(p: &Process, tid: u32) -> Option<Arc<crate::kernel::process::Thread>> {
-    p.threads.lock().unwrap().iter().find(|t| t.tid == tid).cloned()
+    p.threads.lock().unwrap().iter().find(|t| t.tid() == tid).cloned()
 }
 
 /// A file's contents, generated now.
@@ -712,7 +712,7 @@ fn stat_line(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::proces
     let threads = p.threads.lock().unwrap().len().max(1);
     let usage = maps::usage(p);
     let start = ticks_since_boot(kernel, p.started);
-    let mut line = format!("{} (", thread.map_or(p.pid, |t| t.tid)).into_bytes();
+    let mut line = format!("{} (", thread.map_or(p.pid, |t| t.tid())).into_bytes();
     line.extend(thread.map_or_else(|| comm(p), |t| t.comm()));
     line.extend(
         format!(
@@ -755,7 +755,7 @@ fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::
     };
     let leader = {
         let threads = p.threads.lock().unwrap();
-        threads.iter().find(|t| t.tid == p.pid).or(threads.first()).cloned()
+        threads.iter().find(|t| t.tid() == p.pid).or(threads.first()).cloned()
     };
     let shown = thread.map_or(leader.as_deref(), Some);
     let blocked = shown.map_or(0, |t| t.state.lock().unwrap().sigmask);
@@ -783,7 +783,7 @@ fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::
             c.cap_bset,
             c.cap_ambient,
             pid = p.pid,
-            tid = thread.map_or(p.pid, |t| t.tid),
+            tid = thread.map_or(p.pid, |t| t.tid()),
         )
         .into_bytes(),
     );

@@ -165,7 +165,7 @@ impl<'a> Exiting<'a> {
             let mm = thread.process.mm();
             let mem = UserMem::new(&mm);
             if robust != 0 {
-                super::futex::exit_robust_list(&mem, robust, thread.tid);
+                super::futex::exit_robust_list(&mem, robust, thread.tid());
             }
             if ctid != 0 && mem.write(ctid, &0u32).is_ok() {
                 if let Ok(w) = mem.checked_range(ctid, 4, true) {
@@ -203,7 +203,7 @@ impl<'a> Released<'a> {
         }
         if !last {
             if kernel.trace {
-                kernel.log(&format!("[{}] +++ thread exited +++", thread.tid));
+                kernel.log(&format!("[{}] +++ thread exited +++", thread.tid()));
             }
             return None;
         }
@@ -217,7 +217,7 @@ impl<'a> Released<'a> {
                     format!("killed by {}{}", signal::name(signo), if core { " (core dumped)" } else { "" })
                 }
             };
-            kernel.log(&format!("[{}] +++ {what} +++", thread.tid));
+            kernel.log(&format!("[{}] +++ {what} +++", thread.tid()));
         }
         Some(LastThread { kernel, thread, status, rusage: thread.rusage() })
     }

@@ -416,7 +416,7 @@ impl PiFutexes {
         }
         let mut emptied = Vec::new();
         for (addr, state) in t.pi.iter_mut() {
-            if state.owner != Some(thread.tid) {
+            if state.owner != Some(thread.tid()) {
                 continue;
             }
             let Some(next) = state.waiters.pop_front() else {

@@ -218,7 +218,7 @@ impl Kernel {
     /// Whether a process, thread, process group or session has this id
     /// (a new process or thread may not take it).
     pub fn id_in_use(&self, id: u32) -> bool {
-        self.tasks.id_in_use(id) || self.tasks.any_live(|p| p.threads.lock().unwrap().iter().any(|t| t.tid == id))
+        self.tasks.id_in_use(id) || self.tasks.any_live(|p| p.threads.lock().unwrap().iter().any(|t| t.tid() == id))
     }
 
     /// Writes one line to nomu's own stderr.
@@ -395,7 +395,7 @@ impl Kernel {
 
     /// The live thread with this tid, in any process.
     pub fn find_thread(&self, tid: u32) -> Option<Arc<Thread>> {
-        self.tasks.all_live().iter().find_map(|p| p.threads.lock().unwrap().iter().find(|t| t.tid == tid).cloned())
+        self.tasks.all_live().iter().find_map(|p| p.threads.lock().unwrap().iter().find(|t| t.tid() == tid).cloned())
     }
 
     /// The end of a process, in its own context: release its memory and
@@ -593,10 +593,10 @@ impl Kernel {
             return queued;
         }
         let from = process.curr_target.load(std::sync::atomic::Ordering::Relaxed);
-        let start = threads.iter().position(|t| t.tid == from).unwrap_or(0);
+        let start = threads.iter().position(|t| t.tid() == from).unwrap_or(0);
         let (before, after) = threads.split_at(start);
         if let Some(t) = after.iter().chain(before).find(|t| t.claim_process_signals(bit) != 0) {
-            process.curr_target.store(t.tid, std::sync::atomic::Ordering::Relaxed);
+            process.curr_target.store(t.tid(), std::sync::atomic::Ordering::Relaxed);
             self.interrupt(t);
         }
         queued

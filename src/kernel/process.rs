@@ -364,7 +364,9 @@ impl Default for ThreadState {
 }
 
 pub struct Thread {
-    pub tid: u32,
+    /// Its id: fixed but for one change, when it execs while another
+    /// thread leads its process and takes the leader's (Linux's de_thread).
+    tid: AtomicU32,
     pub process: Arc<Process>,
     pub state: crate::sync::OrderedMutex<ThreadState, { crate::sync::STATE }>,
     /// The host thread running this guest thread (0 until it starts), for
@@ -406,6 +408,16 @@ pub struct Thread {
 }
 
 impl Thread {
+    pub fn tid(&self) -> u32 {
+        self.tid.load(Ordering::Relaxed)
+    }
+
+    /// An execve by a thread that does not lead its process, once every
+    /// other thread is gone: it becomes the leader, with the pid as its id.
+    pub fn become_leader(&self) {
+        self.tid.store(self.process.pid, Ordering::Relaxed);
+    }
+
     /// Resource usage of this guest thread: the host thread's, with the CPU
     /// times of earlier guest threads on the same host thread taken out.
     pub fn rusage(&self) -> libc::rusage {
@@ -464,7 +476,7 @@ impl Thread {
 
     fn with(tid: u32, process: Arc<Process>, cred: Cred, sched: super::sched::SchedAttr) -> Thread {
         Thread {
-            tid,
+            tid: AtomicU32::new(tid),
             process,
             state: crate::sync::OrderedMutex::new(ThreadState::default()),
             host_tid: AtomicI32::new(0),

@@ -250,7 +250,7 @@ impl Timers {
         let Some((info, thread)) = send else { return };
         let queued = match thread {
             Some(tid) => {
-                let target = p.threads.lock().unwrap().iter().find(|t| t.tid == tid).cloned();
+                let target = p.threads.lock().unwrap().iter().find(|t| t.tid() == tid).cloned();
                 target.is_some_and(|t| kernel.signal_thread(&t, info))
             }
             None => kernel.signal_process(&p, info),

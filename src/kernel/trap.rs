@@ -320,7 +320,7 @@ impl ThreadCtx {
         if self.kernel.trace {
             self.kernel.log(&format!(
                 "[{}] --- {} {{si_signo={}, si_code={}}} ---",
-                self.thread.tid,
+                self.thread.tid(),
                 signal::name(info.signo()),
                 signal::name(info.signo()),
                 info.code()
@@ -461,7 +461,7 @@ impl GuestKernel for ThreadCtx {
     }
 
     fn local_answers(&self) -> Option<(u32, u32)> {
-        (!self.kernel.trace).then_some((self.thread.tid, self.thread.process.pid))
+        (!self.kernel.trace).then_some((self.thread.tid(), self.thread.process.pid))
     }
 
     fn local_sigmask(&self) -> Option<(u64, u64)> {

@@ -526,6 +526,9 @@ fn exec_path(ctx: &mut Ctx, path: Vec<u8>, execfn: &[u8], argv: u64, envp: u64) 
     // Linux's de_thread: the other threads are gone before the new image
     // replaces the memory they run in.
     kill_other_threads(ctx);
+    // A thread that did not lead its process takes the leader's place and
+    // id, as in de_thread (its old tid is free again).
+    ctx.t.thread.become_leader();
     // Set-id bits are ignored (as under no_new_privs): only the saved ids
     // and the capabilities change.
     *ctx.t.thread.cred.lock().unwrap() = cred.for_exec();

@@ -56,7 +56,7 @@ impl Ctx<'_, '_> {
     }
 
     pub fn tid(&self) -> u32 {
-        self.t.thread.tid
+        self.t.thread.tid()
     }
 
     /// The calling process's address space.

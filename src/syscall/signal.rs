@@ -316,7 +316,7 @@ pub fn sys_pidfd_send_signal(
         PIDFD_SIGNAL_PROCESS_GROUP => Scope::ProcessGroup,
         _ => scope,
     };
-    let id = thread.as_ref().map_or(process.pid, |t| t.tid);
+    let id = thread.as_ref().map_or(process.pid, |t| t.tid());
     let info = if uinfo != 0 {
         let info = SigInfo(ctx.mem().read(uinfo)?);
         if info.signo() != sig {
@@ -359,7 +359,7 @@ pub fn sys_pidfd_send_signal(
             // A process pidfd with PIDFD_SIGNAL_THREAD names the thread
             // whose tid is the pid.
             let thread = thread
-                .or_else(|| process.threads.lock().unwrap().iter().find(|t| t.tid == process.pid).cloned())
+                .or_else(|| process.threads.lock().unwrap().iter().find(|t| t.tid() == process.pid).cloned())
                 .filter(|t| !t.left.load(std::sync::atomic::Ordering::Acquire))
                 .ok_or(Errno::ESRCH)?;
             if sig != 0 && !valid_signal(sig) {

@@ -61,7 +61,7 @@ pub fn sys_clock_settime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> Sys
             ctx.mem().read::<libc::timespec>(tp)?;
             let id = !(c >> 3) as u32;
             let known = if c & 4 != 0 {
-                id == 0 || ctx.process().threads.lock().unwrap().iter().any(|t| t.tid == id)
+                id == 0 || ctx.process().threads.lock().unwrap().iter().any(|t| t.tid() == id)
             } else {
                 id == 0 || ctx.kernel().tasks.process(id).is_some()
             };
@@ -320,7 +320,7 @@ pub fn sys_timer_create(ctx: &mut Ctx, clock: i32, UserPtr(sevp): UserPtr, UserP
         Some((_, _, SIGEV_NONE, _)) => Some(Notify::None),
         Some((value, signo, how @ (SIGEV_SIGNAL | SIGEV_THREAD | SIGEV_THREAD_ID), tid)) => {
             let thread = if how == SIGEV_THREAD_ID {
-                let same_group = p.threads.lock().unwrap().iter().any(|t| t.tid == tid as u32);
+                let same_group = p.threads.lock().unwrap().iter().any(|t| t.tid() == tid as u32);
                 if !same_group {
                     return Err(Errno::EINVAL);
                 }
