@@ -24,6 +24,7 @@ use crate::mm::phys::PhysicalMemory;
 use process::{ExitStatus, PidAllocator, Process, Thread};
 use signal::SigInfo;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use task::{Task, Tasks};
@@ -505,7 +506,22 @@ impl Kernel {
             return false;
         }
         let queued = thread.queue_signal(&mut st, info);
+        // Linux's complete_signal does not wake a thread that blocks the
+        // signal. One that runs (guest code or nomu's, not a wait) looks at
+        // its pending signals whenever its mask changes, which only the
+        // kernel does, so it needs no kick (a host signal: microseconds on
+        // the seccomp path). A wait (sigtimedwait, a wait about to start)
+        // still gets its wake-up.
+        let blocked = st.sigmask & signal::bit(sig) != 0 && !thread.sigmask_local.load(Ordering::SeqCst);
         drop(st);
+        if blocked {
+            // As in interrupt: either a waiter sees the queued signal, or
+            // this sees it waiting.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if Waiting::of(thread) == Waiting::No {
+                return queued;
+            }
+        }
         self.interrupt(thread);
         queued
     }
