@@ -383,7 +383,7 @@ global_asm!(
     "    pop rdx",
     // A kick noted so far is handled now, as one in the tail is. From
     // here on the kick handler finishes the way back itself
-    // (finish_fast_tail); jrcxz leaves the flags alone.
+    // (finish_exit_tail); jrcxz leaves the flags alone.
     "    mov rcx, qword ptr gs:[{kick_note}]",
     ".globl nomu_zpoline_fast_tail",
     "nomu_zpoline_fast_tail:",

@@ -510,19 +510,10 @@ impl Kernel {
         // signal. One that runs (guest code or nomu's, not a wait) looks at
         // its pending signals whenever its mask changes, which only the
         // kernel does, so it needs no kick (a host signal: microseconds on
-        // the seccomp path). A wait (sigtimedwait, a wait about to start)
-        // still gets its wake-up.
+        // the seccomp path). A wait still gets its wake-up.
         let blocked = st.sigmask & signal::bit(sig) != 0 && !thread.sigmask_local.load(Ordering::SeqCst);
         drop(st);
-        if blocked {
-            // As in interrupt: either a waiter sees the queued signal, or
-            // this sees it waiting.
-            std::sync::atomic::fence(Ordering::SeqCst);
-            if Waiting::of(thread) == Waiting::No {
-                return queued;
-            }
-        }
-        self.interrupt(thread);
+        self.wake(thread, !blocked);
         queued
     }
 
@@ -544,7 +535,12 @@ impl Kernel {
     /// Makes `thread` look at what was just queued or decided for it: it
     /// leaves guest code, or the host call it waits in, at once.
     pub fn interrupt(&self, thread: &Thread) {
-        use std::sync::atomic::Ordering;
+        self.wake(thread, true);
+    }
+
+    /// [`Kernel::interrupt`], but a thread that is not in a wait is kicked
+    /// out of guest code only with `kick_running`.
+    fn wake(&self, thread: &Thread, kick_running: bool) {
         let host_tid = thread.host_tid.load(Ordering::Relaxed);
         if host_tid == crate::host::sys::gettid() {
             return; // the caller itself, which looks before it goes back
@@ -569,6 +565,7 @@ impl Kernel {
                 self.entry.interrupt(host_tid);
                 self.entry.interrupt_kernel_side(host_tid);
             }
+            Waiting::No if !kick_running => {}
             Waiting::No => {
                 if !crate::entry::split::interrupt_own_process(host_tid) {
                     self.entry.interrupt(host_tid)

@@ -27,11 +27,17 @@ static void on_usr1(int sig)
 		usr1_in_usr2 = 1;
 }
 
-/* Announces itself, then spins without a syscall until told to go on. */
-static void wait_for_go(void)
+/* Tells the sender which thread to signal, and that it may. */
+static void announce(void)
 {
 	target_tid = (int)syscall(SYS_gettid);
 	atomic_store(&ready, 1);
+}
+
+/* Announces itself, then spins without a syscall until told to go on. */
+static void wait_for_go(void)
+{
+	announce();
 	while (!atomic_load(&go))
 		__asm__ volatile("pause");
 }
@@ -114,8 +120,7 @@ static void *wait_for_it(void *arg)
 	(void)arg;
 	sigset_t s = only(SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &s, NULL);
-	target_tid = (int)syscall(SYS_gettid);
-	atomic_store(&ready, 1);
+	announce();
 	struct timespec t = {10, 0};
 	waited_sig = sigtimedwait(&s, NULL, &t);
 	return NULL;
@@ -130,8 +135,7 @@ static void *read_blocked(void *arg)
 	(void)arg;
 	sigset_t s = only(SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &s, NULL);
-	target_tid = (int)syscall(SYS_gettid);
-	atomic_store(&ready, 1);
+	announce();
 	char c;
 	errno = 0;
 	read_result = read(pipe_fds[0], &c, 1);
