@@ -84,7 +84,7 @@ fn command() -> Command {
                         .long("entry")
                         .value_name("PATH")
                         .value_parser(PossibleValuesParser::new(EntryKind::ALL.map(|k| k.name())))
-                        .help("How guest syscalls reach nomu (default: the fastest that works here; see `nomu info`)"),
+                        .help("How guest syscalls reach nomu (default: the first that works here of those `nomu info` lists)"),
                 )
                 .arg(
                     Arg::new("root")
@@ -339,7 +339,7 @@ fn guest_environment() -> Vec<Vec<u8>> {
 
 /// `nomu info`: which entry paths work on this host, and the default.
 fn info() -> i32 {
-    println!("entry paths (fastest first):");
+    println!("entry paths (the first available is the default):");
     let mut default = None;
     for kind in EntryKind::ALL {
         match kind.availability() {

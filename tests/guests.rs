@@ -110,8 +110,9 @@ fn load_case(name: &str) -> Case {
                 "stdin" => case.stdin = Some(v.to_string()),
                 "expect" => case.expect = Some(v.to_string()),
                 "mem" => case.mem = Some(v.to_string()),
-                // Read by build.rs, which makes a test only for the builds listed.
-                "builds" => {}
+                // Read by build.rs, which makes a test only for the builds
+                // listed, and none for the entry paths not_on= names.
+                "builds" | "not_on" => {}
                 _ => panic!("unknown key {k} in case {name}"),
             }
         }

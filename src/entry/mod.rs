@@ -384,11 +384,16 @@ pub trait EntryPath: Send + Sync {
     }
 }
 
-/// The entry paths nomu knows, fastest first.
+/// The entry paths nomu knows, in the order nomu prefers them: the first
+/// this host can run is the default. rewrite comes before zpoline, which is
+/// no slower per syscall: zpoline's sled at page 0 must be executable, and
+/// x86 without protection keys has no execute-only pages, so a read through
+/// NULL does not fault there (the JVM's implicit null checks and Go's nil
+/// checks rely on it; tests/guest/null_reads.c).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum EntryKind {
-    Zpoline,
     Rewrite,
+    Zpoline,
     Seccomp,
     Split,
     Sysemu,
@@ -396,7 +401,7 @@ pub enum EntryKind {
 
 impl EntryKind {
     pub const ALL: [EntryKind; 5] =
-        [EntryKind::Zpoline, EntryKind::Rewrite, EntryKind::Seccomp, EntryKind::Split, EntryKind::Sysemu];
+        [EntryKind::Rewrite, EntryKind::Zpoline, EntryKind::Seccomp, EntryKind::Split, EntryKind::Sysemu];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -415,7 +420,9 @@ impl EntryKind {
     /// How the path catches syscalls, for `nomu info`.
     pub fn summary(self) -> &'static str {
         match self {
-            EntryKind::Zpoline => "syscall rewritten to call *%rax into a trampoline at address 0",
+            EntryKind::Zpoline => {
+                "syscall rewritten to call *%rax into a trampoline at address 0 (reads through NULL do not fault)"
+            }
             EntryKind::Rewrite => "each syscall site patched into a jump to its own trampoline (no root needed)",
             EntryKind::Seccomp => "seccomp SIGSYS handled on the guest's own host thread",
             EntryKind::Split => "guest in a CLONE_VM host process; its SIGSYS handler hands off to nomu by futex",
@@ -435,7 +442,7 @@ impl EntryKind {
     }
 }
 
-/// Installs the entry path `kind`, or the fastest available one. The host
+/// Installs the entry path `kind`, or the first available one of `ALL`. The host
 /// signal handlers and the seccomp filter are installed in every case: the
 /// handlers also catch faults in nomu's own fault-safe copies, and the
 /// filter is how zpoline and split see guest syscalls (see
