@@ -351,7 +351,7 @@ impl<'a> UserMem<'a> {
             let want = to_page_end.min(chunk.len()).min(max + 1 - out.len());
             let buf = &mut chunk[..want];
             self.read_into(at, buf)?;
-            if let Some(nul) = buf.iter().position(|&b| b == 0) {
+            if let Ok(nul) = std::ffi::CStr::from_bytes_until_nul(buf).map(|s| s.count_bytes()) {
                 // Room for the NUL a CString made of it adds (no realloc).
                 out.reserve_exact(nul + 1);
                 out.extend_from_slice(&buf[..nul]);

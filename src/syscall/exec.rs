@@ -407,9 +407,10 @@ fn read_strings(ctx: &Ctx, ptrs: &[u64], total: &mut usize) -> Result<Vec<Vec<u8
             }
         }
         let held = if (at..at + len as u64).contains(&s) { &page[(s - at) as usize..len] } else { &[][..] };
-        let string = match held.iter().position(|&b| b == 0) {
-            Some(nul) => held[..nul].to_vec(),
-            None => mem.read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
+        // memchr's word-at-a-time search (a byte loop was 4% of an exec).
+        let string = match std::ffi::CStr::from_bytes_until_nul(held) {
+            Ok(s) => s.to_bytes().to_vec(),
+            Err(_) => mem.read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
                 Errno::ENAMETOOLONG => Errno::E2BIG,
                 e => e,
             })?,
