@@ -610,7 +610,17 @@ impl AddressSpace {
         }
         let fresh = if vma.charged { Fresh::Used } else { Fresh::Reserved };
         let placed = match place {
-            Placement::Anywhere { align } => self.phys.alloc(len, align, fresh),
+            Placement::Anywhere { align } => self.phys.alloc(len, align, fresh).or_else(|e| {
+                // Memory is full: the heap's reservation above the break is
+                // address space Linux would map too (brk then cannot grow
+                // over it). libc-test's malloc-brk-fail fills memory with
+                // mappings and wants malloc, which tries brk first, to fail.
+                if self.give_back_heap_reserve() {
+                    self.phys.alloc(len, align, fresh)
+                } else {
+                    Err(e)
+                }
+            }),
             Placement::Fixed(addr) => self.claim_fixed(addr, len).map(|_| addr),
             Placement::Allocated(addr) => Ok(addr),
         };
@@ -1092,6 +1102,21 @@ impl AddressSpace {
         self.brk_start = start;
         self.brk = start;
         self.brk_owned_end = owned_end;
+    }
+
+    /// Frees the pages of the heap's reservation above the break (they
+    /// hold nothing: the loader zeroed them, a shrinking break scrubs
+    /// them); the break grows again only where the next pages are free.
+    /// Whether there were any.
+    fn give_back_heap_reserve(&mut self) -> bool {
+        let Some(end) = page_up(self.brk) else { return false };
+        if self.brk_start == 0 || end >= self.brk_owned_end || self.vmas.range(end..self.brk_owned_end).next().is_some()
+        {
+            return false;
+        }
+        self.phys.free(end, self.brk_owned_end - end);
+        self.brk_owned_end = end;
+        true
     }
 
     /// brk(2): returns the new break, or the old one when it cannot move.
