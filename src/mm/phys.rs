@@ -365,8 +365,8 @@ impl PhysicalMemory {
                 Err(Errno::ENOMEM)
             }
             UnmappedPolicy::Pooled => self.clean_unmapped(&mut pages, pfn, n),
-            UnmappedPolicy::Never => self.make_fresh(&mut pages, pfn, n, Fresh::Used),
-            UnmappedPolicy::PerPage => self.make_fresh(&mut pages, pfn, n, Fresh::Used).and_then(|_| {
+            UnmappedPolicy::Never => self.make_fresh(&mut pages, pfn, n, Fresh::Used, RW),
+            UnmappedPolicy::PerPage => self.make_fresh(&mut pages, pfn, n, Fresh::Used, RW).and_then(|_| {
                 // Page by page, as an allocator without pageblocks would.
                 for p in pfn..pfn + n {
                     let a = self.addr(p);
@@ -517,6 +517,13 @@ impl PhysicalMemory {
     fn clean(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) {
         for (start, n) in pages.take_dirty(pfn, count) {
             pages.dirty_free -= n;
+            if fresh == Fresh::Reserved {
+                // All of it goes back: one hole punched over the run costs
+                // the host less than asking where its data is first (two
+                // lseeks per run of data, then a punch each).
+                self.mem.discard(self.addr(start), n * PAGE_SIZE);
+                continue;
+            }
             for (addr, len) in self.mem.populated(self.addr(start), n * PAGE_SIZE) {
                 let zero_max = match fresh {
                     Fresh::Used => ZERO_MAX,
@@ -586,13 +593,21 @@ impl PhysicalMemory {
 
     /// Allocates `len` bytes (a page multiple) aligned to `align` bytes.
     pub fn alloc(&self, len: usize, align: usize, fresh: Fresh) -> Result<usize, Errno> {
+        self.alloc_with_prot(len, align, fresh, RW)
+    }
+
+    /// Like [`alloc`](Self::alloc), but the pages get host protection
+    /// `prot` rather than read-write: a reservation's PROT_NONE is then one
+    /// host call for the pages not already so. Made read-write first, the
+    /// pages freed PROT_NONE (a thread stack's guard) cost another.
+    pub fn alloc_with_prot(&self, len: usize, align: usize, fresh: Fresh, prot: Prot) -> Result<usize, Errno> {
         let align = align.max(PAGE_SIZE).next_power_of_two() / PAGE_SIZE;
         let mut pages = self.buddy.lock().unwrap();
         let pfn = pages.buddy.alloc(len / PAGE_SIZE, align).ok_or(Errno::ENOMEM)?;
         if pages.buddy.has_conversions() {
             self.apply_conversions(&mut pages);
         }
-        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh)?;
+        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh, prot)?;
         Ok(self.addr(pfn))
     }
 
@@ -641,11 +656,11 @@ impl PhysicalMemory {
     }
 
     /// Pages just taken from the buddy allocator made as `alloc` promises:
-    /// zeroed and read-write (given back if that fails).
-    fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) -> Result<(), Errno> {
+    /// zeroed, with host protection `prot` (given back if that fails).
+    fn make_fresh(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh, prot: Prot) -> Result<(), Errno> {
         self.restore_locked(pages, self.addr(pfn), count * PAGE_SIZE);
         self.clean(pages, pfn, count, fresh);
-        self.set_prot_locked(pages, pfn, count, RW).inspect_err(|_| pages.buddy.free(pfn, count))
+        self.set_prot_locked(pages, pfn, count, prot).inspect_err(|_| pages.buddy.free(pfn, count))
     }
 
     /// Like `alloc`, but the pages keep whatever they held and their
@@ -730,7 +745,7 @@ impl PhysicalMemory {
         {
             return Err(Errno::ENOMEM);
         }
-        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh)
+        self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh, RW)
     }
 
     /// Whether [addr, addr+len) is free for anyone to claim (`alloc_at`):
@@ -807,10 +822,20 @@ impl PhysicalMemory {
 
     /// Makes owned pages zeroed and writable, as if newly allocated.
     pub fn scrub(&self, addr: usize, len: usize) {
-        self.restore(addr, len);
-        self.freed(addr, len);
+        self.wipe(addr, len);
         // Making our own direct map read-write cannot fail.
         let _ = self.set_prot(addr, len, RW);
+    }
+
+    /// Zeroes owned pages, their memory back to the host, keeping their
+    /// host protection (a stale frames mapping put back is read-write):
+    /// punching a hole needs no write access. For MADV_DONTNEED, which
+    /// keeps the mapping's protection: glibc's thread exit advises the
+    /// whole stack, and its guard page made writable and back cost two
+    /// host calls.
+    pub fn wipe(&self, addr: usize, len: usize) {
+        self.restore(addr, len);
+        self.freed(addr, len);
         self.mem.discard(addr, len);
     }
 

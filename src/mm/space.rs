@@ -14,7 +14,7 @@
 //! holes, until mprotect makes it accessible.
 
 use super::mapping::Frames;
-use super::phys::{Fresh, PhysicalMemory};
+use super::phys::{Fresh, PhysicalMemory, RW};
 use super::{is_page_aligned, page_up, PAGE_SIZE};
 use crate::abi::errno::Errno;
 use crate::fs::file::OpenFile;
@@ -608,15 +608,18 @@ impl AddressSpace {
                 return Err(e);
             }
         }
+        // A reservation (PROT_NONE, nothing to fill) gets its protection
+        // as it is allocated; other pages are filled first, read-write.
         let fresh = if vma.charged { Fresh::Used } else { Fresh::Reserved };
+        let prot = if vma.holds_data() { RW } else { host_prot(vma.prot) };
         let placed = match place {
-            Placement::Anywhere { align } => self.phys.alloc(len, align, fresh).or_else(|e| {
+            Placement::Anywhere { align } => self.phys.alloc_with_prot(len, align, fresh, prot).or_else(|e| {
                 // Memory is full: the heap's reservation above the break is
                 // address space Linux would map too (brk then cannot grow
                 // over it). libc-test's malloc-brk-fail fills memory with
                 // mappings and wants malloc, which tries brk first, to fail.
                 if self.give_back_heap_reserve() {
-                    self.phys.alloc(len, align, fresh)
+                    self.phys.alloc_with_prot(len, align, fresh, prot)
                 } else {
                     Err(e)
                 }
@@ -971,9 +974,10 @@ impl AddressSpace {
             v.origin = None;
             // The pages (a forked child's frames are elsewhere).
             let f = v.frame_of(s, p);
-            self.phys.scrub(f, run_end - p);
+            self.phys.wipe(f, run_end - p);
             if let Some(b) = backing {
-                let range = GuestRange::new(f, run_end - p).unwrap();
+                // Through the alias: the pages keep the mapping's protection.
+                let range = GuestRange::new(f, run_end - p).unwrap().through_alias();
                 let _ = b.file.read_at_into(range, b.offset + (p - s) as u64);
             }
             self.phys.set_prot(f, run_end - p, host_prot(prot))?;
@@ -1315,7 +1319,7 @@ fn protection_runs<'a>(vmas: impl Iterator<Item = (&'a usize, &'a Vma)>) -> impl
         }
         own_end = v.end;
         // A forked parent's pages may be write-protected still (cow.rs).
-        if host_prot(v.prot) == super::phys::RW && !v.cow {
+        if host_prot(v.prot) == RW && !v.cow {
             continue;
         }
         cur = match cur {
