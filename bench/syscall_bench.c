@@ -29,6 +29,9 @@
  *   wake_stop_cont
  *               a child stops itself, which ends the parent's wait4
  *               (WUNTRACED), and the parent's SIGCONT continues it
+ *   thread      pthread_create of a thread that returns at once +
+ *               pthread_join (musl maps each thread's stack and guard and
+ *               unmaps them at the join)
  *   exit_0, exit_1m, exit_16m, exit_256m, exit_map4g, exit_threads
  *               a child's exit as its parent's wait sees it: the child
  *               touched 0, 1, 16 or 256 MiB, or mapped 4 GiB and touched 7
@@ -864,6 +867,25 @@ static int exit_child(const char *what, const char *arg)
     return e;
 }
 
+static void *returns_at_once(void *arg)
+{
+    return arg;
+}
+
+static int loop_thread(unsigned long iters)
+{
+    for (unsigned long i = 0; i < iters; i++) {
+        pthread_t t;
+        int e = pthread_create(&t, NULL, returns_at_once, NULL);
+        if (e)
+            return e;
+        e = pthread_join(t, NULL);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
 static void *paused(void *arg)
 {
     for (;;)
@@ -1339,6 +1361,7 @@ static const struct op ops[] = {
     {"wake_sigsuspend", loop_wake_sigsuspend, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
     {"wake_sigtimedwait", loop_wake_sigtimedwait, NEED_WAKER | NEED_HANDLER, WAKE_SIGNAL, NOT_SIGSYS},
     {"wake_stop_cont", loop_wake_stop_cont, 0, 0, NOT_SIGSYS},
+    {"thread", loop_thread, 0, 0, NOT_SIGSYS},
     {"exit_0", loop_exit_0, 0, 0, NOT_SIGSYS},
     {"exit_1m", loop_exit_1m, 0, 0, NOT_SIGSYS},
     {"exit_16m", loop_exit_16m, 0, 0, NOT_SIGSYS},

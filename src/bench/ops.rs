@@ -32,6 +32,7 @@ pub const OPS: &[Op] = &[
     Op { name: "wake_sigsuspend", label: "sigsuspend woken by a thread's signal" },
     Op { name: "wake_sigtimedwait", label: "sigwaitinfo woken by a thread's signal" },
     Op { name: "wake_stop_cont", label: "wait4 woken by a child's stop + its SIGCONT" },
+    Op { name: "thread", label: "pthread_create + pthread_join" },
     Op { name: "exit_0", label: "exit + wait, child touched 0" },
     Op { name: "exit_1m", label: "exit + wait, child touched 1 MiB" },
     Op { name: "exit_16m", label: "exit + wait, child touched 16 MiB" },
