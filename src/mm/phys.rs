@@ -515,9 +515,14 @@ impl PhysicalMemory {
     /// they are for the cost of a lookup per run, however sparse the range
     /// (a stack of megabytes with a few pages used).
     fn clean(&self, pages: &mut Pages, pfn: usize, count: usize, fresh: Fresh) {
+        let zero_max = match fresh {
+            Fresh::Used => ZERO_MAX,
+            Fresh::Sparse => SPARSE_ZERO_MAX,
+            Fresh::Reserved => 0,
+        };
         for (start, n) in pages.take_dirty(pfn, count) {
             pages.dirty_free -= n;
-            if fresh == Fresh::Reserved {
+            if zero_max == 0 {
                 // All of it goes back: one hole punched over the run costs
                 // the host less than asking where its data is first (two
                 // lseeks per run of data, then a punch each).
@@ -525,11 +530,6 @@ impl PhysicalMemory {
                 continue;
             }
             for (addr, len) in self.mem.populated(self.addr(start), n * PAGE_SIZE) {
-                let zero_max = match fresh {
-                    Fresh::Used => ZERO_MAX,
-                    Fresh::Sparse => SPARSE_ZERO_MAX,
-                    Fresh::Reserved => 0,
-                };
                 if len > zero_max {
                     self.mem.discard(addr, len);
                 } else {
@@ -827,12 +827,11 @@ impl PhysicalMemory {
         let _ = self.set_prot(addr, len, RW);
     }
 
-    /// Zeroes owned pages, their memory back to the host, keeping their
-    /// host protection (a stale frames mapping put back is read-write):
-    /// punching a hole needs no write access. For MADV_DONTNEED, which
-    /// keeps the mapping's protection: glibc's thread exit advises the
-    /// whole stack, and its guard page made writable and back cost two
-    /// host calls.
+    /// Zeroes owned pages (their memory back to the host) and keeps their
+    /// host protection, as MADV_DONTNEED keeps a mapping's: punching a
+    /// hole needs no write access. (A stale frames mapping put back is
+    /// read-write.) glibc's thread exit advises a whole stack, guard page
+    /// included, which scrub made writable and the caller set back.
     pub fn wipe(&self, addr: usize, len: usize) {
         self.restore(addr, len);
         self.freed(addr, len);
