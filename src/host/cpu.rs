@@ -70,6 +70,18 @@ pub fn xcr0() -> u64 {
     (hi as u64) << 32 | lo as u64
 }
 
+/// The CPU's family (CPUID leaf 1, with the extended family added when
+/// the base one is 0xf, as the SDM and AMD's APM define it).
+pub fn family() -> u32 {
+    let eax = __cpuid(1).eax;
+    let base = (eax >> 8) & 0xf;
+    if base == 0xf {
+        base + ((eax >> 20) & 0xff)
+    } else {
+        base
+    }
+}
+
 /// Whether the CPU is AMD's (or Hygon's, the same design).
 pub fn is_amd() -> bool {
     let v = __cpuid(0);

@@ -47,7 +47,8 @@ static nomu_fill_after_host_call: AtomicU8 = AtomicU8::new(1);
 static nomu_fill_before_guest: AtomicU8 = AtomicU8::new(1);
 
 /// The refills pay only against AMD's Speculative Return Stack Overflow
-/// mitigation "Safe RET", so they run only where the host reports it.
+/// mitigation "Safe RET" on family 17h (Zen 1 and 2; Hygon's 18h is the
+/// same core), so they run only there.
 ///
 /// On the AMD EPYC VM with host mitigations "Retpolines + RSB filling" and
 /// SRSO "Safe RET", a `ret` after a host call, predicted from what the
@@ -63,9 +64,14 @@ static nomu_fill_before_guest: AtomicU8 = AtomicU8::new(1);
 /// AMD VM on a later kernel (retbleed "untrained return thunk", SRSO
 /// "SMT disabled", no Safe RET) is like the Intel one: without the refill
 /// zpoline fstat 752 -> 632 ns, stat 1842 -> 1731, open + close 3099 ->
-/// 2763, pipe round trip 7147 -> 6706; seccomp fstat 2570 -> 2380.
+/// 2763, pipe round trip 7147 -> 6706; seccomp fstat 2570 -> 2380. An AMD
+/// EPYC VM of family 1Ah (Zen 5) whose host reports "Safe RET, no
+/// microcode" loses by it too: without the refill, alternating runs,
+/// rewrite fstat 498-511 -> 482-484 ns, stat 1198-1209 -> 1154-1169,
+/// open and close 2393-2414 -> 2319-2327; seccomp fstat 1978-1998 ->
+/// 1893-1923, open and close 5377-5403 -> 5252-5298.
 pub fn init_return_stack_fill() {
-    let fill = cpu::is_amd() && srso_safe_ret();
+    let fill = cpu::is_amd() && matches!(cpu::family(), 0x17 | 0x18) && srso_safe_ret();
     nomu_fill_after_host_call.store(fill as u8, Ordering::Relaxed);
     nomu_fill_before_guest.store(fill as u8, Ordering::Relaxed);
 }
