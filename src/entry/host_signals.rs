@@ -527,10 +527,19 @@ fn install_handler(sig: i32) -> Result<(), String> {
     // where the thread may run on the guest's fs base. With libc's, such
     // a kick was taken for one in guest code, and the kernel delivered the
     // guest's signal onto nomu's kernel stack (io_signal_storm on seccomp).
+    //
+    // Not the kick's own handler: a kick is blocked while it runs. Each
+    // kick delivered puts a frame with the whole extended state on the
+    // kernel stack, and the host delivers a signal pending again before
+    // the handler runs its first instruction; a sender kicking as fast as
+    // it can (a forked child's kill loop aimed at this thread's process,
+    // io_signal_storm) then stacked frame on frame at the handler's entry
+    // until nomu died of SIGSEGV on the guard page (a Zen 5 VM, whose
+    // AVX-512 state makes each frame ~3.5 KiB: 1 MiB in ~300 kicks).
+    let nodefer = if sig == KICK_SIGNAL { 0 } else { libc::SA_NODEFER };
     let act = crate::abi::KernelSigaction {
         handler: nomu_trap_entry as *const () as u64,
-        flags: (libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART | libc::SA_NODEFER) as u64
-            | crate::abi::SA_RESTORER,
+        flags: (libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART | nodefer) as u64 | crate::abi::SA_RESTORER,
         restorer: nomu_trap_restorer as *const () as u64,
         mask: 0,
     };
@@ -792,9 +801,18 @@ unsafe extern "C" fn nomu_handle_trap(
             Trap::Fault(Fault { signo, code, addr, trapno: uc.mcontext.trapno, err: uc.mcontext.err })
         }
     };
+    let mask = uc.sigmask;
     let mcontext = &mut uc.mcontext;
     // SAFETY: the caller's contract, passed on.
-    unsafe { run_kernel(trap, &mut mcontext.regs, &mut mcontext.fpstate, fs_slot, tcb, new_site) }
+    let to = unsafe { run_kernel(trap, &mut mcontext.regs, &mut mcontext.fpstate, fs_slot, tcb, new_site) };
+    if signo == KICK_SIGNAL {
+        // The kick was blocked while its handler ran (install_handler) and
+        // no sigreturn unblocks it on these ways out: the mask it
+        // interrupted again. A kick already pending comes now, over this
+        // frame, and is noted for the way back.
+        set_sigmask(mask);
+    }
+    to
 }
 
 /// Called by `nomu_resume_guest` when it finds a kick noted: the kick
