@@ -13,8 +13,10 @@
 //! old entries were right. A mapping the next child makes exactly alike
 //! (same address, length, protection and frame) is kept as it is: an
 //! mmap(MAP_SHARED | MAP_FIXED) of the same memfd range with the same
-//! protection would show the same pages, and a page freed meanwhile was
-//! unmapped from it by its hole punch.
+//! protection would show the same pages. Whatever nomu did to a frame
+//! since (freed it, zeroed or copied into it through its own view of the
+//! memfd, punched it out, which unmaps it from every mapping) shows here
+//! as it would in a new mapping.
 //!
 //! Only mappings made by one [`HostOp::Map`] and touched by no later
 //! change are recorded (a change anywhere in one drops it), so what is
