@@ -102,6 +102,8 @@
 //! switch. Spinning instead of sleeping only helps when each side has a CPU
 //! to itself, so it is off unless NOMU_SPLIT_SPIN is set.
 
+mod shown;
+
 use super::children::Children;
 use super::host_signals::{xstate_of, Ucontext, GUEST_HOST_MASK, RFLAGS_IF};
 use super::kstack::{self, ThreadKernelStack};
@@ -110,7 +112,6 @@ use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, 
 use crate::host::physmem::{PhysMem, PAGE_SIZE};
 use crate::mm::space::HostOp;
 use shown::Shown;
-mod shown;
 use std::arch::global_asm;
 use std::cell::RefCell;
 use std::mem::offset_of;

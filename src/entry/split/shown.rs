@@ -102,16 +102,19 @@ impl Shown {
                     (addr, len)
                 }
             };
-            let untouched = touched.iter().all(|&(s, e)| e <= addr || s >= addr + len);
+            // Only a map found alike is checked against the changes before
+            // it (at most MAX_RECORDED are found): linear in `ops`.
+            let alike = match *op {
+                HostOp::Map { prot, frame, .. } => old.get(&addr) == Some(&Mapping { len, prot, frame }),
+                _ => false,
+            };
+            let keep = alike && touched.iter().all(|&(s, e)| e <= addr || s >= addr + len);
             touched.push((addr, addr + len));
-            if let HostOp::Map { addr, len, prot, frame } = *op {
-                if untouched && old.get(&addr) == Some(&Mapping { len, prot, frame }) {
-                    kept.push((addr, addr + len));
-                    self.maps.insert(addr, Mapping { len, prot, frame });
-                    return false;
-                }
+            if keep {
+                kept.push((addr, addr + len));
+                self.maps.insert(addr, old[&addr]);
             }
-            true
+            !keep
         });
         Some(kept)
     }
