@@ -848,6 +848,12 @@ impl PhysicalMemory {
         self.set_prot_locked(&mut pages, self.pfn(addr), len / PAGE_SIZE, prot)
     }
 
+    /// The host protection nomu last gave the direct map's page at `addr`.
+    pub fn host_prot_at(&self, addr: usize) -> Prot {
+        let pages = self.buddy.lock().unwrap();
+        Prot::from(pages.prot[self.pfn(addr)]) ^ RW
+    }
+
     /// Puts the host protection of owned pages back to read-write (what
     /// free pages have) in one host call, whatever each page's was: the
     /// host skips its mappings there that need no change.

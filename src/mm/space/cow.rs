@@ -120,6 +120,17 @@ pub enum Access {
     Exec,
 }
 
+impl Access {
+    /// The protection bit that allows it.
+    fn prot(self) -> i32 {
+        match self {
+            Access::Read => PROT_READ,
+            Access::Write => PROT_WRITE,
+            Access::Exec => PROT_EXEC,
+        }
+    }
+}
+
 impl AddressSpace {
     /// Whether fork copies the VMA at `s` on access rather than at once.
     pub(super) fn copies_on_access(&self, s: usize, v: &Vma) -> bool {
@@ -227,11 +238,7 @@ impl AddressSpace {
     /// False when the access is not allowed: a real fault.
     pub fn resolve_copy_fault(&mut self, addr: usize, access: Access) -> bool {
         let Some((s, v)) = self.find(addr) else { return false };
-        let need = match access {
-            Access::Read => PROT_READ,
-            Access::Write => PROT_WRITE,
-            Access::Exec => PROT_EXEC,
-        };
+        let need = access.prot();
         if !v.cow || v.prot & need == 0 {
             return false;
         }
@@ -255,6 +262,21 @@ impl AddressSpace {
             (s, end)
         };
         self.phys.set_prot(cs, ce - cs, prot).is_ok()
+    }
+
+    /// Whether a fault at `addr` that [`resolve_copy_fault`](Self::resolve_copy_fault)
+    /// did not explain was fixed by another thread since it happened: its
+    /// mapping allows the access and nomu's pages there do now. So it was,
+    /// when two threads of a parent whose children are gone write the same
+    /// write-protected VMA at once: the first fault handled unprotects the
+    /// whole VMA, and the second then finds nothing copied on access there.
+    /// Linux retries such a fault too (its page table entry is already
+    /// fixed when the fault handler looks).
+    pub fn fixed_since_fault(&self, addr: usize, access: Access) -> bool {
+        let Some((_, v)) = self.find(addr) else { return false };
+        let need = access.prot();
+        // A forked child's host process shows its pages, not the direct map.
+        !self.own_host && v.prot & need != 0 && !v.cow && self.phys.host_prot_at(addr) & need != 0
     }
 
     /// In a parent at fork: the chunk around `addr`, if copied on access,
