@@ -102,6 +102,8 @@
 //! switch. Spinning instead of sleeping only helps when each side has a CPU
 //! to itself, so it is off unless NOMU_SPLIT_SPIN is set.
 
+mod shown;
+
 use super::children::Children;
 use super::host_signals::{xstate_of, Ucontext, GUEST_HOST_MASK, RFLAGS_IF};
 use super::kstack::{self, ThreadKernelStack};
@@ -109,6 +111,7 @@ use super::FAULT_SIGNALS;
 use super::{EntryPath, Fault, GuestKernel, GuestRegs, Resume, StartState, Trap, TrapFrame};
 use crate::host::physmem::{PhysMem, PAGE_SIZE};
 use crate::mm::space::HostOp;
+use shown::Shown;
 use std::arch::global_asm;
 use std::cell::RefCell;
 use std::mem::offset_of;
@@ -822,8 +825,9 @@ struct Child {
 /// thread, see [`new_forked_thread`]) share.
 struct HostProcess {
     /// Held by a nomu thread while it takes its space's changes to the
-    /// memory map and has them made, so that they are made in order.
-    apply: Mutex<()>,
+    /// memory map and has them made, so that they are made in order; what
+    /// they leave the process showing.
+    apply: Mutex<Shown>,
     /// Its host threads: with more than one, a change is made before the
     /// thread that asked for it goes on, and the pages it unmapped are
     /// freed only then (another thread may be running guest code).
@@ -904,7 +908,7 @@ impl Child {
         }
         let host = forked.then(|| {
             Arc::new(HostProcess {
-                apply: Mutex::new(()),
+                apply: Mutex::new(Shown::default()),
                 threads: AtomicUsize::new(1),
                 maker: crate::host::sys::gettid(),
             })
@@ -1523,8 +1527,16 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
     let mut affinity = Affinity::new();
     let mut exited = false;
     loop {
-        let order = host.apply.lock().unwrap_or_else(|e| e.into_inner());
-        let (ops, frees) = kernel.take_host_ops();
+        let mut order = host.apply.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut ops, frees) = kernel.take_host_ops();
+        // A kept host process's first changes for this guest: what the
+        // last one showed goes but what this one maps alike (shown.rs).
+        if let Some(alike) = order.take_over(&mut ops) {
+            pending.extend(zygote::unmap_all_but_guest(child.area, child.ops, &alike));
+        }
+        for op in &ops {
+            order.record(op);
+        }
         pending.extend(ops.iter().map(|op| op_words(op, pm)));
         if !child.queue(&pending) {
             drop(order);
@@ -1697,14 +1709,17 @@ mod zygote {
     const MAX_READY: usize = 2;
 
     /// Keeps `child`, whose guest is gone, for [`spawn`] when it is a
-    /// zygote's clone with no other host thread, parked: it empties its
-    /// memory map of the guest's mappings at once (everything but the
-    /// child code, syscall user dispatch's selector, its blocks and
-    /// zpoline's page 0), running no guest code before, so it stops
-    /// showing the pages the guest's exit freed as soon as it runs, as a
-    /// killed one does as soon as it dies; it parks again before a fork
-    /// takes it. Else, or when enough are kept, it is killed and reaped.
-    /// While kept nothing kicks it and its death ends no guest.
+    /// zygote's clone with no other host thread, parked. It stays parked
+    /// in its handler, running nothing, and keeps showing its guest's
+    /// mappings until a fork takes it: the new guest's first changes then
+    /// unmap everything but the child code, syscall user dispatch's
+    /// selector, its blocks, zpoline's page 0 and what the new guest maps
+    /// exactly alike (shown.rs), before it runs guest code. The pages the
+    /// last guest's exit freed may meanwhile go to another process and
+    /// still be shown here, as they are in a parked process until it runs
+    /// its unmapping; nothing runs here that could touch them. Else, or
+    /// when enough are kept, it is killed and reaped. While kept nothing
+    /// kicks it and its death ends no guest.
     pub(super) fn keep(child: Child) {
         let alone =
             child.host.as_ref().is_some_and(|h| Arc::strong_count(h) == 1 && h.threads.load(Ordering::SeqCst) == 1);
@@ -1716,14 +1731,9 @@ mod zygote {
         {
             return drop(child);
         }
-        let page0 = super::super::zpoline::forked_child_trampoline().is_some();
-        if !child.queue(&unmap_all_but(&kept_ranges(child.area, child.ops), page0)) {
-            return drop(child);
+        if let Some(host) = &child.host {
+            host.apply.lock().unwrap_or_else(|e| e.into_inner()).leave();
         }
-        // It unmaps them meanwhile, and parks again: no wait here (an
-        // execve's new program runs on this thread next).
-        child.mailbox().ops_only.store(1, Ordering::Relaxed);
-        child.release();
         FORKED.disown(child.tid);
         set_on_lost(child.tid, None);
         let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
@@ -1739,7 +1749,6 @@ mod zygote {
     fn reuse(on_lost: &Option<Arc<dyn Fn() + Send + Sync>>) -> Option<Child> {
         loop {
             let child = READY.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-            // Parked again once it has emptied its map (see keep).
             if !child.wait_request() {
                 drop(child); // died while kept
                 continue;
@@ -1823,6 +1832,16 @@ mod zygote {
         })
     }
 
+    /// The host calls that unmap everything of a kept host process (block
+    /// `area`, ops block `ops`) that the next guest does not show, but the
+    /// ranges in `alike` (see [`keep`]).
+    pub(super) fn unmap_all_but_guest(area: usize, ops: usize, alike: &[(usize, usize)]) -> Vec<[u64; OP_WORDS]> {
+        let page0 = super::super::zpoline::forked_child_trampoline().is_some();
+        let mut keep = kept_ranges(area, ops).to_vec();
+        keep.extend_from_slice(alike);
+        unmap_all_but(&keep, page0)
+    }
+
     /// The host calls that unmap everything below the top of user memory
     /// but `keep` (and page 0 when `page0`, and the rewrite path's stub
     /// page).
@@ -1884,7 +1903,7 @@ mod zygote {
         first_ops.push([libc::SYS_prctl as u64, libc::PR_SET_NAME as u64, name, 0, 0, 0, 0]);
         let maker = z.child.host.as_ref().map_or(0, |h| h.maker);
         drop(guard);
-        let host = Arc::new(HostProcess { apply: Mutex::new(()), threads: AtomicUsize::new(1), maker });
+        let host = Arc::new(HostProcess { apply: Mutex::new(Shown::default()), threads: AtomicUsize::new(1), maker });
         let child = Child { area, tid: tid as i32, ops, host: Some(host), block_fd };
         FORKED.register(child.tid);
         watch(child.tid, &child.mailbox().state, on_lost);
