@@ -301,9 +301,10 @@ fn run_scenario(name: &str, e: Entry) {
     let sc = all.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no scenario {name}"));
     let label = format!("{name} on {}", e.0);
     // Every program a step starts, and what the scenario says it needs.
+    // A "./PROG" is made by an earlier step, in each run's scratch directory.
     let mut progs: Vec<PathBuf> = Vec::new();
     for p in sc.steps.iter().map(|s| s.argv[0].as_str()).chain(sc.needs.iter().map(String::as_str)) {
-        match which(p) {
+        match p.strip_prefix("./").map(PathBuf::from).or_else(|| which(p)) {
             Some(path) => progs.push(path),
             None => {
                 let _ = writeln!(std::io::stderr(), "skipped debian scenario {label}: {p} is not installed");
@@ -324,9 +325,9 @@ fn run_scenario(name: &str, e: Entry) {
     // What nomu's failing runs said on stderr (for says=).
     let mut said = String::new();
     for (i, step) in sc.steps.iter().enumerate() {
-        let prog = &progs[i];
         // argv[0] is the absolute path in both runs (`nomu run` takes one).
-        let mut native = Command::new(prog);
+        let prog = |dir: &Path| if progs[i].is_relative() { dir.join(&progs[i]) } else { progs[i].clone() };
+        let mut native = Command::new(prog(&native_dir));
         native.args(&step.argv[1..]);
         let native = run(native, &native_dir, sc, step);
         if let Some(why) = mismatch(step, &native) {
@@ -336,7 +337,7 @@ fn run_scenario(name: &str, e: Entry) {
             );
         }
         let mut under = e.command();
-        under.arg("--").arg(prog).args(&step.argv[1..]);
+        under.arg("--").arg(prog(&nomu_dir)).args(&step.argv[1..]);
         let under = run(under, &nomu_dir, sc, step);
         let failed = failures.len();
         if let Some(why) = mismatch(step, &under) {
