@@ -35,13 +35,7 @@ pub struct ThreadCtx {
     /// Set by a handler whose EPIPE raises no SIGPIPE, though its table
     /// entry says it may (a write to a datagram or seqpacket socket).
     pub quiet_epipe: std::cell::Cell<bool>,
-    /// Faults retried in a row because another thread had fixed them
-    /// (see `resolve_copy_fault`).
-    stale_faults: u32,
 }
-
-/// How many faults in a row a thread retries as already fixed.
-const STALE_FAULT_RETRIES: u32 = 16;
 
 /// How a guest thread's run on a host thread ended.
 enum RunEnd {
@@ -122,7 +116,6 @@ fn run_guest(
         vfork_parent,
         hand_off: None,
         quiet_epipe: std::cell::Cell::new(false),
-        stale_faults: 0,
     };
     let mut start = start;
     loop {
@@ -303,17 +296,7 @@ impl ThreadCtx {
             crate::mm::space::Access::Read
         };
         let mut mm = self.mm.lock().unwrap();
-        if mm.resolve_copy_fault(f.addr as usize, access) {
-            self.stale_faults = 0;
-            return true;
-        }
-        // Bounded, so that nomu's record of a page's protection disagreeing
-        // with the host's makes the fault a signal, not a loop.
-        if self.stale_faults < STALE_FAULT_RETRIES && mm.fixed_since_fault(f.addr as usize, access) {
-            self.stale_faults += 1;
-            return true;
-        }
-        false
+        mm.resolve_copy_fault(f.addr as usize, access) || mm.fixed_since_fault(f.addr as usize, access)
     }
 
     /// A synchronous fault: it cannot be blocked or ignored, so if it is,
@@ -523,10 +506,7 @@ impl GuestKernel for ThreadCtx {
             self.note_new_syscall_site(site);
         }
         match trap {
-            Trap::Syscall => {
-                self.stale_faults = 0;
-                crate::syscall::handle(self, frame)
-            }
+            Trap::Syscall => crate::syscall::handle(self, frame),
             Trap::Fault(f) if self.resolve_copy_fault(&f) => {}
             Trap::Fault(f) => self.force_fault(&f),
             Trap::Interrupt => {}

@@ -848,10 +848,17 @@ impl PhysicalMemory {
         self.set_prot_locked(&mut pages, self.pfn(addr), len / PAGE_SIZE, prot)
     }
 
-    /// The host protection nomu last gave the direct map's page at `addr`.
-    pub fn host_prot_at(&self, addr: usize) -> Prot {
+    /// Gives the direct map's page at `addr` again the host protection
+    /// nomu last gave it, and returns that: after it, an access the
+    /// protection allows cannot fault there, whatever the host had.
+    pub fn reapply_prot(&self, addr: usize) -> Prot {
         let pages = self.buddy.lock().unwrap();
-        Prot::from(pages.prot[self.pfn(addr)]) ^ RW
+        let prot = Prot::from(pages.prot[self.pfn(addr)]) ^ RW;
+        let page = addr & !(PAGE_SIZE - 1);
+        match self.mem.protect(page, PAGE_SIZE, prot) {
+            Ok(()) => prot,
+            Err(_) => libc::PROT_NONE,
+        }
     }
 
     /// Puts the host protection of owned pages back to read-write (what

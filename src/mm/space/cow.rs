@@ -271,12 +271,15 @@ impl AddressSpace {
     /// write-protected VMA at once: the first fault handled unprotects the
     /// whole VMA, and the second then finds nothing copied on access there.
     /// Linux retries such a fault too (its page table entry is already
-    /// fixed when the fault handler looks).
+    /// fixed when the fault handler looks). The page's host protection is
+    /// given again first (one host call, on this rare path), so the retry
+    /// cannot fault the same way again: a record of nomu's that disagreed
+    /// with the host would otherwise make the thread fault forever.
     pub fn fixed_since_fault(&self, addr: usize, access: Access) -> bool {
         let Some((_, v)) = self.find(addr) else { return false };
         let need = access.prot();
         // A forked child's host process shows its pages, not the direct map.
-        !self.own_host && v.prot & need != 0 && !v.cow && self.phys.host_prot_at(addr) & need != 0
+        !self.own_host && v.prot & need != 0 && !v.cow && self.phys.reapply_prot(addr) & need != 0
     }
 
     /// In a parent at fork: the chunk around `addr`, if copied on access,
