@@ -191,6 +191,10 @@ thread_local! {
     static IN_USE: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Whether this host thread ever had a kernel stack.
     static HAD_ONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The kernel stack the host has as this thread's signal stack (0:
+    /// none of ours): a pooled host thread running guest thread after
+    /// guest thread on the same one sets it once.
+    static INSTALLED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 std::arch::global_asm!(
@@ -261,11 +265,13 @@ impl ThreadKernelStack {
 /// Makes the kernel stack at `base` the signal stack, from code not
 /// running on the current one.
 fn install(base: usize) {
-    let ss = signal_stack_at(base);
-    // SAFETY: installing our own kernel stack mapping as this thread's
-    // signal stack; it stays mapped as long as the thread lives.
-    if unsafe { libc::sigaltstack(&ss, std::ptr::null_mut()) } < 0 {
-        panic!("sigaltstack: {}", crate::host::last_errno());
+    if INSTALLED.with(|i| i.replace(base)) != base {
+        let ss = signal_stack_at(base);
+        // SAFETY: installing our own kernel stack mapping as this thread's
+        // signal stack; it stays mapped as long as the thread lives.
+        if unsafe { libc::sigaltstack(&ss, std::ptr::null_mut()) } < 0 {
+            panic!("sigaltstack: {}", crate::host::last_errno());
+        }
     }
     note_tcb(base);
 }
@@ -285,6 +291,7 @@ fn install_from_outer(base: usize) {
     if r < 0 {
         panic!("sigaltstack: {}", crate::abi::errno::Errno(-r as i32).description());
     }
+    INSTALLED.with(|i| i.set(base));
     note_tcb(base);
 }
 

@@ -664,11 +664,18 @@ impl PhysMem {
     /// the memfd, which the host answers from its page index, not page by
     /// page). Callers serialize (the memfd's file offset is shared).
     pub fn populated(&self, addr: usize, len: usize) -> Vec<(usize, usize)> {
-        let end = addr + len;
+        match self.first_data(addr, len) {
+            Some(data) => self.populated_from(data, addr + len),
+            None => Vec::new(),
+        }
+    }
+
+    /// [`populated`](Self::populated) of [data, end), given that the page
+    /// at `data` holds data (what [`first_data`](Self::first_data) found):
+    /// not asked again.
+    pub fn populated_from(&self, mut data: usize, end: usize) -> Vec<(usize, usize)> {
         let mut runs = Vec::new();
-        let mut at = addr;
-        while at < end {
-            let Some(data) = self.first_data(at, end - at) else { break };
+        loop {
             // SAFETY: lseek on our own memfd.
             let hole =
                 unsafe { libc::lseek(self.memfd.as_raw_fd(), (data - self.base) as libc::off_t, libc::SEEK_HOLE) };
@@ -676,8 +683,10 @@ impl PhysMem {
             let hole = if hole < 0 { end } else { (self.base + hole as usize).min(end) };
             let next = hole.next_multiple_of(PAGE_SIZE).min(end);
             runs.push((data, next - data));
-            at = next;
+            match (next < end).then(|| self.first_data(next, end - next)).flatten() {
+                Some(d) => data = d,
+                None => return runs,
+            }
         }
-        runs
     }
 }

@@ -27,6 +27,30 @@ pub fn getrandom(buf: &mut [u8], flags: u32) -> R<usize> {
     unsafe { syscall_retry(libc::SYS_getrandom, args([buf.as_mut_ptr() as u64, buf.len() as u64, flags as u64])) }
 }
 
+/// 16 bytes from the host's random generator (a program's AT_RANDOM),
+/// taken from a page of them read at once: one host call per 256 execs,
+/// not one each. Each is handed out once.
+pub fn random16() -> R<[u8; 16]> {
+    static POOL: std::sync::Mutex<([u8; 4096], usize)> = std::sync::Mutex::new(([0; 4096], 4096));
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let (bytes, used) = &mut *pool;
+    if *used == bytes.len() {
+        // Up to 256 bytes always come whole (getrandom(2)); ask in those.
+        for chunk in bytes.chunks_mut(256) {
+            if getrandom(chunk, 0)? != chunk.len() {
+                return Err(Errno::EAGAIN);
+            }
+        }
+        *used = 0;
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&bytes[*used..*used + 16]);
+    // Not left behind for anyone to find.
+    bytes[*used..*used + 16].fill(0);
+    *used += 16;
+    Ok(out)
+}
+
 pub fn uname() -> libc::utsname {
     // SAFETY: zeroed utsname is valid; uname fills it.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };

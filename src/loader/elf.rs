@@ -82,8 +82,13 @@ fn parse(file: &OpenFile, head: &[u8]) -> Result<(u16, u64, u64, Vec<Phdr>), Exe
         return Err(noexec("bad program header table"));
     }
     let mut raw = vec![0u8; phnum * PHDR_SIZE];
-    if hostfs::pread_local(file.fd(), &mut raw, phoff)? != raw.len() {
-        return Err(noexec("truncated program header table"));
+    let in_head = usize::try_from(phoff).ok().and_then(|at| head.get(at..at.checked_add(raw.len())?));
+    match in_head {
+        Some(table) => raw.copy_from_slice(table),
+        None if hostfs::pread_local(file.fd(), &mut raw, phoff)? != raw.len() => {
+            return Err(noexec("truncated program header table"));
+        }
+        None => {}
     }
     let table: &[ProgramHeader64<LE>] =
         object::pod::slice_from_all_bytes(&raw).map_err(|_| noexec("bad program header table"))?;
@@ -563,7 +568,7 @@ pub fn load(
                         format!("interpreter {}: {}", String::from_utf8_lossy(interp), e.errno.description()),
                     )
                 })?;
-            let mut ihead = vec![0u8; super::BINPRM_BUF_SIZE];
+            let mut ihead = vec![0u8; super::HEAD_READ];
             let n = hostfs::pread_local(ifile.fd(), &mut ihead, 0)?;
             ihead.truncate(n);
             let l = load_one(kernel, space, &ifile, &istat, &ihead, false)?;

@@ -21,6 +21,11 @@ use std::sync::Arc;
 
 /// Linux's BINPRM_BUF_SIZE: how much of a file decides its format.
 const BINPRM_BUF_SIZE: usize = 256;
+
+/// How much of a program's start one host read takes: its format's bytes
+/// and, in most programs, its program header table after them (read
+/// again otherwise).
+const HEAD_READ: usize = 4096;
 /// Nested `#!` interpreters allowed, as Linux.
 const MAX_SCRIPT_DEPTH: usize = 4;
 /// Linux's MAX_ARG_STRLEN.
@@ -169,11 +174,12 @@ pub fn prepare_named(
         // run, a `#!` script no more than an ELF program (the script's mark
         // goes when its interpreter takes its place).
         let program = RunningProgram::of(&stat)?;
-        let mut head = vec![0u8; BINPRM_BUF_SIZE];
+        let mut head = vec![0u8; HEAD_READ];
         let n = hostfs::pread_local(f.fd(), &mut head, 0)?;
         head.truncate(n);
         if head.starts_with(b"#!") {
-            let (interp, arg) = parse_shebang(&head).ok_or(ExecError::new(Errno::ENOEXEC, "bad #! line"))?;
+            let line = &head[..n.min(BINPRM_BUF_SIZE)];
+            let (interp, arg) = parse_shebang(line).ok_or(ExecError::new(Errno::ENOEXEC, "bad #! line"))?;
             // argv becomes: interpreter [arg] script original-args...
             let mut new_argv = vec![interp.clone()];
             new_argv.extend(arg);

@@ -112,8 +112,7 @@ fn write_frame(
     let strings_start = top - 8 - strings;
     let platform = (strings_start & !15) - PLATFORM.len();
     let random = platform - 16;
-    let mut rnd = [0u8; 16];
-    hostsys::getrandom(&mut rnd, 0)?;
+    let rnd = hostsys::random16()?;
     // Strings, lowest first: argv, envp, execfn; then the 8-byte end marker.
     let mut ptrs = Vec::with_capacity(argv.len() + envp.len() + 1);
     let mut at = strings_start;

@@ -710,7 +710,7 @@ impl PhysicalMemory {
             // The usual stack: a few pages at its top.
             return self.mem.zero(first, inner_e - first);
         }
-        for (a, n) in self.mem.populated(first, inner_e - first) {
+        for (a, n) in self.mem.populated_from(first, inner_e) {
             if n > SPARSE_ZERO_MAX {
                 self.mem.discard(a, n);
             } else {
