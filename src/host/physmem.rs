@@ -683,7 +683,10 @@ impl PhysMem {
             let hole = if hole < 0 { end } else { (self.base + hole as usize).min(end) };
             let next = hole.next_multiple_of(PAGE_SIZE).min(end);
             runs.push((data, next - data));
-            match (next < end).then(|| self.first_data(next, end - next)).flatten() {
+            if next == end {
+                return runs;
+            }
+            match self.first_data(next, end - next) {
                 Some(d) => data = d,
                 None => return runs,
             }

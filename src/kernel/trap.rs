@@ -278,8 +278,9 @@ impl ThreadCtx {
     }
 
     /// Whether `f` is a page fault that copy on access between a forked
-    /// parent and child explains (mm::space's cow.rs): resolved, the
-    /// thread retries the access.
+    /// parent and child explains (mm::space's cow.rs), or one another
+    /// thread fixed since it was taken (that copy on access, or an
+    /// mprotect allowing the access): resolved, the thread retries it.
     fn resolve_copy_fault(&mut self, f: &Fault) -> bool {
         const PAGE_FAULT: u64 = 14;
         const WRITE: u64 = 1 << 1;

@@ -269,7 +269,8 @@ impl AddressSpace {
     /// mapping allows the access and nomu's pages there do now. So it was,
     /// when two threads of a parent whose children are gone write the same
     /// write-protected VMA at once: the first fault handled unprotects the
-    /// whole VMA, and the second then finds nothing copied on access there.
+    /// whole VMA, and the second then finds nothing copied on access there
+    /// (or when another thread's mprotect allowed the access meanwhile).
     /// Linux retries such a fault too (its page table entry is already
     /// fixed when the fault handler looks). The page's host protection is
     /// given again first (one host call, on this rare path), so the retry
