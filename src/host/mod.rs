@@ -46,6 +46,14 @@ static nomu_fill_after_host_call: AtomicU8 = AtomicU8::new(1);
 #[no_mangle]
 static nomu_fill_before_guest: AtomicU8 = AtomicU8::new(1);
 
+/// Whether host calls go through the stub that refills the return-stack
+/// predictor after them ([`fill_return_stack`]); else they are made inline
+/// (host::syscall), which saves a `ret`: see there.
+#[inline]
+pub fn return_stack_fill_after_host_call() -> bool {
+    nomu_fill_after_host_call.load(Ordering::Relaxed) != 0
+}
+
 /// The refills pay only against AMD's Speculative Return Stack Overflow
 /// mitigation "Safe RET" on family 17h (Zen 1 and 2; Hygon's 18h is the
 /// same core), so they run only there.

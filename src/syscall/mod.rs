@@ -70,6 +70,7 @@ impl Ctx<'_, '_> {
 }
 
 /// Handles the syscall the guest thread trapped on.
+#[inline(always)]
 pub fn handle(t: &mut ThreadCtx, frame: &mut TrapFrame) {
     let nr = frame.regs.syscall_nr();
     let args = frame.regs.syscall_args();
