@@ -81,6 +81,12 @@ pub fn build(
     // guard page first, then the rest, each changed only if it differs.
     let phys = kernel.phys;
     let base = phys.alloc_unzeroed(size, PAGE_SIZE)?;
+    // alloc_unzeroed leaves stale frames mappings (mm::phys): a stack is
+    // never one, so the range gets its own pages back first. Left, the
+    // program's stack showed those frames (a cached file's pages, once
+    // mapped there): its writes went into the cached file, and every stack
+    // placed over a view of the same frames was one memory.
+    phys.restore(base, size);
     phys.zero(base, size);
     let protected =
         phys.set_prot(base, PAGE_SIZE, 0).and_then(|_| phys.set_prot(base + PAGE_SIZE, size - PAGE_SIZE, prot));
