@@ -601,8 +601,9 @@ impl FileOps for ProcDir {
         let Some(p) = &f.proc else { return Err(Errno::ENOTDIR) };
         let entries = procfs::list(ctx.kernel(), p.node)?;
         let mut pos = f.dir_pos.lock().unwrap();
+        let from = *pos as u64;
         let mut out = Vec::new();
-        for (i, (name, kind, ino)) in entries.iter().enumerate().skip(*pos) {
+        for (at, (name, kind, ino)) in positioned(&entries).filter(|&(at, _)| at >= from) {
             // struct linux_dirent64: ino, off, reclen, type, name, NUL, padded to 8.
             let reclen = (19 + name.len() + 1).next_multiple_of(8);
             if out.len() + reclen > len {
@@ -613,12 +614,12 @@ impl FileOps for ProcDir {
             }
             let mut rec = vec![0u8; reclen];
             rec[0..8].copy_from_slice(&ino.to_le_bytes());
-            rec[8..16].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+            rec[8..16].copy_from_slice(&(at + 1).to_le_bytes());
             rec[16..18].copy_from_slice(&(reclen as u16).to_le_bytes());
             rec[18] = *kind;
             rec[19..19 + name.len()].copy_from_slice(name);
             out.extend(rec);
-            *pos = i + 1;
+            *pos = (at + 1) as usize;
         }
         ctx.mem().write_bytes(buf, &out)?;
         Ok(out.len() as u64)
@@ -628,7 +629,8 @@ impl FileOps for ProcDir {
         proc_fstat(ctx, f, buf)
     }
 
-    /// The position is an entry's index (what getdents gives as d_off).
+    /// The position is one of [`positioned`]'s (what getdents gives as
+    /// d_off); reading goes on from the first entry at or after it.
     fn lseek(&self, _ctx: &Ctx, f: &OpenFile, offset: i64, whence: u32) -> SysResult {
         let mut pos = f.dir_pos.lock().unwrap();
         let new = match whence as i32 {
@@ -643,6 +645,26 @@ impl FileOps for ProcDir {
         *pos = new as usize;
         Ok(new as u64)
     }
+}
+
+/// A /proc directory's entries with their positions, in order: the
+/// leading named ones ("." and "..", /proc's own files) at their index,
+/// each pid, tid or descriptor after them at its number past those, as
+/// Linux's proc places them (/proc/PID/fd: descriptor N at N + 2). So a
+/// position stays an entry's however the others come and go: a program
+/// that closes descriptors while it reads /proc/self/fd (CPython's
+/// subprocess, closing all but pass_fds) sees every one it has not
+/// closed yet, where positions as indices skipped one per close.
+fn positioned(entries: &[(Vec<u8>, u8, u64)]) -> impl Iterator<Item = (u64, &(Vec<u8>, u8, u64))> {
+    let number = |name: &[u8]| std::str::from_utf8(name).ok().and_then(|n| n.parse::<u64>().ok());
+    let named = entries.iter().take_while(|(name, ..)| number(name).is_none()).count();
+    let mut out: Vec<_> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (if i < named { i as u64 } else { number(&e.0).map_or(u64::MAX, |n| n + named as u64) }, e))
+        .collect();
+    out.sort_by_key(|&(at, _)| at);
+    out.into_iter()
 }
 
 /// A file of nomu's /proc: reads come from a memfd of its contents,

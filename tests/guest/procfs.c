@@ -1,5 +1,7 @@
 /* /proc as programs read it: its own device and inode numbers (find and
- * fts see no loop), /proc/self, exe, cwd, fd/ and fdinfo/, maps,
+ * fts see no loop), /proc/self, exe, cwd, fd/ and fdinfo/ (also read a
+ * few entries at a time while the descriptors it lists are closed, as
+ * CPython's subprocess closes all but pass_fds), maps,
  * mountinfo and mounts, cpuinfo, stat, sys/kernel, status's signal
  * masks (SigBlk, SigIgn, SigCgt: CPython's test_subprocess reads SigIgn,
  * which nomu left out), and the errors for
@@ -273,6 +275,61 @@ static void descriptors(const char *exe)
 	close(rw);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* Closes every descriptor from 3 up but `dir` while reading /proc/self/fd
+ * with room for one entry per getdents64, as CPython's _posixsubprocess
+ * does; returns how many such descriptors are still open. On Linux an
+ * entry's position is its descriptor's number, so the closes skip none. */
+static int close_while_listing(int dir)
+{
+	char buf[sizeof(struct dirent64)];
+	long n;
+	while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0)
+		for (long off = 0; off < n;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			char *end;
+			long fd = strtol(e->d_name, &end, 10);
+			if (*end == 0 && end != e->d_name && fd > 2 && fd != dir)
+				close((int)fd);
+			off += e->d_reclen;
+		}
+	CHECK_EQ(n, 0);
+	int left = 0;
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != dir && fcntl(fd, F_GETFD) >= 0)
+			left++;
+	return left;
+}
+
+static void listing_while_closing(void)
+{
+	printf("fd listing while closing\n");
+	pid_t c = fork();
+	if (c == 0) {
+		for (int i = 0; i < 12; i++)
+			open("/dev/null", O_RDONLY);
+		int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY);
+		_exit(dir >= 0 ? close_while_listing(dir) : 100);
+	}
+	int status = -1;
+	CHECK_EQ(waitpid(c, &status, 0), c);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	/* A position given back by lseek resumes there: read one entry at a
+	 * time (24 bytes hold one with a one-letter name), the one after "."
+	 * and ".." is stdin's. */
+	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY);
+	char one[24];
+	CHECK_EQ(syscall(SYS_getdents64, dir, one, sizeof one), 24);
+	CHECK_EQ(syscall(SYS_getdents64, dir, one, sizeof one), 24);
+	off_t after_dots = lseek(dir, 0, SEEK_CUR);
+	CHECK_EQ(syscall(SYS_getdents64, dir, one, sizeof one), 24);
+	CHECK(!strcmp(((struct dirent64 *)one)->d_name, "0"));
+	CHECK_EQ(lseek(dir, after_dots, SEEK_SET), after_dots);
+	CHECK_EQ(syscall(SYS_getdents64, dir, one, sizeof one), 24);
+	CHECK(!strcmp(((struct dirent64 *)one)->d_name, "0"));
+	close(dir);
 }
 
 static void maps(const char *exe)
@@ -569,6 +626,7 @@ int main(int argc, char **argv)
 	identity();
 	links(exe);
 	descriptors(exe);
+	listing_while_closing();
 	maps(exe);
 	mounts();
 	system_files();
