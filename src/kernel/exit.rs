@@ -291,6 +291,9 @@ impl FilesClosed<'_> {
         kernel.tasks.exit(process.pid, zombie, |parent| {
             kernel.signal_process(parent, info);
         });
+        // A session leader's terminal is its session's no more (Linux's
+        // disassociate_ctty at a leader's exit): another may take it.
+        kernel.controlling_ttys.lock().unwrap().remove(&process.pid);
         Exited { process: process.clone() }
     }
 }

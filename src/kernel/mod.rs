@@ -58,6 +58,10 @@ pub struct Kernel {
     pub tasks: Tasks,
     /// The terminal's foreground process group (TIOCSPGRP); 0: init's.
     pub foreground: std::sync::atomic::AtomicU32,
+    /// Each session's controlling terminal (TIOCSCTTY), by session id: the
+    /// terminal's device number. The terminal nomu runs on is no session's
+    /// here (its job control is nomu's, see `foreground`).
+    pub controlling_ttys: std::sync::Mutex<std::collections::HashMap<u32, u64>>,
     pub timers: timer::Timers,
     /// PI futexes with waiters (kernel/futex.rs).
     pub pi_futexes: futex::PiFutexes,
@@ -132,6 +136,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         pids: PidAllocator::new(),
         tasks: Tasks::default(),
         foreground: std::sync::atomic::AtomicU32::new(0),
+        controlling_ttys: Default::default(),
         timers: timer::Timers::default(),
         pi_futexes: Default::default(),
         idle_workers: Default::default(),

@@ -440,9 +440,40 @@ impl FileOps for Terminal {
                 ctx.kernel().foreground.store(pgrp as u32, std::sync::atomic::Ordering::Relaxed);
                 Ok(0)
             }
+            TIOCSCTTY => tiocsctty(ctx, f, arg),
             _ => Err(Errno::ENOTTY),
         }
     }
+}
+
+/// TIOCSCTTY: the terminal becomes the controlling terminal of the
+/// caller's session, which it must lead and which must have none; a
+/// terminal that is another session's is taken from it only by
+/// CAP_SYS_ADMIN asking with 1 (Linux's tiocsctty). login_tty and so
+/// forkpty, script and CPython's pty.fork depend on it.
+fn tiocsctty(ctx: &Ctx, f: &OpenFile, arg: u64) -> SysResult {
+    let tty = hostfs::fstat(f.fd())?.st_rdev;
+    let pid = ctx.process().pid;
+    let (_, sid) = ctx.kernel().tasks.ids(pid).ok_or(Errno::ESRCH)?;
+    let admin = ctx.t.thread.cred.lock().unwrap().capable(crate::kernel::cred::CAP_SYS_ADMIN);
+    let mut ttys = ctx.kernel().controlling_ttys.lock().unwrap();
+    if sid == pid && ttys.get(&sid) == Some(&tty) {
+        return Ok(0);
+    }
+    if sid != pid || ttys.contains_key(&sid) {
+        return Err(Errno::EPERM);
+    }
+    if let Some(owner) = ttys.iter().find(|&(_, &t)| t == tty).map(|(&s, _)| s) {
+        if arg != 1 || !admin {
+            return Err(Errno::EPERM);
+        }
+        ttys.remove(&owner);
+    }
+    if !f.readable() && !admin {
+        return Err(Errno::EPERM);
+    }
+    ttys.insert(sid, tty);
+    Ok(0)
 }
 
 /// /dev/null, served by nomu without a host call: Linux's read_null and
@@ -774,6 +805,7 @@ const TIOCSPTLCK: u64 = 0x4004_5431;
 const TIOCGPTLCK: u64 = 0x8004_5439;
 const TIOCGEXCL: u64 = 0x8004_5440;
 const TIOCGPTPEER: u64 = 0x5441;
+const TIOCSCTTY: u64 = 0x540e;
 
 /// Terminal job control: a process outside the terminal's foreground group
 /// that reads it (SIGTTIN) or changes its settings (SIGTTOU) gets its group
