@@ -1646,6 +1646,9 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
     OWN_CHILD.with(|c| c.set(previous));
     affinity.unpin();
     drop(host);
+    // The time its host thread ran the guest stays this nomu thread's (the
+    // guest thread's), counted now: a thread's host thread may be gone next.
+    crate::host::sys::set_guest_process(before);
     if exited {
         // Its guest is gone (exit, or execve back to the normal path) and
         // it waits in its handler: the next fork may take it.
@@ -1653,7 +1656,6 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
     } else {
         drop(child);
     }
-    crate::host::sys::set_guest_process(before);
 }
 
 thread_local! {

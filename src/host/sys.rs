@@ -4,6 +4,7 @@ use super::check;
 use super::physmem::GuestRange;
 use super::syscall::{args, syscall, syscall_retry};
 use crate::abi::errno::Errno;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU32;
 
 type R<T> = Result<T, Errno>;
@@ -296,51 +297,142 @@ pub fn fs_base() -> u64 {
     FS_BASE.with(|v| *v)
 }
 
-thread_local! {
-    /// The host process that runs this host thread's guest code, when that
-    /// is not this thread itself (sysemu's tracee, split's child): its CPU
-    /// time is the guest's user time.
-    static GUEST_PROCESS: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+/// The CPU time of the host processes that ran a host thread's guest code
+/// (sysemu's tracee, split's child, a forked guest's own host process):
+/// the guest's user time, counted for the host thread that drives them.
+#[derive(Clone, Copy, Default)]
+struct GuestAccount {
+    /// The host process running its guest code now (0: none).
+    pid: i32,
+    /// That process's CPU time when it was set: a kept or pooled host
+    /// process comes with the time of the guests it ran before.
+    base: std::time::Duration,
+    /// What the host processes it drove before that used meanwhile.
+    earlier: std::time::Duration,
 }
 
-/// Notes the host process running this host thread's guest code.
+impl GuestAccount {
+    fn used(&self) -> std::time::Duration {
+        let now = if self.pid > 0 { task_run_time(self.pid).saturating_sub(self.base) } else { Default::default() };
+        self.earlier + now
+    }
+}
+
+/// Each host thread's [`GuestAccount`], by host thread id: read by the
+/// thread itself ([`thread_rusage`]) and by others ([`thread_cpu_time_of`]).
+static GUEST_ACCOUNTS: std::sync::Mutex<BTreeMap<i32, GuestAccount>> = std::sync::Mutex::new(BTreeMap::new());
+
+/// Notes the host process running this host thread's guest code (0: none
+/// now); what the last one used stays this host thread's.
 pub fn set_guest_process(pid: i32) {
-    GUEST_PROCESS.with(|g| g.set(pid));
+    // A kept host process's time since its last guest ended is the setting
+    // up of this one: counted for it, and no read needed here.
+    let base = if pid > 0 { last_known_run_time(pid) } else { Default::default() };
+    let mut all = GUEST_ACCOUNTS.lock().unwrap();
+    let account = all.entry(gettid()).or_default();
+    *account = GuestAccount { pid, base, earlier: account.used() };
 }
 
 /// The host process set by [`set_guest_process`] (0: none).
 pub fn guest_process() -> i32 {
-    GUEST_PROCESS.with(|g| g.get())
+    GUEST_ACCOUNTS.lock().unwrap().get(&gettid()).map_or(0, |a| a.pid)
 }
 
-/// The CPU time a host process has used (0 if it cannot be read).
-fn process_cpu_time(pid: i32) -> std::time::Duration {
-    let mut clock: libc::clockid_t = 0;
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid output pointers; the clock id comes from the host.
-    let ok = unsafe { libc::clock_getcpuclockid(pid, &mut clock) == 0 && libc::clock_gettime(clock, &mut ts) == 0 };
-    if ok {
-        std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-    } else {
-        std::time::Duration::ZERO
+/// The guest time of host thread `tid`'s host processes so far.
+fn guest_time_of(tid: i32) -> std::time::Duration {
+    GUEST_ACCOUNTS.lock().unwrap().get(&tid).map_or(Default::default(), |a| a.used())
+}
+
+/// The run time of host task `tid` (a thread of any host process: a
+/// forked guest's threads are threads of one) as its scheduler counted it
+/// (`/proc/TID/schedstat`; 0 if it cannot be read). A process's CPU clock
+/// would count all its threads, and another process's thread clocks
+/// cannot be read. Each task's file stays open for the next read (one
+/// pread: opening it cost a fork ~5 us), and its last value is kept:
+/// `last_known` gives it without a read.
+fn task_run_time(tid: i32) -> std::time::Duration {
+    use std::os::unix::fs::FileExt;
+    /// Open files kept at most (a task that ended is dropped when read).
+    const KEPT: usize = 512;
+    let mut files = TASK_FILES.lock().unwrap();
+    let read = |f: &std::fs::File| {
+        let mut buf = [0u8; 64];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_whitespace().next()?.parse::<u64>().ok()
+    };
+    let known = files.get(&tid).and_then(|(f, _)| read(f));
+    let ns = known.or_else(|| {
+        files.remove(&tid);
+        let f = std::fs::File::open(format!("/proc/{tid}/schedstat")).ok()?;
+        let ns = read(&f)?;
+        if files.len() >= KEPT {
+            files.clear();
+        }
+        files.insert(tid, (f, ns));
+        Some(ns)
+    });
+    match ns {
+        Some(ns) => {
+            if let Some(entry) = files.get_mut(&tid) {
+                entry.1 = ns;
+            }
+            std::time::Duration::from_nanos(ns)
+        }
+        None => std::time::Duration::ZERO,
     }
 }
 
+/// [`task_run_time`]'s last reading of `tid`, else a new one.
+fn last_known_run_time(tid: i32) -> std::time::Duration {
+    let last = TASK_FILES.lock().unwrap().get(&tid).map(|&(_, ns)| ns);
+    last.map_or_else(|| task_run_time(tid), std::time::Duration::from_nanos)
+}
+
+/// [`task_run_time`]'s open files and last readings, by task id.
+static TASK_FILES: std::sync::Mutex<BTreeMap<i32, (std::fs::File, u64)>> = std::sync::Mutex::new(BTreeMap::new());
+
 /// Resource usage of the calling host thread (a guest thread's whole life
-/// runs on one), with the CPU time of the host process that runs its guest
-/// code (if another) counted as user time.
+/// runs on one), with the CPU time of the host processes that ran its
+/// guest code (see [`set_guest_process`]) counted as user time.
 pub fn thread_rusage() -> libc::rusage {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut r: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid output pointer.
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
-    let guest = GUEST_PROCESS.with(std::cell::Cell::get);
-    if guest > 0 {
-        let t = std::time::Duration::new(r.ru_utime.tv_sec as u64, r.ru_utime.tv_usec as u32 * 1000)
-            + process_cpu_time(guest);
+    let guest = guest_time_of(gettid());
+    if !guest.is_zero() {
+        let t = std::time::Duration::new(r.ru_utime.tv_sec as u64, r.ru_utime.tv_usec as u32 * 1000) + guest;
         r.ru_utime = libc::timeval { tv_sec: t.as_secs() as i64, tv_usec: t.subsec_micros() as i64 };
     }
     r
+}
+
+/// The user and system time of host thread `tid` of nomu's own process
+/// (none for 0), counted as [`thread_rusage`] counts the calling thread's,
+/// from any thread: its run time to the nanosecond, split in the ratio of
+/// its sampled user and system time (Linux's cputime_adjust, which the
+/// calling thread's getrusage gets), plus its guest processes' time as
+/// user time.
+pub fn thread_cpu_time_of(tid: i32) -> (std::time::Duration, std::time::Duration) {
+    use std::time::Duration;
+    if tid <= 0 {
+        return (Duration::ZERO, Duration::ZERO);
+    }
+    // A host thread's CPU clock (Linux's CPUCLOCK_PERTHREAD): PROF is
+    // user + system, VIRT user, SCHED the run time.
+    let clock = |which: i32| {
+        clock_gettime(((!tid) << 3) | 4 | which).map_or(0u128, |t| t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128)
+    };
+    let (prof, virt, run) = (clock(0), clock(1), clock(2));
+    let user = if virt == 0 {
+        0
+    } else if virt >= prof {
+        run
+    } else {
+        run * virt / prof
+    };
+    (Duration::from_nanos(user as u64) + guest_time_of(tid), Duration::from_nanos((run - user) as u64))
 }
 
 extern "C" {

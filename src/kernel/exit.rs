@@ -188,10 +188,18 @@ impl<'a> Released<'a> {
     fn leave_group(self) -> Option<LastThread<'a>> {
         let Exiting { kernel, thread, status } = self.exiting;
         let process = &thread.process;
+        let (user, system) = thread.cpu_time();
         let last = {
             let mut threads = process.threads.lock().unwrap();
             threads.retain(|t| !Arc::ptr_eq(t, thread));
             threads.is_empty()
+        };
+        // Its CPU time stays its process's (Linux's __exit_signal).
+        let (ended_user, ended_system) = {
+            let mut ended = process.ended_threads_cpu.lock().unwrap();
+            ended.0 += user;
+            ended.1 += system;
+            *ended
         };
         process.thread_left.notify();
         process.pidfd_wait.notify();
@@ -219,7 +227,13 @@ impl<'a> Released<'a> {
             };
             kernel.log(&format!("[{}] +++ {what} +++", thread.tid()));
         }
-        Some(LastThread { kernel, thread, status, rusage: thread.rusage() })
+        // The zombie's usage is its process's: every thread's CPU time.
+        let mut rusage = thread.rusage();
+        rusage.ru_utime =
+            libc::timeval { tv_sec: ended_user.as_secs() as i64, tv_usec: ended_user.subsec_micros() as i64 };
+        rusage.ru_stime =
+            libc::timeval { tv_sec: ended_system.as_secs() as i64, tv_usec: ended_system.subsec_micros() as i64 };
+        Some(LastThread { kernel, thread, status, rusage })
     }
 }
 

@@ -150,9 +150,24 @@ pub struct Process {
     pub posix_timers: Mutex<super::timer::PosixTimers>,
     /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
     pub children_usage: Mutex<(Duration, Duration)>,
+    /// User and system time of its threads that have ended (Linux's
+    /// signal->utime and stime): with its live threads', its CPU time.
+    pub ended_threads_cpu: Mutex<(Duration, Duration)>,
 }
 
 impl Process {
+    /// Its user and system time: its ended threads' and its live ones'
+    /// (getrusage RUSAGE_SELF, times, CLOCK_PROCESS_CPUTIME_ID).
+    pub fn cpu_time(&self) -> (Duration, Duration) {
+        let (mut u, mut s) = *self.ended_threads_cpu.lock().unwrap();
+        for t in self.threads.lock().unwrap().iter() {
+            let (tu, ts) = t.cpu_time();
+            u += tu;
+            s += ts;
+        }
+        (u, s)
+    }
+
     /// The first process: nomu's own limits and umask, an empty address
     /// space.
     pub fn new_init(pid: u32, phys: &'static PhysicalMemory) -> Process {
@@ -223,6 +238,7 @@ impl Process {
             real_timer: Mutex::new(Default::default()),
             posix_timers: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
+            ended_threads_cpu: Mutex::new(Default::default()),
             stopped: AtomicI32::new(0),
             continued: Event::new(),
             thread_left: Event::new(),
@@ -418,6 +434,23 @@ impl Thread {
         self.tid.store(self.process.pid, Ordering::Relaxed);
     }
 
+    /// Its user and system time so far, as [`Thread::rusage`] counts them,
+    /// asked from any host thread.
+    pub fn cpu_time(&self) -> (Duration, Duration) {
+        let on_own = self.host_tid.load(Ordering::Relaxed) == crate::host::sys::gettid();
+        if on_own {
+            let r = self.rusage();
+            return (timeval_duration(r.ru_utime), timeval_duration(r.ru_stime));
+        }
+        let st = self.state.lock().unwrap();
+        let (base_u, base_s) = (timeval_duration(st.cpu_base.0), timeval_duration(st.cpu_base.1));
+        let (u, s) = match st.cpu_end {
+            Some((u, s)) => (timeval_duration(u), timeval_duration(s)),
+            None => crate::host::sys::thread_cpu_time_of(self.host_tid.load(Ordering::Relaxed)),
+        };
+        (u.saturating_sub(base_u), s.saturating_sub(base_s))
+    }
+
     /// Resource usage of this guest thread: the host thread's, with the CPU
     /// times of earlier guest threads on the same host thread taken out.
     pub fn rusage(&self) -> libc::rusage {
@@ -538,6 +571,10 @@ impl Thread {
         self.process.signal_queued.notify();
         queued
     }
+}
+
+pub fn timeval_duration(t: libc::timeval) -> Duration {
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_usec.clamp(0, 999_999) as u32 * 1000)
 }
 
 /// a - b, never below zero.

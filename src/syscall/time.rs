@@ -16,26 +16,81 @@ fn read_timespec(ctx: &Ctx, ptr: u64) -> Result<libc::timespec, Errno> {
 }
 
 pub fn sys_clock_gettime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
-    let mut ts = hostsys::clock_gettime(clock)?;
-    if clock == libc::CLOCK_THREAD_CPUTIME_ID {
-        // The host thread's time, less what it ran before this guest thread
-        // (an idle worker is reused: a new thread started at another's
-        // total), as getrusage(RUSAGE_THREAD) counts.
-        let (u, s) = ctx.t.thread.state.lock().unwrap().cpu_base;
-        let base = (u.tv_sec + s.tv_sec) as i128 * 1_000_000_000 + (u.tv_usec + s.tv_usec) as i128 * 1000;
-        let ns = (ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128 - base).max(0);
-        ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
-    }
+    let ts = match clock {
+        libc::CLOCK_THREAD_CPUTIME_ID => {
+            let mut ts = hostsys::clock_gettime(clock)?;
+            // The host thread's time, less what it ran before this guest
+            // thread (an idle worker is reused: a new thread started at
+            // another's total), as getrusage(RUSAGE_THREAD) counts.
+            let (u, s) = ctx.t.thread.state.lock().unwrap().cpu_base;
+            let base = (u.tv_sec + s.tv_sec) as i128 * 1_000_000_000 + (u.tv_usec + s.tv_usec) as i128 * 1000;
+            let ns = (ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128 - base).max(0);
+            ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
+            ts
+        }
+        // The guest process's, not nomu's (every guest's and nomu's own).
+        libc::CLOCK_PROCESS_CPUTIME_ID => {
+            let (u, s) = ctx.process().cpu_time();
+            dur_to_ts(u + s)
+        }
+        c if c < 0 => dur_to_ts(cpu_clock(ctx, c)?),
+        c => hostsys::clock_gettime(c)?,
+    };
     ctx.mem().write(tp, &ts)?;
     Ok(0)
 }
 
 pub fn sys_clock_getres(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
-    let ts = hostsys::clock_getres(clock)?;
+    let ts = if clock < 0 {
+        // Linux's posix_cpu_clock_getres: a nanosecond for the run time
+        // (SCHED), a tick for the sampled user and system time.
+        cpu_clock(ctx, clock)?;
+        if clock & 3 == CPUCLOCK_SCHED {
+            libc::timespec { tv_sec: 0, tv_nsec: 1 }
+        } else {
+            hostsys::clock_getres(!0 << 3)? // nomu's own process's PROF clock: the host's tick
+        }
+    } else {
+        hostsys::clock_getres(clock)?
+    };
     if tp != 0 {
         ctx.mem().write(tp, &ts)?;
     }
     Ok(0)
+}
+
+const CPUCLOCK_PROF: i32 = 0;
+const CPUCLOCK_VIRT: i32 = 1;
+const CPUCLOCK_SCHED: i32 = 2;
+
+/// A CPU clock named by a process or thread id (clock_getcpuclockid,
+/// pthread_getcpuclockid: `(~id << 3) | perthread | which`), read as
+/// Linux's posix_cpu_clock_get does: a thread's only from its own process,
+/// any process's; id 0 the caller's. The guest's ids, never the host's
+/// (passed through, the host read a host process's clock). Descriptor
+/// clocks (`& 7 == 3`, PTP devices) are not provided.
+fn cpu_clock(ctx: &Ctx, clock: i32) -> Result<Duration, Errno> {
+    let (id, thread, which) = (!(clock >> 3) as u32, clock & 4 != 0, clock & 3);
+    if which == 3 {
+        return Err(Errno::EINVAL);
+    }
+    let (u, s) = if thread {
+        if id == 0 {
+            ctx.t.thread.cpu_time()
+        } else {
+            let t = ctx.process().threads.lock().unwrap().iter().find(|t| t.tid() == id).cloned();
+            t.ok_or(Errno::EINVAL)?.cpu_time()
+        }
+    } else if id == 0 || id == ctx.process().pid {
+        ctx.process().cpu_time()
+    } else {
+        ctx.kernel().tasks.process(id).ok_or(Errno::EINVAL)?.cpu_time()
+    };
+    Ok(match which {
+        CPUCLOCK_VIRT => u,
+        CPUCLOCK_PROF | CPUCLOCK_SCHED => u + s,
+        _ => unreachable!(),
+    })
 }
 
 /// The host's clock is never a guest's to set: after Linux's own checks,
@@ -251,7 +306,8 @@ pub fn sys_alarm(ctx: &mut Ctx, secs: u32) -> SysResult {
 fn usage_times(ctx: &Ctx, who: i32) -> Result<(Duration, Duration), Errno> {
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     match who {
-        libc::RUSAGE_SELF | libc::RUSAGE_THREAD => {
+        libc::RUSAGE_SELF => Ok(ctx.process().cpu_time()),
+        libc::RUSAGE_THREAD => {
             let r = ctx.t.thread.rusage();
             Ok((tv(r.ru_utime), tv(r.ru_stime)))
         }
