@@ -113,6 +113,35 @@ impl Drop for Pinned {
     }
 }
 
+/// [`UserMem::runs`]: a buffer's pinned runs of physical pages, in order.
+pub struct Runs {
+    first: Pinned,
+    more: Vec<Pinned>,
+}
+
+impl Runs {
+    /// The bytes they cover (the buffer's accessible prefix).
+    pub fn len(&self) -> usize {
+        self.first.len() + self.more.iter().map(|p| p.len()).sum::<usize>()
+    }
+
+    /// Calls `call` with the runs as ranges for one host call (a readv or
+    /// writev when there are several).
+    pub fn with_ranges<T>(&self, call: impl FnOnce(&[GuestRange]) -> T) -> T {
+        if self.more.is_empty() {
+            call(&[*self.first])
+        } else {
+            let all: Vec<GuestRange> = std::iter::once(*self.first).chain(self.more.iter().map(|p| **p)).collect();
+            call(&all)
+        }
+    }
+
+    /// The pins, for a caller that keeps them with other buffers' pins.
+    pub fn into_pins(self) -> impl Iterator<Item = Pinned> {
+        std::iter::once(self.first).chain(self.more)
+    }
+}
+
 impl<'a> UserMem<'a> {
     pub fn new(space: &'a SharedSpace) -> UserMem<'a> {
         UserMem { space }
@@ -151,6 +180,31 @@ impl<'a> UserMem<'a> {
         let range = GuestRange::new(at, ok).filter(|_| ok > 0).ok_or(Errno::EFAULT)?;
         space.pin(range.addr(), range.len());
         Ok(Pinned { space: self.space.clone(), range, mermap: None })
+    }
+
+    /// [`Self::range`] and the runs after it, as long as the buffer stays
+    /// accessible: a forked child's buffer over two of its mappings is two
+    /// runs of physical pages, and the host call gets both, as Linux's copy
+    /// would reach both (one run cut a 2 MiB pipe read of CPython's
+    /// multiprocessing short, which it took for EFAULT). EFAULT only when
+    /// not even the first byte is accessible. Secret memory's one mermap
+    /// mapping is not followed by another.
+    pub fn runs(&self, addr: u64, len: usize, write: bool) -> Result<Runs, Errno> {
+        let first = self.range(addr, len, write)?;
+        let mut done = first.len();
+        let mut more = Vec::new();
+        if first.mermap.is_none() {
+            while done < len {
+                match self.range(addr + done as u64, len - done, write) {
+                    Ok(r) if r.len() > 0 && r.mermap.is_none() => {
+                        done += r.len();
+                        more.push(r);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(Runs { first, more })
     }
 
     /// Runs `call` (a copy, or a host call that never blocks: fstat into

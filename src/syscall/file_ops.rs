@@ -45,14 +45,15 @@ pub enum MapSource {
 pub trait FileOps: Sync {
     /// read(2) of up to `len` bytes into the guest's `buf`.
     fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
-        let buf = ctx.mem().range(buf, len, true)?;
-        hostfs::read(f.fd(), *buf).map(|n| n as u64)
+        let runs = ctx.mem().runs(buf, len, true)?;
+        runs.with_ranges(|r| if r.len() == 1 { hostfs::read(f.fd(), r[0]) } else { hostfs::readv(f.fd(), r) })
+            .map(|n| n as u64)
     }
 
     /// write(2) of `len` bytes from the guest's `buf`.
     fn write(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
-        let buf = ctx.mem().range(buf, len, false)?;
-        self.writev(ctx, f, &[*buf])
+        let runs = ctx.mem().runs(buf, len, false)?;
+        runs.with_ranges(|r| self.writev(ctx, f, r))
     }
 
     /// Reads into checked guest ranges, in order.
@@ -230,17 +231,17 @@ struct Stream;
 
 impl FileOps for Stream {
     fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
-        let buf = ctx.mem().range(buf, len, true)?;
-        if buf.len() < len && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
+        let runs = ctx.mem().runs(buf, len, true)?;
+        if runs.len() < len && matches!(f.kind(), FileKind::Fifo | FileKind::Socket) {
             // A pipe read that would fault part-way fails whole, consuming
             // nothing (Linux copies each pipe buffer in one piece).
             let mut avail = [0u8; 4];
             hostfs::ioctl(f.fd(), FIONREAD, Some(&mut avail), 0)?;
-            if u32::from_ne_bytes(avail) as usize > buf.len() {
+            if u32::from_ne_bytes(avail) as usize > runs.len() {
                 return Err(Errno::EFAULT);
             }
         }
-        blocking_io(ctx, f, false, &[*buf])
+        runs.with_ranges(|r| blocking_io(ctx, f, false, r))
     }
 
     fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {

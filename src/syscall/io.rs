@@ -120,8 +120,15 @@ pub fn sys_pread64(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize, pos: 
     }
     let f = ctx.io_file(fd)?;
     rw_in_order(&f, false, true, buf, len, || {
-        let buf = ctx.mem().range(buf, count(len), true)?;
-        hostfs::pread(f.fd(), *buf, pos).map(|n| n as u64)
+        let runs = ctx.mem().runs(buf, count(len), true)?;
+        runs.with_ranges(|r| {
+            if r.len() == 1 {
+                hostfs::pread(f.fd(), r[0], pos)
+            } else {
+                hostfs::preadv2(f.fd(), r, pos, 0)
+            }
+        })
+        .map(|n| n as u64)
     })
 }
 
@@ -132,8 +139,15 @@ pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos
     }
     let f = ctx.io_file(fd)?;
     rw_in_order(&f, true, true, buf, len, || {
-        let buf = ctx.mem().range(buf, count(len), false)?;
-        hostfs::pwrite(f.fd(), *buf, pos).map(|n| n as u64)
+        let runs = ctx.mem().runs(buf, count(len), false)?;
+        runs.with_ranges(|r| {
+            if r.len() == 1 {
+                hostfs::pwrite(f.fd(), r[0], pos)
+            } else {
+                hostfs::pwritev2(f.fd(), r, pos, 0)
+            }
+        })
+        .map(|n| n as u64)
     })
 }
 
@@ -178,10 +192,10 @@ pub(super) fn iov_ranges(ctx: &Ctx, iov: u64, cnt: u32, write: bool) -> Result<I
         if short || v.len == 0 {
             continue;
         }
-        match mem.range(v.base, count(v.len as usize), write) {
+        match mem.runs(v.base, count(v.len as usize), write) {
             Ok(r) => {
                 short = r.len() < v.len as usize;
-                ranges.push(r);
+                ranges.extend(r.into_pins());
             }
             Err(e) if ranges.is_empty() => return Err(e),
             Err(_) => short = true,
