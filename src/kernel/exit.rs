@@ -302,12 +302,13 @@ impl FilesClosed<'_> {
         let uid = thread.cred.lock().unwrap().uid;
         let info = SigInfo::child(code, process.pid, uid, value);
         let zombie = crate::kernel::task::Zombie { status, rusage, uid };
+        // A session leader's terminal is its session's no more (Linux's
+        // disassociate_ctty at a leader's exit): another may take it, from
+        // before the parent's wait returns.
+        kernel.controlling_ttys.lock().unwrap().remove(&process.pid);
         kernel.tasks.exit(process.pid, zombie, |parent| {
             kernel.signal_process(parent, info);
         });
-        // A session leader's terminal is its session's no more (Linux's
-        // disassociate_ctty at a leader's exit): another may take it.
-        kernel.controlling_ttys.lock().unwrap().remove(&process.pid);
         Exited { process: process.clone() }
     }
 }
