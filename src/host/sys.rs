@@ -338,6 +338,12 @@ pub fn guest_process() -> i32 {
     GUEST_ACCOUNTS.lock().unwrap().get(&gettid()).map_or(0, |a| a.pid)
 }
 
+/// The calling host thread's guest processes' time so far (see
+/// [`set_guest_process`]).
+pub fn own_guest_time() -> std::time::Duration {
+    guest_time_of(gettid())
+}
+
 /// The guest time of host thread `tid`'s host processes so far.
 fn guest_time_of(tid: i32) -> std::time::Duration {
     GUEST_ACCOUNTS.lock().unwrap().get(&tid).map_or(Default::default(), |a| a.used())

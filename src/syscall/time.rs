@@ -19,12 +19,14 @@ pub fn sys_clock_gettime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> Sys
     let ts = match clock {
         libc::CLOCK_THREAD_CPUTIME_ID => {
             let mut ts = hostsys::clock_gettime(clock)?;
-            // The host thread's time, less what it ran before this guest
+            // The host thread's time and its guest processes' (sysemu's
+            // tracee, split's child), less what it ran before this guest
             // thread (an idle worker is reused: a new thread started at
             // another's total), as getrusage(RUSAGE_THREAD) counts.
             let (u, s) = ctx.t.thread.state.lock().unwrap().cpu_base;
             let base = (u.tv_sec + s.tv_sec) as i128 * 1_000_000_000 + (u.tv_usec + s.tv_usec) as i128 * 1000;
-            let ns = (ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128 - base).max(0);
+            let guest = hostsys::own_guest_time().as_nanos() as i128;
+            let ns = (ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128 + guest - base).max(0);
             ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as i64, tv_nsec: (ns % 1_000_000_000) as i64 };
             ts
         }

@@ -6,7 +6,8 @@
  *
  * - two threads burn CPU; afterwards the process's CPU time (its clock,
  *   getrusage, times) is at least what each thread measured of its own;
- * - another thread's clock, read while it runs, shows what it has burnt;
+ * - another thread's clock, read while it runs, shows what it has burnt,
+ *   and a thread's own clock what its getrusage(RUSAGE_THREAD) counts;
  * - a child with two busy threads: the parent's clock does not move
  *   meanwhile, and wait4's rusage has all the child's time;
  * - clocks of no such thread or process are errors. */
@@ -113,6 +114,9 @@ int main(void)
 	CHECK_EQ(pthread_join(t2, NULL), 0);
 	long long mine = own_thread_ns();
 	long long sum = used + used2 + mine - 2000000;
+	/* The thread's own clock counts what its getrusage does. */
+	long long burnt = burn(BURN_MS / 4);
+	CHECK(clock_ns(CLOCK_THREAD_CPUTIME_ID) >= burnt - 2000000);
 	CHECK(used >= BURN_MS * 1000000ll - 2000000);
 	CHECK(clock_ns(CLOCK_PROCESS_CPUTIME_ID) >= sum);
 	clockid_t pc;
