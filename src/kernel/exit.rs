@@ -229,10 +229,8 @@ impl<'a> Released<'a> {
         }
         // The zombie's usage is its process's: every thread's CPU time.
         let mut rusage = thread.rusage();
-        rusage.ru_utime =
-            libc::timeval { tv_sec: ended_user.as_secs() as i64, tv_usec: ended_user.subsec_micros() as i64 };
-        rusage.ru_stime =
-            libc::timeval { tv_sec: ended_system.as_secs() as i64, tv_usec: ended_system.subsec_micros() as i64 };
+        rusage.ru_utime = super::process::duration_timeval(ended_user);
+        rusage.ru_stime = super::process::duration_timeval(ended_system);
         Some(LastThread { kernel, thread, status, rusage })
     }
 }

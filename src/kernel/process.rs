@@ -577,6 +577,10 @@ pub fn timeval_duration(t: libc::timeval) -> Duration {
     Duration::new(t.tv_sec.max(0) as u64, t.tv_usec.clamp(0, 999_999) as u32 * 1000)
 }
 
+pub fn duration_timeval(d: Duration) -> libc::timeval {
+    libc::timeval { tv_sec: d.as_secs() as i64, tv_usec: d.subsec_micros() as i64 }
+}
+
 /// a - b, never below zero.
 pub fn timeval_sub(a: libc::timeval, b: libc::timeval) -> libc::timeval {
     let us = ((a.tv_sec - b.tv_sec) * 1_000_000 + (a.tv_usec - b.tv_usec)).max(0);

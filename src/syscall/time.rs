@@ -4,6 +4,7 @@ use super::args::UserPtr;
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
+use crate::kernel::process::duration_timeval;
 use crate::kernel::timer::RealTimer;
 use std::time::{Duration, Instant};
 
@@ -116,13 +117,7 @@ pub fn sys_clock_settime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> Sys
         // CLOCK_*_CPUTIME_ID names have no clock_set (EINVAL).
         c if c < 0 && c & 7 != CLOCKFD => {
             ctx.mem().read::<libc::timespec>(tp)?;
-            let id = !(c >> 3) as u32;
-            let known = if c & 4 != 0 {
-                id == 0 || ctx.process().threads.lock().unwrap().iter().any(|t| t.tid() == id)
-            } else {
-                id == 0 || ctx.kernel().tasks.process(id).is_some()
-            };
-            Err(if known && c & 3 != 3 { Errno::EPERM } else { Errno::EINVAL })
+            Err(cpu_clock(ctx, c).map_or(Errno::EINVAL, |_| Errno::EPERM))
         }
         _ => Err(Errno::EINVAL),
     }
@@ -254,16 +249,12 @@ fn tv_to_dur(tv: &libc::timeval) -> Result<Duration, Errno> {
     Ok(Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000))
 }
 
-fn dur_to_tv(d: Duration) -> libc::timeval {
-    libc::timeval { tv_sec: d.as_secs() as i64, tv_usec: d.subsec_micros() as i64 }
-}
-
 /// The current setting as `struct itimerval` (interval, time left).
 fn itimer_value(t: &RealTimer) -> [libc::timeval; 2] {
     let left = t.deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
     // A timer about to fire still reads as running, as on Linux.
     let left = if t.deadline.is_some() && left.is_zero() { Duration::from_micros(1) } else { left };
-    [dur_to_tv(t.interval), dur_to_tv(left)]
+    [duration_timeval(t.interval), duration_timeval(left)]
 }
 
 pub fn sys_getitimer(ctx: &mut Ctx, which: i32, UserPtr(value): UserPtr) -> SysResult {
@@ -306,13 +297,9 @@ pub fn sys_alarm(ctx: &mut Ctx, secs: u32) -> SysResult {
 }
 
 fn usage_times(ctx: &Ctx, who: i32) -> Result<(Duration, Duration), Errno> {
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     match who {
         libc::RUSAGE_SELF => Ok(ctx.process().cpu_time()),
-        libc::RUSAGE_THREAD => {
-            let r = ctx.t.thread.rusage();
-            Ok((tv(r.ru_utime), tv(r.ru_stime)))
-        }
+        libc::RUSAGE_THREAD => Ok(ctx.t.thread.cpu_time()),
         libc::RUSAGE_CHILDREN => Ok(*ctx.process().children_usage.lock().unwrap()),
         _ => Err(Errno::EINVAL),
     }
@@ -321,8 +308,8 @@ fn usage_times(ctx: &Ctx, who: i32) -> Result<(Duration, Duration), Errno> {
 pub fn sys_getrusage(ctx: &mut Ctx, who: i32, UserPtr(ru): UserPtr) -> SysResult {
     let (u, s) = usage_times(ctx, who)?;
     let mut r = if who == libc::RUSAGE_CHILDREN { crate::host::pod::zeroed() } else { ctx.t.thread.rusage() };
-    r.ru_utime = dur_to_tv(u);
-    r.ru_stime = dur_to_tv(s);
+    r.ru_utime = duration_timeval(u);
+    r.ru_stime = duration_timeval(s);
     ctx.mem().write(ru, &r)?;
     Ok(0)
 }
