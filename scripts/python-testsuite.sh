@@ -3,8 +3,11 @@
 # and under nomu, and prints per module the counts of ok/FAIL/ERROR/skipped tests
 # and the tests whose outcome differs. See docs/python-testsuite.md.
 #
-#   scripts/python-testsuite.sh [-e ENTRY] [-t SECONDS] [-o OUTDIR] MODULE...
+#   scripts/python-testsuite.sh [-e ENTRY] [-m MEM] [-t SECONDS] [-o OUTDIR] MODULE...
 #
+# MEM is nomu's --mem (default 1G): test_multiprocessing_fork's 100 forked
+# children of the test process each hold ~10 MiB of copies (natively ~1.5 MiB
+# shared copy-on-write), 2G is what it needs.
 # Each run gets a TMPDIR of its own: regrtest works in $TMPDIR/test_python_PID,
 # and every nomu guest's first process is pid 1, so two runs sharing /tmp
 # would share (and remove) each other's working directory.
@@ -13,11 +16,13 @@
 # Needs: apt-get install -y libpython3.11-testsuite; target/release/nomu built.
 set -u
 entry=seccomp
+mem=1G
 limit=600
 out=/tmp/python-testsuite
-while getopts e:t:o: opt; do
+while getopts e:m:t:o: opt; do
 	case $opt in
 	e) entry=$OPTARG ;;
+	m) mem=$OPTARG ;;
 	t) limit=$OPTARG ;;
 	o) out=$OPTARG ;;
 	*) exit 2 ;;
@@ -46,7 +51,7 @@ for spec in "$@"; do
 	TMPDIR=$PWD/tmp.$m.native timeout -k 10 "$limit" /usr/bin/python3 -m test -v $opts "$m" >"$m.native.log" 2>&1
 	echo "native rc=$?" >>"$m.native.log"
 	# shellcheck disable=SC2086
-	TMPDIR=$PWD/tmp.$m.nomu timeout -k 10 "$limit" "$nomu" run --entry "$entry" -- /usr/bin/python3 -m test -v $opts "$m" >"$m.nomu.log" 2>&1
+	TMPDIR=$PWD/tmp.$m.nomu timeout -k 10 "$limit" "$nomu" run --entry "$entry" --mem "$mem" -- /usr/bin/python3 -m test -v $opts "$m" >"$m.nomu.log" 2>&1
 	echo "nomu rc=$?" >>"$m.nomu.log"
 	outcomes "$m.native.log" >"$m.native.res"
 	outcomes "$m.nomu.log" >"$m.nomu.res"

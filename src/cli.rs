@@ -115,6 +115,12 @@ fn command() -> Command {
                         .help("Strict no-MMU: fork and clone without CLONE_VM fail with EINVAL"),
                 )
                 .arg(
+                    Arg::new("strict-fork")
+                        .long("strict-fork")
+                        .action(ArgAction::SetTrue)
+                        .help("Charge a forked child's whole copy of its parent's memory at fork, as Linux's vm.overcommit_memory=2 would: fork fails with ENOMEM past --mem, where by default the copy is charged as it is made and a child whose copy does not fit is killed"),
+                )
+                .arg(
                     Arg::new("trace")
                         .long("trace")
                         .action(ArgAction::SetTrue)
@@ -213,6 +219,7 @@ fn run(m: &ArgMatches) -> i32 {
         .and_then(|p| crate::mm::phys::UnmappedPolicy::parse(p))
         .unwrap_or(crate::mm::phys::UnmappedPolicy::Pooled);
     let fork = !m.get_flag("no-fork");
+    let strict_fork = m.get_flag("strict-fork");
     let entry = m.get_one::<String>("entry").map(|n| EntryKind::parse(n).unwrap());
     let env_overrides: Vec<Vec<u8>> = m.get_many::<Vec<u8>>("env").into_iter().flatten().cloned().collect();
     let program = m.get_one::<OsString>("program").unwrap();
@@ -235,7 +242,7 @@ fn run(m: &ArgMatches) -> i32 {
         set_env(&mut envp, kv);
     }
 
-    let kernel = match kernel::boot(Config { root, mem, trace, entry, unmapped, fork }) {
+    let kernel = match kernel::boot(Config { root, mem, trace, entry, unmapped, fork, strict_fork }) {
         Ok(k) => k,
         Err(e) => {
             eprintln!("nomu: {e}");

@@ -509,6 +509,26 @@ fn garbage_syscalls_never_bring_nomu_down(e: Entry) {
     assert!(text(&out.stdout).starts_with("survived "), "{}", text(&out.stdout));
 }
 
+/// A forked child's copy of its parent's pages is charged as it is made
+/// (mm::space's cow.rs): children that each write a copy of 24 MiB under
+/// `--mem 64M` fork, one at a time; the first fits, the next three are killed
+/// (SIGKILL, with a line from nomu, as Linux's OOM killer would), not nomu
+/// nor the parent, whose memory stays its own.
+fn forked_children_whose_copies_do_not_fit_are_killed(e: Entry) {
+    let out = e.run(&["--mem", "64M", "--", s(&bin("guest/static/fork_commit")), "oom"]);
+    let (out_text, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{out_text}{err}");
+    assert!(out_text.contains("the parent's memory is its own"), "{out_text}");
+    let line = out_text.lines().find(|l| l.starts_with("forked ")).unwrap_or_else(|| panic!("{out_text}"));
+    let num = |after: &str| -> u32 {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    };
+    let (exited, killed) = (num(": "), num("exited, "));
+    assert_eq!((exited, killed), (1, 3), "{line}");
+    assert!(err.contains("out of memory (--mem): killed process"), "{err}");
+}
+
 fn no_fork_keeps_einval_as_on_no_mmu_linux(e: Entry) {
     let out = e.run(&["--no-fork", "--trace", "--", s(&bin("nomu-tests/fork_fails"))]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -1141,6 +1161,7 @@ entry_matrix!(
     program_names_without_a_slash_are_looked_up_in_the_path,
     garbage_syscalls_never_bring_nomu_down,
     no_fork_keeps_einval_as_on_no_mmu_linux,
+    forked_children_whose_copies_do_not_fit_are_killed,
     orphans_are_reparented_to_init,
     a_forked_childs_host_process_killed_from_the_host_kills_its_guest,
     background_reads_of_the_terminal_get_sigttin,

@@ -40,6 +40,7 @@ struct Case {
     stdin: Option<String>,
     expect: Option<String>,
     mem: Option<String>,
+    nomu_flags: Vec<String>,
 }
 
 fn root() -> PathBuf {
@@ -110,6 +111,7 @@ fn load_case(name: &str) -> Case {
                 "stdin" => case.stdin = Some(v.to_string()),
                 "expect" => case.expect = Some(v.to_string()),
                 "mem" => case.mem = Some(v.to_string()),
+                "nomu_flags" => case.nomu_flags = split_words(v),
                 // Read by build.rs, which makes a test only for the builds
                 // listed, and none for the entry paths not_on= names.
                 "builds" | "not_on" => {}
@@ -239,6 +241,7 @@ fn run_case(name: &str, build: Build, e: Entry) {
     if let Some(m) = &case.mem {
         nomu.args(["--mem", m]);
     }
+    nomu.args(&case.nomu_flags);
     nomu.arg("--").arg(&exe).args(&case.args);
     let under = run(nomu, stdin.as_deref());
     let _ = std::fs::remove_dir_all(&scratch);

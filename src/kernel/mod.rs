@@ -41,6 +41,9 @@ pub struct Config {
     /// fork and clone without CLONE_VM give the child a host process of
     /// its own (else EINVAL, as on no-MMU Linux: `--no-fork`).
     pub fork: bool,
+    /// A forked child's copy is charged whole at fork (`--strict-fork`),
+    /// not as it is made (mm::space's cow.rs).
+    pub strict_fork: bool,
 }
 
 pub struct Kernel {
@@ -70,6 +73,9 @@ pub struct Kernel {
     pub syscall_sites: crate::loader::sites::SyscallSites,
     /// File pages guests execute or map read-only (mm::cache).
     pub page_cache: crate::mm::cache::PageCache,
+    /// The pages of MAP_SHARED file mappings, one set per file
+    /// (mm::shared_file).
+    pub shared_files: crate::mm::shared_file::SharedFiles,
     /// Guest calls made so far that may change some inode's attributes
     /// (the table's `changes_inodes`): attributes nomu keeps (the null
     /// device's) are good while this count stays where it was.
@@ -112,6 +118,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let mem = PhysMem::init(crate::mm::commit::window_for(config.mem)).or_else(|_| PhysMem::init(config.mem))?;
     let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem, config.mem)));
     phys.set_unmapped_policy(config.unmapped);
+    phys.commit().set_strict_fork(config.strict_fork);
     // Signals the host sends nomu (a terminal's Ctrl-C, a `kill` of nomu)
     // are the guest's: a forwarder thread takes them; every other thread,
     // guest code included, keeps them blocked.
@@ -142,6 +149,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         idle_workers: Default::default(),
         syscall_sites: Default::default(),
         page_cache: crate::mm::cache::PageCache::new(phys),
+        shared_files: crate::mm::shared_file::SharedFiles::new(phys),
         inode_changes: Default::default(),
         ipc: ipc::Ipc::new(phys),
         uts_names: Default::default(),

@@ -297,7 +297,28 @@ impl ThreadCtx {
             crate::mm::space::Access::Read
         };
         let mut mm = self.mm.lock().unwrap();
-        mm.resolve_copy_fault(f.addr as usize, access) || mm.fixed_since_fault(f.addr as usize, access)
+        match mm.resolve_copy_fault(f.addr as usize, access) {
+            Ok(resolved) => resolved || mm.fixed_since_fault(f.addr as usize, access),
+            Err(_) => {
+                drop(mm);
+                self.out_of_memory_kill();
+                true
+            }
+        }
+    }
+
+    /// A forked child whose copy of its parent's pages does not fit in
+    /// `--mem` (mm::space's cow.rs): killed, as Linux's OOM killer would,
+    /// with a line saying so, as the kernel's log has.
+    #[cold]
+    fn out_of_memory_kill(&mut self) {
+        let pid = self.thread.process.pid;
+        eprintln!(
+            "nomu: out of memory (--mem): killed process {pid} ({})",
+            String::from_utf8_lossy(&self.thread.comm())
+        );
+        let mut st = self.thread.state.lock().unwrap();
+        let _ = self.thread.queue_signal(&mut st, SigInfo::kernel(libc::SIGKILL));
     }
 
     /// A synchronous fault: it cannot be blocked or ignored, so if it is,

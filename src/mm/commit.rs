@@ -11,8 +11,10 @@
 //! - A mapping that may hold data is charged its whole length when it is
 //!   made (mmap, brk, mremap's growth, the loader's images and stacks),
 //!   and the call fails with ENOMEM if the charge would pass the limit:
-//!   every accessible mapping, and every file mapping whatever its
-//!   protection (its pages are a copy of the file).
+//!   every accessible mapping, and every private file mapping whatever
+//!   its protection (its pages are a copy of the file). A shared file
+//!   mapping's pages are its file's (mm::shared_file), charged once
+//!   whoever maps them.
 //! - An anonymous PROT_NONE mapping is a *reservation* (glibc's 64 MiB per
 //!   malloc arena, thread stacks before their guard is cut, a JVM's heap)
 //!   and is charged nothing: its pages are holes in the memfd (the host
@@ -76,11 +78,27 @@ pub struct Commit {
     /// Gives back memory nobody uses (the page cache's unused pages),
     /// returning how much: tried before a charge fails.
     reclaim: std::sync::OnceLock<Box<dyn Fn() -> usize + Send + Sync>>,
+    /// Whether a forked child's copy is charged whole at fork
+    /// (`--strict-fork`) rather than as it is made (mm::space's cow.rs).
+    strict_fork: std::sync::atomic::AtomicBool,
 }
 
 impl Commit {
     pub fn new(limit: usize) -> Commit {
-        Commit { limit, committed: AtomicUsize::new(0), reclaim: std::sync::OnceLock::new() }
+        Commit {
+            limit,
+            committed: AtomicUsize::new(0),
+            reclaim: std::sync::OnceLock::new(),
+            strict_fork: Default::default(),
+        }
+    }
+
+    pub fn set_strict_fork(&self, strict: bool) {
+        self.strict_fork.store(strict, Ordering::Relaxed);
+    }
+
+    pub fn strict_fork(&self) -> bool {
+        self.strict_fork.load(Ordering::Relaxed)
     }
 
     /// `--mem`, in bytes.
@@ -116,6 +134,14 @@ impl Commit {
             })
             .map(drop)
             .map_err(|_| Errno::ENOMEM)
+    }
+
+    /// Charges `n` bytes whatever the limit: copies a forked child must
+    /// get because its parent is about to change the pages (mm::space's
+    /// cow.rs), which nothing can refuse. Charges fail until the account
+    /// is back under the limit.
+    pub fn force_charge(&self, n: usize) {
+        self.committed.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn uncharge(&self, n: usize) {

@@ -5,7 +5,8 @@
 //! fast case. A VMA may instead show *frames*: a run of physical pages
 //! elsewhere in nomu's memfd, which somebody else holds: a page cache's
 //! pages of a file (held by reference count, mm::cache), a memfd_secret
-//! file's pages, a forked child's private copy. Such a VMA carries a
+//! file's pages, a forked child's private copy, the pages every MAP_SHARED
+//! mapping of a file shows (mm::shared_file). Such a VMA carries a
 //! [`Frames`] handle: the [`PageSource`] that holds the pages and the
 //! offset into it of the VMA's first page. Splitting a VMA splits the
 //! offset; dropping the last handle is the source's business (the page
@@ -46,7 +47,8 @@
 //! - mremap: shrinking unmaps the tail; growing or moving a copy-on-write
 //!   source's VMA makes private copies first; a shared source's VMA moves
 //!   (the same frames at the new address) but does not grow (EINVAL).
-//! - msync and write-back: a frames VMA is never a shared file mapping.
+//! - msync and write-back: a shared file mapping's VMA shows its file's
+//!   shared pages (mm::shared_file), written back from there.
 //! - exit and exec: the handle dropped; the direct map's view of the
 //!   frames at the VMA's range is released, not put back (for a source
 //!   that [lingers](PageSource::lingers)): it belongs to nobody's address
@@ -103,6 +105,16 @@ pub trait PageSource: Send + Sync {
     /// last handle frees the pages.
     fn shared_at_fork(&self) -> bool {
         false
+    }
+    /// Has the source hold [offset, offset+len) of `file` too (a shared
+    /// file mapping growing, mremap); false if it cannot.
+    fn hold_file(
+        &self,
+        _file: &crate::fs::file::OpenFile,
+        _offset: usize,
+        _len: usize,
+    ) -> Result<bool, crate::abi::errno::Errno> {
+        Ok(false)
     }
     /// Whether these are an entry path's trampolines beside shared code
     /// (mm::cache's `TrampolineArea`): a forked child, whose code is a

@@ -8,6 +8,7 @@ pub mod commit;
 pub mod mapping;
 pub mod pfnset;
 pub mod phys;
+pub mod shared_file;
 pub mod space;
 pub mod uaccess;
 

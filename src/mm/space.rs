@@ -220,6 +220,10 @@ pub struct AddressSpace {
     /// has unmapped them too (another thread of it may run guest code
     /// meanwhile): (start, length, charged).
     host_frees: Vec<(usize, usize, bool)>,
+    /// Handles on pages others hold (a shared file's, a fork's shared
+    /// copy) that such a space unmapped, kept until its host process has
+    /// unmapped them too: the last one frees the pages.
+    host_drops: Vec<Frames>,
     /// A fixed-address image was loaded elsewhere (move_image): the space
     /// becomes its own host process's when the loader is done.
     moved_image: bool,
@@ -260,6 +264,7 @@ impl AddressSpace {
             own_host: false,
             host_ops: Vec::new(),
             host_frees: Vec::new(),
+            host_drops: Vec::new(),
             moved_image: false,
             held: Vec::new(),
             users: 0,
@@ -522,11 +527,17 @@ impl AddressSpace {
         let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.was_writable) else { return };
         let Ok(size) = b.file.size() else { return };
         let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
-        if len > 0 {
-            // Through the alias: pages the guest made PROT_NONE since it
-            // wrote them are written back too, as Linux does.
-            let at = v.frame_of(start, start);
-            let _ = b.file.write_at_from(GuestRange::new(at, len).unwrap().through_alias(), b.offset);
+        // Through the alias: pages the guest made PROT_NONE since it
+        // wrote them are written back too, as Linux does.
+        let mut done = 0;
+        while done < len {
+            let (at, n) = match &v.frames {
+                Some(f) => f.runs(done, page_up(len - done).unwrap())[0],
+                None => (start + done, len - done),
+            };
+            let n = n.min(len - done);
+            let _ = b.file.write_at_from(GuestRange::new(at, n).unwrap().through_alias(), b.offset + done as u64);
+            done += n;
         }
     }
 
@@ -662,6 +673,9 @@ impl AddressSpace {
         let frames = vma.frames.clone().expect("a frames VMA");
         if frames.offset.checked_add(len).is_none_or(|e| e > frames.source.len()) {
             return Err(Errno::EINVAL);
+        }
+        if self.own_host {
+            return self.forked_map_frames(place, len, vma);
         }
         let start = match place {
             Placement::Anywhere { align } => self.phys.alloc(len, align, Fresh::Reserved)?,
@@ -838,7 +852,7 @@ impl AddressSpace {
     /// accessible charges it (ENOMEM over `--mem`, and nothing changes).
     pub fn protect(&mut self, addr: usize, len: usize, prot: i32) -> Result<(), Errno> {
         let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
-        self.settle_copies(addr, end);
+        self.try_settle_copies(addr, end)?;
         if self.own_host {
             self.privatize_cached(addr, end)?;
         }
@@ -998,17 +1012,20 @@ impl AddressSpace {
         if old_end > vma.end {
             return Err(Errno::EFAULT);
         }
-        self.settle_copies(old, old_end);
+        self.try_settle_copies(old, old_end)?;
         if new_len <= old_len {
             self.unmap(old + new_len, old_len - new_len);
             return Ok(old);
+        }
+        if vma.backing.is_some() && vma.frames.as_ref().is_some_and(|f| f.source.shared_at_fork()) {
+            return self.grow_shared(old, old_len, new_len, vma, start, may_move);
         }
         if self.own_host {
             return self.forked_grow(old, old_len, new_len, vma, start, may_move);
         }
         if let Some(f) = &vma.frames {
             // Growing: a copy-on-write source's VMA gets private copies
-            // first (mm::mapping); a shared source's cannot grow.
+            // first (mm::mapping); another shared source's cannot grow.
             if !f.source.copy_on_write() {
                 return Err(Errno::EINVAL);
             }
@@ -1057,6 +1074,49 @@ impl AddressSpace {
             },
             freeing,
         )?;
+        self.unmap(old, old_len);
+        Ok(new)
+    }
+
+    /// mremap growth of a shared file mapping's VMA (its file's shared
+    /// pages, or a copy a fork made shared): a file's shared pages take
+    /// the file's further pages and the VMA grows in place or moves, still
+    /// showing the same pages; a fork's shared copy cannot grow (EINVAL).
+    fn grow_shared(
+        &mut self,
+        old: usize,
+        old_len: usize,
+        new_len: usize,
+        vma: Vma,
+        start: usize,
+        may_move: bool,
+    ) -> Result<usize, Errno> {
+        let f = vma.frames.as_ref().expect("a frames VMA");
+        let at = f.offset + (old - start);
+        let file = vma.backing.as_ref().map(|b| &b.file).ok_or(Errno::EINVAL)?;
+        if !f.source.hold_file(file, at, new_len)? {
+            return Err(Errno::EINVAL);
+        }
+        let grown = Frames::new(f.source.clone(), at);
+        let (old_end, grow) = (old + old_len, new_len - old_len);
+        if !self.own_host && old_end == vma.end && self.phys.alloc_at(old_end, grow, Fresh::Reserved).is_ok() {
+            let tail = Frames::new(f.source.clone(), at + old_len);
+            if let Err(e) = self.show_frames(old_end, &tail, grow, vma.prot) {
+                self.phys.free(old_end, grow);
+                return Err(e);
+            }
+            self.vmas.get_mut(&start).unwrap().end = old_end + grow;
+            return Ok(old);
+        }
+        if !may_move {
+            return Err(Errno::ENOMEM);
+        }
+        let mut moved = vma.clone();
+        moved.frames = Some(grown);
+        for b in [moved.backing.as_mut(), moved.image_file.as_mut()].into_iter().flatten() {
+            b.offset += (old - start) as u64;
+        }
+        let new = self.map_frames(Placement::Anywhere { align: PAGE_SIZE }, new_len, moved)?;
         self.unmap(old, old_len);
         Ok(new)
     }

@@ -109,6 +109,12 @@ pub fn sys_mmap(
     };
     let frames = match &file {
         Some(f) if !shared => cached_frames(ctx, f, prot, off, len),
+        // Every shared mapping of a file shows the same pages (an
+        // executable one is a copy: the entry path may patch it).
+        Some(f) if prot & libc::PROT_EXEC == 0 => {
+            let pages = ctx.kernel().shared_files.pages_for(f, off, len)?;
+            Some(crate::mm::mapping::Frames::new(pages, off as usize))
+        }
         _ => None,
     };
     // Code the entry path cannot share whole (the rewrite path): the pages

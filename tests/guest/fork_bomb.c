@@ -1,8 +1,10 @@
 /* A fork bomb held by --mem (mem=64M in CASES): a process that touched
  * 4 MiB forks children that each write their copy and wait, until fork
- * fails. Under nomu each fork copies what was touched, charged to --mem,
- * so fork fails with ENOMEM (to the forking parent; nomu and the host go
- * on); natively copy-on-write lets all MAX_FORKS through. Either way every
+ * fails. Under nomu --strict-fork each fork is charged its whole copy at
+ * fork, so fork fails with ENOMEM (to the forking parent; nomu and the
+ * host go on); natively copy-on-write lets all MAX_FORKS through. (Without
+ * --strict-fork the copies are charged as they are made and the children
+ * whose copy does not fit are killed: tests/cli.rs.) Either way every
  * child's copy and the parent's memory stay intact, every child is reaped,
  * and fork works again afterwards.
  *

@@ -33,8 +33,22 @@
 //! there), else a chunk at a time.
 //! Pages a host call of the parent is using (pinned) are copied at fork,
 //! as Linux copies pinned pages eagerly: the call may write them.
+//!
+//! The child's copy is charged to the commit account as it is made, a
+//! chunk at a time, not at fork: a hundred children of a 14 MiB Python
+//! each touching a few MiB fit in the default `--mem` as they fit in
+//! Linux's default (heuristic) overcommit, where charging every mapping's
+//! length at fork (Linux's strict mode, `--strict-fork`) refused the 75th. Each byte of a child's
+//! copy-on-access mapping is charged once it is no longer pending. A copy
+//! the child asks for (its fault, its mprotect or mremap, its own fork)
+//! fails when it does not fit: ENOMEM from the call, and for a fault the
+//! child is killed (SIGKILL), as Linux's OOM killer would. A copy its
+//! parent's change forces is charged even past the limit (nothing may
+//! refuse the parent); later charges then fail until memory is given back.
 
 use super::{host_prot, AddressSpace, Vma, PROT_EXEC, PROT_READ, PROT_WRITE};
+use crate::abi::errno::Errno;
+use crate::mm::commit::Commit;
 use crate::mm::PAGE_SIZE;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -45,70 +59,169 @@ const COW_MIN: usize = 256 << 10;
 /// What one fault copies and unprotects: aligned, cut to the mapping.
 const CHUNK: usize = 64 << 10;
 
-/// The pages a forked child still has to copy from its parent: runs of
-/// addresses (the same in both: the child's mappings sit where the
-/// parent's are), each with the child frame of its first page. The parent
-/// holds one per live child, the child its own.
-#[derive(Default)]
+/// The pages of a forked child's copy-on-access mappings it has not been
+/// given yet: runs of addresses (the same in both: the child's mappings
+/// sit where the parent's are), each with the child frame of its first
+/// page, and whether it is to be copied from the parent's pages or is a
+/// hole there (the child's zero pages, which only need charging: the
+/// parent may write its own pages there freely). The parent holds one
+/// per live child, the child its own.
 pub struct CowLink {
-    pending: Mutex<BTreeMap<usize, (usize, usize)>>,
+    pending: Mutex<BTreeMap<usize, Pending>>,
+    commit: &'static Commit,
+}
+
+/// A run of [`CowLink`]'s pending pages.
+#[derive(Clone, Copy)]
+struct Pending {
+    end: usize,
+    frame: usize,
+    /// From the parent's pages (else zero: nothing to copy).
+    copy: bool,
+}
+
+/// Who needs pending pages settled.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The child, to use them: their charge may be refused (ENOMEM), but
+    /// for what nomu's own access (a host call's buffer) needs, which is
+    /// charged past the limit.
+    Child { may_refuse: bool },
+    /// The parent, to change its pages: the copies are made and charged
+    /// past the limit if need be (nothing may refuse the parent); the
+    /// holes among them stay pending, to be charged when the child
+    /// touches them.
+    Parent,
 }
 
 impl CowLink {
-    fn add(&self, start: usize, end: usize, frame: usize) {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(start, (end, frame));
+    /// A link whose copies are charged as they are made, unless the
+    /// child's mappings were charged whole at fork (`--strict-fork`).
+    pub(super) fn new(commit: &'static Commit) -> CowLink {
+        CowLink { pending: Mutex::default(), commit }
+    }
+
+    fn charges(&self) -> bool {
+        !self.commit.strict_fork()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<usize, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bytes of [start, end) still pending.
+    fn pending_in(pending: &BTreeMap<usize, Pending>, start: usize, end: usize) -> usize {
+        pending
+            .range(Self::first_from(pending, start)..end)
+            .map(|(&s, r)| r.end.min(end).saturating_sub(s.max(start)))
+            .sum()
+    }
+
+    /// Charges `n` bytes the child was given at fork (ENOMEM if they do
+    /// not fit).
+    pub(super) fn charge_copied(&self, n: usize) -> Result<(), Errno> {
+        if self.charges() {
+            self.commit.charge(n, 0)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn add(&self, start: usize, end: usize, frame: usize, copy: bool) {
+        self.lock().insert(start, Pending { end, frame, copy });
     }
 
     /// Where the pending runs overlapping [start, ...) begin: the run
     /// holding `start`, if any, else `start`.
-    fn first_from(pending: &BTreeMap<usize, (usize, usize)>, start: usize) -> usize {
-        pending.range(..=start).next_back().filter(|(_, &(e, _))| e > start).map_or(start, |(&s, _)| s)
+    fn first_from(pending: &BTreeMap<usize, Pending>, start: usize) -> usize {
+        pending.range(..=start).next_back().filter(|(_, r)| r.end > start).map_or(start, |(&s, _)| s)
     }
 
     /// Takes the pending runs overlapping [start, end) out of the map (cut
-    /// at the edges), as (start, end, child frame of start).
-    fn take(pending: &mut BTreeMap<usize, (usize, usize)>, start: usize, end: usize) -> Vec<(usize, usize, usize)> {
+    /// at the edges), as (start, end, child frame of start, copy).
+    fn take(pending: &mut BTreeMap<usize, Pending>, start: usize, end: usize) -> Vec<(usize, usize, usize, bool)> {
         let first = Self::first_from(pending, start);
         let keys: Vec<usize> = pending.range(first..end).map(|(&s, _)| s).collect();
         let mut out = Vec::new();
         for s in keys {
-            let (e, f) = pending.remove(&s).unwrap();
+            let r = pending.remove(&s).unwrap();
             if s < start {
-                pending.insert(s, (start, f));
+                pending.insert(s, Pending { end: start, ..r });
             }
-            if e > end {
-                pending.insert(end, (e, f + (end - s)));
+            if r.end > end {
+                pending.insert(end, Pending { frame: r.frame + (end - s), ..r });
             }
-            let (a, b) = (s.max(start), e.min(end));
-            out.push((a, b, f + (a - s)));
+            let (a, b) = (s.max(start), r.end.min(end));
+            out.push((a, b, r.frame + (a - s), r.copy));
         }
         out
     }
 
-    /// Copies what is pending of [start, end) from the parent's pages to
-    /// the child's frames (only what holds data: the frames are zero).
-    fn fill(&self, start: usize, end: usize) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+    /// Settles what is pending of [start, end) for `side`: copies the
+    /// parent's data (only what holds data: the frames are zero) and
+    /// charges it (see the module comment).
+    fn fill(&self, start: usize, end: usize, side: Side) -> Result<(), Errno> {
+        let mut pending = self.lock();
         if pending.is_empty() {
-            return;
+            return Ok(());
         }
         let pm = crate::host::physmem::PhysMem::get();
-        for (a, b, frame) in Self::take(&mut pending, start, end) {
-            for (at, n) in pm.populated(a, b - a) {
-                pm.copy_within(frame + (at - a), at, n);
+        if let Side::Child { may_refuse } = side {
+            // All of it becomes the child's to touch: charged first.
+            if self.charges() {
+                let n = Self::pending_in(&pending, start, end);
+                if may_refuse {
+                    self.commit.charge(n, 0)?;
+                } else {
+                    self.commit.force_charge(n);
+                }
+            }
+            for (a, b, frame, copy) in Self::take(&mut pending, start, end) {
+                if copy {
+                    for (at, n) in pm.populated(a, b - a) {
+                        pm.copy_within(frame + (at - a), at, n);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        for (a, b, frame, copy) in Self::take(&mut pending, start, end) {
+            if !copy {
+                pending.insert(a, Pending { end: b, frame, copy });
+                continue;
+            }
+            let mut at = a;
+            for (d, n) in pm.populated(a, b - a) {
+                pm.copy_within(frame + (d - a), d, n);
+                if self.charges() {
+                    self.commit.force_charge(n);
+                    if d > at {
+                        pending.insert(at, Pending { end: d, frame: frame + (at - a), copy: false });
+                    }
+                }
+                at = d + n;
+            }
+            if self.charges() && b > at {
+                pending.insert(at, Pending { end: b, frame: frame + (at - a), copy: false });
             }
         }
+        Ok(())
     }
 
-    /// Drops what is pending of [start, end): the child unmapped it.
+    /// The child unmaps [start, end): what is pending there is dropped,
+    /// and charged now, as the VMAs' whole length is about to be
+    /// uncharged (see [`AddressSpace::charge_as_copied`]).
     fn forget(&self, start: usize, end: usize) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.lock();
+        if self.charges() {
+            self.commit.force_charge(Self::pending_in(&pending, start, end));
+        }
         Self::take(&mut pending, start, end);
     }
 
+    /// Whether some of [start, end) is still to be copied from the parent.
     fn is_pending(&self, start: usize, end: usize) -> bool {
-        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.range(Self::first_from(&pending, start)..end).next().is_some()
+        let pending = self.lock();
+        pending.range(Self::first_from(&pending, start)..end).any(|(_, r)| r.copy)
     }
 }
 
@@ -145,11 +258,10 @@ impl AddressSpace {
             && !self.pinned(s, v.end)
     }
 
-    /// At fork: the child's VMA at `s` (frames `frame`, zero) is copied
+    /// At fork: the child's VMA at `s` (linked, pending whole) is copied
     /// on access from this space's pages, which stop being writable.
-    pub(super) fn share_on_access(&mut self, link: &Arc<CowLink>, s: usize, frame: usize) {
+    pub(super) fn share_on_access(&mut self, s: usize) {
         let v = self.vmas.get_mut(&s).expect("a VMA being forked");
-        link.add(s, v.end, frame);
         v.cow = true;
         self.write_protected = true;
         let v = &self.vmas[&s];
@@ -160,15 +272,26 @@ impl AddressSpace {
 
     /// Copies to the children (in a parent) or from the parent (in a
     /// child) what is still pending of [start, end): before anything
-    /// changes the pages or their protection there.
+    /// changes the pages or their protection there. Charged whatever the
+    /// limit (see the module comment).
     pub(super) fn settle_copies(&mut self, start: usize, end: usize) {
         if let Some(link) = &self.cow_parent {
-            link.fill(start, end);
+            let _ = link.fill(start, end, Side::Child { may_refuse: false });
         }
         self.cow_children.retain(|l| Arc::strong_count(l) > 1);
         for link in &self.cow_children {
-            link.fill(start, end);
+            let _ = link.fill(start, end, Side::Parent);
         }
+    }
+
+    /// [`settle_copies`](Self::settle_copies) for what the child itself
+    /// asks: ENOMEM (and nothing copied) when its copies do not fit.
+    pub(super) fn try_settle_copies(&mut self, start: usize, end: usize) -> Result<(), Errno> {
+        if let Some(link) = &self.cow_parent {
+            link.fill(start, end, Side::Child { may_refuse: true })?;
+        }
+        self.settle_copies(start, end);
+        Ok(())
     }
 
     /// In a parent whose children are all gone: the VMAs overlapping
@@ -204,6 +327,14 @@ impl AddressSpace {
         }
     }
 
+    /// A child's copy-on-access VMA of `len` bytes: charged (its flag set,
+    /// this space's count of its charges) but for what its link still
+    /// has pending, which the link charges as it settles or forgets it.
+    /// So the VMA is uncharged whole when it goes, as any other.
+    pub(super) fn charge_as_copied(&mut self, len: usize) {
+        self.committed += len;
+    }
+
     /// Before nomu accesses [addr, addr+len) of this space (a checked copy,
     /// a host call): a child copies what it has not yet, a parent about to
     /// write gives its children their copies and makes the pages writable.
@@ -235,23 +366,24 @@ impl AddressSpace {
     /// A fault at `addr` that copy on access explains: the chunk around it
     /// is copied (see the module comment) and given its mapping's
     /// protection (in a child, by its host process before it resumes).
-    /// False when the access is not allowed: a real fault.
-    pub fn resolve_copy_fault(&mut self, addr: usize, access: Access) -> bool {
-        let Some((s, v)) = self.find(addr) else { return false };
+    /// False when the access is not allowed: a real fault; ENOMEM when a
+    /// child's copy does not fit in `--mem`.
+    pub fn resolve_copy_fault(&mut self, addr: usize, access: Access) -> Result<bool, Errno> {
+        let Some((s, v)) = self.find(addr) else { return Ok(false) };
         let need = access.prot();
         if !v.cow || v.prot & need == 0 {
-            return false;
+            return Ok(false);
         }
         let (end, prot) = (v.end, host_prot(v.prot));
         let base = addr & !(CHUNK - 1);
         let (cs, ce) = (base.max(s), (base + CHUNK).min(end));
         if self.own_host {
-            self.settle_copies(cs, ce);
+            self.try_settle_copies(cs, ce)?;
             self.host_ops.push(super::HostOp::Protect { addr: cs, len: ce - cs, prot });
-            return true;
+            return Ok(true);
         }
         if self.unprotect_when_alone(addr, addr + 1) {
-            return true;
+            return Ok(true);
         }
         let (cs, ce) = if self.cow_children.iter().any(|l| l.is_pending(s, end)) {
             self.settle_copies(cs, ce);
@@ -261,7 +393,7 @@ impl AddressSpace {
             self.vmas.get_mut(&s).unwrap().cow = false;
             (s, end)
         };
-        self.phys.set_prot(cs, ce - cs, prot).is_ok()
+        Ok(self.phys.set_prot(cs, ce - cs, prot).is_ok())
     }
 
     /// Whether a fault at `addr` that [`resolve_copy_fault`](Self::resolve_copy_fault)

@@ -11,8 +11,9 @@
 //! parts of the parent's pages that hold data (holes are skipped: a page
 //! never touched costs nothing) are copied into them through the writable
 //! alias, at once for small VMAs, on access for larger ones (cow.rs). The
-//! copy is charged to the commit account like any mapping, so `--mem`
-//! refuses a fork that does not fit (ENOMEM to the parent).
+//! copy is charged to the commit account as it is made (cow.rs; whole at
+//! fork under `--strict-fork`), so `--mem` refuses a fork whose copies
+//! made at once do not fit (ENOMEM to the parent).
 
 use super::cow::CowLink;
 use super::{host_prot, AddressSpace, Placement, Vma, VmaKind, PROT_READ, PROT_WRITE};
@@ -80,15 +81,21 @@ fn child_frames(start: usize, len: usize) -> Option<Frames> {
     Some(Frames::new(Arc::new(ChildFrames { start, len }), 0))
 }
 
-/// Pages a forked child's space unmapped, to be freed once its host
-/// process has unmapped them as well.
-#[derive(Default, Debug)]
+/// Pages a forked child's space unmapped, to be freed (or their handles
+/// dropped) once its host process has unmapped them as well.
+#[derive(Default)]
 #[must_use = "the pages are freed by AddressSpace::free_after_host_ops"]
-pub struct HostFrees(Vec<(usize, usize, bool)>);
+pub struct HostFrees(Vec<(usize, usize, bool)>, Vec<Frames>);
 
 impl HostFrees {
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_empty() && self.1.is_empty()
+    }
+}
+
+impl std::fmt::Debug for HostFrees {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostFrees({:x?}, {} handles)", self.0, self.1.len())
     }
 }
 
@@ -131,7 +138,8 @@ impl AddressSpace {
     /// Takes the changes to carry out in the host process, and the pages
     /// to free once they are made ([`free_after_host_ops`](Self::free_after_host_ops)).
     pub fn take_host_ops(&mut self) -> (Vec<HostOp>, HostFrees) {
-        (std::mem::take(&mut self.host_ops), HostFrees(std::mem::take(&mut self.host_frees)))
+        let frees = HostFrees(std::mem::take(&mut self.host_frees), std::mem::take(&mut self.host_drops));
+        (std::mem::take(&mut self.host_ops), frees)
     }
 
     /// Frees pages whose unmapping the host process has made.
@@ -255,11 +263,11 @@ impl AddressSpace {
         // A child still copying from its own parent copies the rest first:
         // its frames are what its child copies.
         if self.cow_parent.is_some() {
-            self.settle_copies(0, usize::MAX);
+            self.try_settle_copies(0, usize::MAX)?;
         }
         let mut child = AddressSpace::new(self.phys);
         child.own_host = true;
-        let link = Arc::new(CowLink::default());
+        let link = Arc::new(CowLink::new(self.phys.commit()));
         let mut on_access = Vec::new();
         let pm = crate::host::physmem::PhysMem::get();
         // Nothing of the parent's heap reservation beyond the break comes
@@ -275,7 +283,11 @@ impl AddressSpace {
             // map would fault, and put secret data where it reaches).
             if let Some(f) = v.frames.as_ref().filter(|f| f.source.shared_at_fork() || f.source.unmapped()) {
                 copy.charged = false;
-                child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame: f.frame_of(0) });
+                let mut at = s;
+                for (frame, n) in f.runs(0, len) {
+                    child.host_ops.push(HostOp::Map { addr: at, len: n, prot: host_prot(v.prot), frame });
+                    at += n;
+                }
                 child.vmas.insert(s, copy);
                 continue;
             }
@@ -310,7 +322,8 @@ impl AddressSpace {
             // protection and no faults on either side. Only the stack is
             // asked: the host finds the end of a run of data a page at a
             // time (a 64 MiB mapping: most of a fork).
-            let copy_later = self.copies_on_access(s, v)
+            let on_access_ok = self.copies_on_access(s, v);
+            let copy_later = on_access_ok
                 && (!(s..v.end).contains(&stack) || {
                     let runs = pm.populated(src, len);
                     let held: usize = runs.iter().map(|&(_, n)| n).sum();
@@ -319,15 +332,53 @@ impl AddressSpace {
                 });
             if copy_later {
                 // Copied on access (cow.rs): zero for now, shown to the
-                // child with no access until it has copied them.
-                child.charge(len, 0)?;
-                let frame = child.phys.alloc(len, PAGE_SIZE, Fresh::Sparse).inspect_err(|_| child.uncharge(len))?;
+                // child with no access until it has copied them, and
+                // charged as it does (whole, now, under `--strict-fork`).
+                let frame = child.phys.alloc(len, PAGE_SIZE, Fresh::Sparse)?;
+                if child.phys.commit().strict_fork() {
+                    child.charge(len, 0).inspect_err(|_| child.phys.free(frame, len))?;
+                } else {
+                    child.charge_as_copied(len);
+                }
+                // Linked at once: a failed fork's child settles its charge.
+                link.add(s, v.end, frame, true);
+                child.cow_parent = Some(link.clone());
                 copy.frames = child_frames(frame, len);
                 copy.cow = true;
+                copy.charged = true;
                 let _ = child.phys.set_prot(frame, len, host_prot(v.prot));
                 child.host_ops.push(HostOp::Map { addr: s, len, prot: libc::PROT_NONE, frame });
                 child.vmas.insert(s, copy);
-                on_access.push((s, frame));
+                on_access.push(s);
+                continue;
+            }
+            if on_access_ok && !child.phys.commit().strict_fork() {
+                // The forking thread's stack, holding little: copied now,
+                // whole (a fault for each page the child then touches
+                // below what it holds cost more than the copy), and
+                // charged for its extent, from its lowest page that holds
+                // data up, as Linux's stack VMA would be. What lies below
+                // stays pending for the charge (cow.rs): a child's call
+                // or mprotect that reaches there charges it, but a stack
+                // growing there is not seen (see the README).
+                let runs = data.take().unwrap_or_else(|| pm.populated(src, len));
+                let lowest = runs.first().map_or(len, |&(at, _)| at - src);
+                let filled: Vec<(usize, usize)> = runs.iter().map(|&(at, n)| (at - src, n)).collect();
+                let frame = child.phys.alloc_for_copy(len, host_prot(v.prot), &filled)?;
+                link.charge_copied(len - lowest).inspect_err(|_| child.phys.free(frame, len))?;
+                child.charge_as_copied(len);
+                child.cow_parent = Some(link.clone());
+                for &(off, n) in &filled {
+                    pm.copy_within(frame + off, src + off, n);
+                }
+                if lowest > 0 {
+                    link.add(s, s + lowest, frame, false);
+                }
+                child.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
+                copy.frames = child_frames(frame, len);
+                copy.cow = true;
+                copy.charged = true;
+                child.vmas.insert(s, copy);
                 continue;
             }
             // What may hold data is copied and charged (a frames VMA of a
@@ -374,8 +425,8 @@ impl AddressSpace {
             v.locked = false;
         }
         if !on_access.is_empty() {
-            for (s, frame) in on_access {
-                self.share_on_access(&link, s, frame);
+            for s in on_access {
+                self.share_on_access(s);
             }
             self.cow_children.push(link.clone());
             child.cow_parent = Some(link);
@@ -526,8 +577,11 @@ impl AddressSpace {
             if v.frames.is_none() {
                 v.frames = child_frames(s, len);
             }
-            let frame = v.frame_of(s, s);
-            self.host_ops.push(HostOp::Map { addr: s, len, prot: host_prot(v.prot), frame });
+            let mut at = s;
+            for (frame, n) in v.frames.as_ref().expect("given above").runs(0, len) {
+                self.host_ops.push(HostOp::Map { addr: at, len: n, prot: host_prot(v.prot), frame });
+                at += n;
+            }
         }
         self.own_host = true;
     }
@@ -603,6 +657,28 @@ impl AddressSpace {
         Ok(addr)
     }
 
+    /// [`map_frames`](AddressSpace::map_frames) in a forked child: its
+    /// host process shows the frames at the VMA's address.
+    pub(super) fn forked_map_frames(&mut self, place: Placement, len: usize, vma: Vma) -> Result<usize, Errno> {
+        let frames = vma.frames.clone().expect("a frames VMA");
+        let addr = match place {
+            Placement::Fixed(a) if self.phys.contains(a, len) => a,
+            Placement::Fixed(_) => return Err(Errno::ENOMEM),
+            Placement::Anywhere { align } => self.forked_gap(len, align)?,
+            Placement::Allocated(_) => unreachable!("the loader maps only fresh address spaces"),
+        };
+        if let Placement::Fixed(a) = place {
+            self.forked_unmap(a, a + len);
+        }
+        let mut at = addr;
+        for (frame, n) in frames.runs(0, len) {
+            self.host_ops.push(HostOp::Map { addr: at, len: n, prot: host_prot(vma.prot), frame });
+            at += n;
+        }
+        self.vmas.insert(addr, Vma { end: addr + len, charged: false, ..vma });
+        Ok(addr)
+    }
+
     pub(super) fn forked_unmap(&mut self, start: usize, end: usize) {
         if start >= end {
             return;
@@ -621,7 +697,9 @@ impl AddressSpace {
             }
             if v.shm.is_some() || !Self::pages_own_in(true, &v) {
                 // Pages the segment, the last handle, or the page cache
-                // frees.
+                // frees: a handle is dropped once the host process no
+                // longer shows them (another thread may run meanwhile).
+                self.host_drops.extend(v.frames);
                 continue;
             }
             // Freed once the host process has unmapped them.
@@ -632,10 +710,17 @@ impl AddressSpace {
     /// The VMAs of [start, end) have their new protection: the frames and
     /// the host process follow.
     pub(super) fn forked_protect(&mut self, start: usize, end: usize, prot: i32) -> Result<(), Errno> {
-        let pieces: Vec<(usize, usize, usize)> =
-            self.vmas.range(start..end).map(|(&s, v)| (s, v.end, v.frame_of(s, s))).collect();
-        for (s, e, f) in pieces {
-            self.phys.set_prot(f, e - s, host_prot(prot))?;
+        // A VMA's frames need not be one run (a shared file's pages).
+        let runs: Vec<(usize, usize)> = self
+            .vmas
+            .range(start..end)
+            .flat_map(|(&s, v)| match &v.frames {
+                Some(f) => f.runs(0, v.end - s),
+                None => vec![(s, v.end - s)],
+            })
+            .collect();
+        for (f, n) in runs {
+            self.phys.set_prot(f, n, host_prot(prot))?;
         }
         self.host_ops.push(HostOp::Protect { addr: start, len: end - start, prot: host_prot(prot) });
         Ok(())
@@ -660,6 +745,8 @@ impl AddressSpace {
             b.offset += (old - start) as u64;
         }
         moved.frames = None;
+        // A copy of its own, settled (remap did): nothing left to copy.
+        moved.cow = false;
         let src = vma.frame_of(start, old);
         let phys = self.phys;
         let freeing = if vma.charged { old_len } else { 0 };
@@ -704,7 +791,7 @@ impl AddressSpace {
         self.forked_unmap(0, end);
         self.host_ops.clear();
         // Its host process is gone: nothing shows these pages any more.
-        let frees = HostFrees(std::mem::take(&mut self.host_frees));
+        let frees = HostFrees(std::mem::take(&mut self.host_frees), std::mem::take(&mut self.host_drops));
         self.free_after_host_ops(frees);
         for (s, e) in std::mem::take(&mut self.deferred) {
             self.phys.free(s, e - s);
