@@ -529,13 +529,12 @@ impl AddressSpace {
         let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
         // Through the alias: pages the guest made PROT_NONE since it
         // wrote them are written back too, as Linux does.
+        let runs = match &v.frames {
+            Some(f) => f.runs(0, len),
+            None => vec![(start, len)],
+        };
         let mut done = 0;
-        while done < len {
-            let (at, n) = match &v.frames {
-                Some(f) => f.runs(done, page_up(len - done).unwrap())[0],
-                None => (start + done, len - done),
-            };
-            let n = n.min(len - done);
+        for (at, n) in runs {
             let _ = b.file.write_at_from(GuestRange::new(at, n).unwrap().through_alias(), b.offset + done as u64);
             done += n;
         }

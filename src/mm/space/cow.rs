@@ -209,7 +209,7 @@ impl CowLink {
 
     /// The child unmaps [start, end): what is pending there is dropped,
     /// and charged now, as the VMAs' whole length is about to be
-    /// uncharged (see [`AddressSpace::charge_as_copied`]).
+    /// uncharged (see [`AddressSpace::charge_by_link`]).
     fn forget(&self, start: usize, end: usize) {
         let mut pending = self.lock();
         if self.charges() {
@@ -331,7 +331,7 @@ impl AddressSpace {
     /// this space's count of its charges) but for what its link still
     /// has pending, which the link charges as it settles or forgets it.
     /// So the VMA is uncharged whole when it goes, as any other.
-    pub(super) fn charge_as_copied(&mut self, len: usize) {
+    pub(super) fn charge_by_link(&mut self, len: usize) {
         self.committed += len;
     }
 

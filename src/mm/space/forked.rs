@@ -93,12 +93,6 @@ impl HostFrees {
     }
 }
 
-impl std::fmt::Debug for HostFrees {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HostFrees({:x?}, {} handles)", self.0, self.1.len())
-    }
-}
-
 /// A change to a forked child's host memory map, queued by its address
 /// space and carried out by its host process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,7 +332,7 @@ impl AddressSpace {
                 if child.phys.commit().strict_fork() {
                     child.charge(len, 0).inspect_err(|_| child.phys.free(frame, len))?;
                 } else {
-                    child.charge_as_copied(len);
+                    child.charge_by_link(len);
                 }
                 // Linked at once: a failed fork's child settles its charge.
                 link.add(s, v.end, frame, true);
@@ -366,7 +360,7 @@ impl AddressSpace {
                 let filled: Vec<(usize, usize)> = runs.iter().map(|&(at, n)| (at - src, n)).collect();
                 let frame = child.phys.alloc_for_copy(len, host_prot(v.prot), &filled)?;
                 link.charge_copied(len - lowest).inspect_err(|_| child.phys.free(frame, len))?;
-                child.charge_as_copied(len);
+                child.charge_by_link(len);
                 child.cow_parent = Some(link.clone());
                 for &(off, n) in &filled {
                     pm.copy_within(frame + off, src + off, n);
