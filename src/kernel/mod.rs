@@ -272,6 +272,9 @@ impl Kernel {
             zombie: None,
             stop_event: None,
         });
+        if process.cpu_limited() {
+            self.timers.watch_cpu(&process);
+        }
         let thread = Arc::new(Thread::first(pid, process));
         self.spawn_thread(thread, start)
             .map_err(|errno| StartError { errno, message: "cannot start a host thread".into() })?;

@@ -146,6 +146,8 @@ pub struct Process {
     pub curr_target: AtomicU32,
     /// ITIMER_REAL (alarm, setitimer); not inherited by children.
     pub real_timer: Mutex<super::timer::RealTimer>,
+    /// ITIMER_VIRTUAL and ITIMER_PROF: not inherited, kept at execve.
+    pub cpu_timers: Mutex<super::timer::CpuTimers>,
     /// Its POSIX timers (timer_create): not inherited, gone at execve.
     pub posix_timers: Mutex<super::timer::PosixTimers>,
     /// Resource usage of reaped children (RUSAGE_CHILDREN, times).
@@ -236,6 +238,7 @@ impl Process {
             threads: crate::sync::OrderedMutex::new(Vec::new()),
             group_exit: GroupExit::default(),
             real_timer: Mutex::new(Default::default()),
+            cpu_timers: Mutex::new(Default::default()),
             posix_timers: Mutex::new(Default::default()),
             children_usage: Mutex::new(Default::default()),
             ended_threads_cpu: Mutex::new(Default::default()),
@@ -265,6 +268,12 @@ impl Process {
 
     pub fn rlimit(&self, resource: u32) -> libc::rlimit {
         self.rlimits.lock().unwrap()[resource as usize]
+    }
+
+    /// Whether RLIMIT_CPU limits it (then its CPU time is watched).
+    pub fn cpu_limited(&self) -> bool {
+        let r = self.rlimit(libc::RLIMIT_CPU);
+        r.rlim_cur != libc::RLIM_INFINITY || r.rlim_max != libc::RLIM_INFINITY
     }
 
     pub fn nofile_limit(&self) -> usize {

@@ -1,6 +1,16 @@
-//! Timers: ITIMER_REAL (alarm, setitimer) and POSIX timers (timer_create).
-//! One kernel thread sleeps until the earliest deadline and sends the
-//! timers' signals, re-arming interval timers.
+//! Timers: ITIMER_REAL (alarm, setitimer), POSIX timers (timer_create),
+//! and those on a process's CPU time: ITIMER_VIRTUAL, ITIMER_PROF and
+//! RLIMIT_CPU. One kernel thread sleeps until the earliest deadline and
+//! sends the timers' signals, re-arming interval timers.
+//!
+//! Linux checks CPU-time timers at each tick of a running thread. nomu has
+//! no tick, so the timer thread looks at a process's CPU time (its
+//! threads', [`Process::cpu_time`]) when its nearest CPU deadline could
+//! have been reached at the earliest: the time left divided by the CPUs
+//! that could be running it. So it fires late by at most
+//! [`MIN_CPU_CHECK`] of wall time per CPU, and an idle process with a
+//! timer armed costs a look now and then (about log2(left / 1 ms) looks
+//! per expiry when it does run).
 
 use super::process::Process;
 use super::signal::SigInfo;
@@ -22,9 +32,67 @@ pub struct RealTimer {
 /// What a queue entry is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Key {
-    Real { pid: u32 },
-    Posix { pid: u32, id: i32 },
+    Real {
+        pid: u32,
+    },
+    Posix {
+        pid: u32,
+        id: i32,
+    },
+    /// A look at the process's CPU time ([`CpuTimers`]).
+    Cpu {
+        pid: u32,
+    },
 }
+
+/// A process's CPU-time interval timer (ITIMER_VIRTUAL on its user time,
+/// ITIMER_PROF on its user and system time): it fires when that time
+/// reaches `expires` (zero: off), then every `interval` after.
+#[derive(Clone, Copy, Default)]
+pub struct CpuTimer {
+    pub expires: Duration,
+    pub interval: Duration,
+}
+
+impl CpuTimer {
+    /// Whether it fires at CPU time `now`; if so it moves to its next
+    /// expiry (once, as Linux's check_cpu_itimer: however far behind, one
+    /// signal a look) or goes off.
+    fn fire_at(&mut self, now: Duration) -> bool {
+        if self.expires.is_zero() || now < self.expires {
+            return false;
+        }
+        self.expires = if self.interval.is_zero() { Duration::ZERO } else { self.expires + self.interval };
+        true
+    }
+
+    /// Its setting as getitimer shows it at CPU time `now`: (interval,
+    /// time left). A timer due but not yet seen reads as 1 us left, as an
+    /// ITIMER_REAL about to fire does.
+    pub fn setting(&self, now: Duration) -> (Duration, Duration) {
+        let left = match self.expires {
+            e if e.is_zero() => Duration::ZERO,
+            e if e <= now => Duration::from_micros(1),
+            e => e - now,
+        };
+        (self.interval, left)
+    }
+}
+
+/// What a process keeps on its CPU time: its two itimers (Linux's
+/// signal->it[]); RLIMIT_CPU is in its rlimits. Not inherited by a
+/// forked child; kept across execve.
+#[derive(Default)]
+pub struct CpuTimers {
+    pub virt: CpuTimer,
+    pub prof: CpuTimer,
+    /// Bumped on every change, so a superseded look is dropped.
+    generation: u64,
+}
+
+/// The least wall time between two looks at a process's CPU time (Linux
+/// looks at each tick, 4 ms on Debian's kernels).
+const MIN_CPU_CHECK: Duration = Duration::from_millis(1);
 
 #[derive(Default)]
 pub struct Timers {
@@ -163,6 +231,98 @@ impl Timers {
         Ok(old)
     }
 
+    /// Sets `process`'s ITIMER_VIRTUAL (`virt`) or ITIMER_PROF to fire
+    /// after `value` more of its CPU time (zero: off), then every
+    /// `interval`; returns the old setting as getitimer shows it.
+    pub fn set_cpu(&self, process: &Process, virt: bool, value: Duration, interval: Duration) -> (Duration, Duration) {
+        let (user, system) = process.cpu_time();
+        let now = if virt { user } else { user + system };
+        let old = {
+            let mut timers = process.cpu_timers.lock().unwrap();
+            let t = if virt { &mut timers.virt } else { &mut timers.prof };
+            let old = t.setting(now);
+            *t = CpuTimer { expires: if value.is_zero() { value } else { now + value }, interval };
+            old
+        };
+        self.watch_cpu(process);
+        old
+    }
+
+    /// Starts looking at `process`'s CPU time afresh: after a change of its
+    /// itimers or RLIMIT_CPU, and for a new process with RLIMIT_CPU set.
+    pub fn watch_cpu(&self, process: &Process) {
+        let generation = {
+            let mut t = process.cpu_timers.lock().unwrap();
+            t.generation += 1;
+            t.generation
+        };
+        let (user, system) = process.cpu_time();
+        self.look_at_cpu_later(process, generation, user, user + system);
+    }
+
+    /// Queues the next look at `process`'s CPU time (now `user` and
+    /// `prof`): when its nearest deadline could be reached, every CPU
+    /// running it. None armed: no look.
+    fn look_at_cpu_later(&self, process: &Process, generation: u64, user: Duration, prof: Duration) {
+        let limit = process.rlimit(libc::RLIMIT_CPU);
+        let left = {
+            let t = process.cpu_timers.lock().unwrap();
+            let secs = |s: u64| (s != libc::RLIM_INFINITY).then(|| Duration::from_secs(s));
+            [
+                (!t.virt.expires.is_zero()).then(|| t.virt.expires.saturating_sub(user)),
+                (!t.prof.expires.is_zero()).then(|| t.prof.expires.saturating_sub(prof)),
+                secs(limit.rlim_cur).map(|d| d.saturating_sub(prof)),
+                secs(limit.rlim_max).map(|d| d.saturating_sub(prof)),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+        };
+        let Some(left) = left else { return };
+        let wait = (left / online_cpus()).max(MIN_CPU_CHECK);
+        self.push(Instant::now() + wait, Key::Cpu { pid: process.pid }, generation);
+    }
+
+    /// A look at process `pid`'s CPU time: its itimers' signals, and
+    /// RLIMIT_CPU's (Linux's check_process_timers): SIGKILL at the hard
+    /// limit; at the soft one SIGXCPU, the soft limit raised by a second
+    /// for the next.
+    fn look_at_cpu(&self, kernel: &Kernel, pid: u32, generation: u64) {
+        let Some(p) = kernel.tasks.process(pid) else { return };
+        let (user, system) = p.cpu_time();
+        let prof = user + system;
+        let mut signals = Vec::new();
+        {
+            let mut t = p.cpu_timers.lock().unwrap();
+            if t.generation != generation {
+                return;
+            }
+            if t.virt.fire_at(user) {
+                signals.push(libc::SIGVTALRM);
+            }
+            if t.prof.fire_at(prof) {
+                signals.push(libc::SIGPROF);
+            }
+        }
+        {
+            let mut limits = p.rlimits.lock().unwrap();
+            let cpu = &mut limits[libc::RLIMIT_CPU as usize];
+            let reached = |s: u64| s != libc::RLIM_INFINITY && prof >= Duration::from_secs(s);
+            if reached(cpu.rlim_max) {
+                signals = vec![libc::SIGKILL];
+            } else if reached(cpu.rlim_cur) {
+                cpu.rlim_cur += 1;
+                signals.push(libc::SIGXCPU);
+            }
+        }
+        for &sig in &signals {
+            kernel.signal_process(&p, SigInfo::kernel(sig));
+        }
+        if signals != [libc::SIGKILL] {
+            self.look_at_cpu_later(&p, generation, user, prof);
+        }
+    }
+
     /// Body of the timer thread.
     pub fn run(&self, kernel: &Kernel) {
         let mut queue = self.queue.lock().unwrap();
@@ -175,6 +335,7 @@ impl Timers {
                 match key {
                     Key::Real { pid } => self.fire_real(kernel, when, pid, generation),
                     Key::Posix { pid, id } => self.fire_posix(kernel, now, pid, id, generation),
+                    Key::Cpu { pid } => self.look_at_cpu(kernel, pid, generation),
                 }
             }
             queue = self.queue.lock().unwrap();
@@ -264,6 +425,12 @@ impl Timers {
     }
 }
 
+/// The CPUs that could run a process's threads at once.
+fn online_cpus() -> u32 {
+    static CPUS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+}
+
 /// A POSIX timer's siginfo (Linux's _timer: si_tid, si_overrun, si_value,
 /// and in si_sys_private, which the guest sees as 0, the generation of
 /// the setting that queued it).
@@ -311,5 +478,31 @@ pub fn take_signal(process: &Process, mut take: impl FnMut() -> Option<SigInfo>)
         }
         info.0[20..24].copy_from_slice(&(t.overrun_last as i32).to_le_bytes());
         return Some(info);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_cpu_timer_fires_once_a_look_and_moves_one_interval() {
+        let mut t = CpuTimer { expires: ms(100), interval: ms(10) };
+        assert!(!t.fire_at(ms(99)));
+        assert_eq!(t.setting(ms(60)), (ms(10), ms(40)));
+        // Looked at late (three intervals past): one signal, and the next
+        // expiry one interval on, already due, so the next look fires too.
+        assert!(t.fire_at(ms(130)));
+        assert_eq!(t.expires, ms(110));
+        assert_eq!(t.setting(ms(130)), (ms(10), Duration::from_micros(1)));
+        assert!(t.fire_at(ms(130)));
+        let mut once = CpuTimer { expires: ms(5), interval: Duration::ZERO };
+        assert!(once.fire_at(ms(5)));
+        assert_eq!(once.setting(ms(6)), (Duration::ZERO, Duration::ZERO));
+        assert!(!once.fire_at(ms(1000)), "off once fired");
     }
 }

@@ -214,6 +214,10 @@ fn spawn_child(
         crate::kernel::exit::discard_unborn(kernel, &child);
         return Err(e);
     }
+    // Its RLIMIT_CPU is its parent's; its CPU time starts at zero.
+    if child.cpu_limited() {
+        kernel.timers.watch_cpu(&child);
+    }
     // copy_process: the child keeps PF_NPROC_EXCEEDED, the parent's goes.
     let exceeded = ctx.t.thread.nproc_exceeded.swap(false, std::sync::atomic::Ordering::Relaxed);
     thread.nproc_exceeded.store(exceeded, std::sync::atomic::Ordering::Relaxed);

@@ -108,6 +108,9 @@ fn do_prlimit(ctx: &Ctx, resource: u32, new: Option<libc::rlimit>, old: u64) -> 
         limits[resource as usize] = new.unwrap_or(prev);
         prev
     };
+    if new.is_some() && resource == libc::RLIMIT_CPU {
+        ctx.kernel().timers.watch_cpu(ctx.process());
+    }
     // The old limit is written once the new one is in place.
     if old != 0 {
         ctx.mem().write(old, &prev)?;

@@ -162,7 +162,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(8, io::sys_lseek(Fd, i64, u32)),
     sys!(9, memory::sys_mmap(UserPtr, usize, Prot, MapFlags, Fd, Hex))
         .hex()
-        .partial("MAP_SHARED file mappings are copies, written back at munmap, msync and exit"),
+        .partial(
+            "a file's MAP_SHARED mappings share one copy of its pages, written back at munmap, msync and exit: read and write of the file do not see it before",
+        ),
     sys!(10, memory::sys_mprotect(UserPtr, usize, Prot)),
     sys!(11, memory::sys_munmap(UserPtr, usize)),
     sys!(12, memory::sys_brk(UserPtr)).hex(),
@@ -196,9 +198,9 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(33, io::sys_dup2(Fd, Fd)),
     sys!(34, wait::sys_pause()),
     sys!(35, time::sys_nanosleep(UserPtr, UserPtr)),
-    sys!(36, time::sys_getitimer(i32, UserPtr)).partial("ITIMER_REAL only"),
+    sys!(36, time::sys_getitimer(i32, UserPtr)),
     sys!(37, time::sys_alarm(u32)),
-    sys!(38, time::sys_setitimer(i32, UserPtr, UserPtr)).partial("ITIMER_REAL only"),
+    sys!(38, time::sys_setitimer(i32, UserPtr, UserPtr)),
     sys!(39, process::sys_getpid()),
     sys!(40, io::sys_sendfile(Fd, Fd, UserPtr, usize)),
     // Sockets (net.rs): SIGPIPE is raised by the sending calls themselves,

@@ -241,6 +241,8 @@ pub fn sys_clock_nanosleep(
 }
 
 const ITIMER_REAL: i32 = 0;
+const ITIMER_VIRTUAL: i32 = 1;
+const ITIMER_PROF: i32 = 2;
 
 fn tv_to_dur(tv: &libc::timeval) -> Result<Duration, Errno> {
     if tv.tv_sec < 0 || !(0..1_000_000).contains(&tv.tv_usec) {
@@ -257,12 +259,22 @@ fn itimer_value(t: &RealTimer) -> [libc::timeval; 2] {
     [duration_timeval(t.interval), duration_timeval(left)]
 }
 
+/// ITIMER_VIRTUAL's or ITIMER_PROF's setting as `struct itimerval`.
+fn cpu_itimer_value(ctx: &Ctx, virt: bool) -> [libc::timeval; 2] {
+    let p = ctx.process();
+    let (user, system) = p.cpu_time();
+    let timers = p.cpu_timers.lock().unwrap();
+    let (interval, left) = if virt { timers.virt.setting(user) } else { timers.prof.setting(user + system) };
+    [duration_timeval(interval), duration_timeval(left)]
+}
+
 pub fn sys_getitimer(ctx: &mut Ctx, which: i32, UserPtr(value): UserPtr) -> SysResult {
-    if which != ITIMER_REAL {
-        return Err(Errno::EINVAL);
-    }
-    let t = *ctx.process().real_timer.lock().unwrap();
-    ctx.mem().write(value, &itimer_value(&t))?;
+    let v = match which {
+        ITIMER_REAL => itimer_value(&ctx.process().real_timer.lock().unwrap()),
+        ITIMER_VIRTUAL | ITIMER_PROF => cpu_itimer_value(ctx, which == ITIMER_VIRTUAL),
+        _ => return Err(Errno::EINVAL),
+    };
+    ctx.mem().write(value, &v)?;
     Ok(0)
 }
 
@@ -273,14 +285,20 @@ pub fn sys_setitimer(ctx: &mut Ctx, which: i32, UserPtr(value): UserPtr, UserPtr
         Some(v) => (tv_to_dur(&v[0])?, tv_to_dur(&v[1])?),
         None => (Duration::ZERO, Duration::ZERO),
     };
-    if which != ITIMER_REAL {
-        return Err(Errno::EINVAL);
-    }
-    let deadline = (!value.is_zero()).then(|| Instant::now() + value);
     let p = ctx.process().clone();
-    let old = ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, interval);
+    let old = match which {
+        ITIMER_REAL => {
+            let deadline = (!value.is_zero()).then(|| Instant::now() + value);
+            itimer_value(&ctx.kernel().timers.set(&p.real_timer, p.pid, deadline, interval))
+        }
+        ITIMER_VIRTUAL | ITIMER_PROF => {
+            let (interval, left) = ctx.kernel().timers.set_cpu(&p, which == ITIMER_VIRTUAL, value, interval);
+            [duration_timeval(interval), duration_timeval(left)]
+        }
+        _ => return Err(Errno::EINVAL),
+    };
     if ovalue != 0 {
-        ctx.mem().write(ovalue, &itimer_value(&old))?;
+        ctx.mem().write(ovalue, &old)?;
     }
     Ok(0)
 }
