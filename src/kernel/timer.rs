@@ -121,11 +121,69 @@ pub enum Notify {
     Signal { signo: i32, value: u64, thread: Option<u32> },
 }
 
+/// A CPU-time clock (Linux's CPUCLOCK_PID, PERTHREAD and WHICH): of a
+/// process, or of a thread of the process that uses it, named by its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuClock {
+    pub id: u32,
+    pub thread: bool,
+    /// CPUCLOCK_VIRT: user time only (else user and system time).
+    pub user_only: bool,
+}
+
+impl CpuClock {
+    /// Its time now, `owner`'s clock (a thread clock names one of its
+    /// threads); None once its thread or process is gone.
+    pub fn now(&self, kernel: &Kernel, owner: &Process) -> Option<Duration> {
+        let (user, system) = if self.thread {
+            let t = owner.threads.lock().unwrap().iter().find(|t| t.tid() == self.id).cloned()?;
+            t.cpu_time()
+        } else if self.id == owner.pid {
+            owner.cpu_time()
+        } else {
+            kernel.tasks.process(self.id)?.cpu_time()
+        };
+        Some(if self.user_only { user } else { user + system })
+    }
+}
+
+/// Where a wall-clock timer's time line starts: its deadlines are
+/// Durations since, as a CPU clock's are its CPU time.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Now on the wall clocks' time line ([`epoch`]).
+pub fn wall_now() -> Duration {
+    Instant::now() - epoch()
+}
+
+/// `at` on the wall clocks' time line.
+pub fn wall_time(at: Instant) -> Duration {
+    at.saturating_duration_since(epoch())
+}
+
+/// When to look at a timer due at `deadline` on its time line, where it
+/// is `now`: then, on a wall clock; on a CPU clock (`cpu`), when it could
+/// be reached at the earliest, every CPU running its threads.
+fn look_at(cpu: bool, deadline: Duration, now: Duration) -> Instant {
+    if cpu {
+        Instant::now() + cpu_look_interval(deadline.saturating_sub(now))
+    } else {
+        epoch() + deadline
+    }
+}
+
 /// A POSIX timer (timer_create).
 pub struct PosixTimer {
     pub clock: i32,
+    /// The CPU-time clock it runs on; None: a wall clock (`clock`).
+    pub cpu: Option<CpuClock>,
     pub notify: Notify,
-    pub deadline: Option<Instant>,
+    /// When it expires next, on its time line: since [`epoch`] on a wall
+    /// clock, its clock's CPU time on a CPU clock.
+    pub deadline: Option<Duration>,
     pub interval: Duration,
     generation: u64,
     /// Its signal is queued and not yet taken: further expirations are
@@ -146,7 +204,7 @@ pub struct PosixTimers {
 impl PosixTimers {
     /// A new disarmed timer; its id (ids count up from 0, as Linux's, and
     /// are not reused until they wrap).
-    pub fn create(&mut self, clock: i32, notify: impl FnOnce(i32) -> Notify) -> i32 {
+    pub fn create(&mut self, clock: i32, cpu: Option<CpuClock>, notify: impl FnOnce(i32) -> Notify) -> i32 {
         let mut id = self.next_id;
         while self.timers.contains_key(&id) {
             id = id.checked_add(1).unwrap_or(0);
@@ -154,6 +212,7 @@ impl PosixTimers {
         self.next_id = id.checked_add(1).unwrap_or(0);
         let timer = PosixTimer {
             clock,
+            cpu,
             notify: notify(id),
             deadline: None,
             interval: Duration::ZERO,
@@ -203,15 +262,17 @@ impl Timers {
         old
     }
 
-    /// Arms (or with None disarms) POSIX timer `id` of `process`; the
-    /// overrun count starts again. EINVAL: no such timer.
+    /// Arms (or with None disarms) POSIX timer `id` of `process` to expire
+    /// at `deadline` on its time line, where it is `now`; the overrun
+    /// count starts again. EINVAL: no such timer.
     pub fn set_posix(
         &self,
         process: &Process,
         id: i32,
-        deadline: Option<Instant>,
+        deadline: Option<Duration>,
         interval: Duration,
-    ) -> Result<(Option<Instant>, Duration), crate::abi::errno::Errno> {
+        now: Duration,
+    ) -> Result<(Option<Duration>, Duration), crate::abi::errno::Errno> {
         let mut timers = process.posix_timers.lock().unwrap();
         let t = timers.timers.get_mut(&id).ok_or(crate::abi::errno::Errno::EINVAL)?;
         let old = (t.deadline, t.interval);
@@ -226,7 +287,7 @@ impl Timers {
         t.interval = if deadline.is_some() { interval } else { Duration::ZERO };
         t.overrun = 0;
         if let Some(d) = deadline {
-            self.push(d, Key::Posix { pid: process.pid, id }, t.generation);
+            self.push(look_at(t.cpu.is_some(), d, now), Key::Posix { pid: process.pid, id }, t.generation);
         }
         Ok(old)
     }
@@ -279,8 +340,7 @@ impl Timers {
             .min()
         };
         let Some(left) = left else { return };
-        let wait = (left / online_cpus()).max(MIN_CPU_CHECK);
-        self.push(Instant::now() + wait, Key::Cpu { pid: process.pid }, generation);
+        self.push(Instant::now() + cpu_look_interval(left), Key::Cpu { pid: process.pid }, generation);
     }
 
     /// A look at process `pid`'s CPU time: its itimers' signals, and
@@ -334,7 +394,7 @@ impl Timers {
             for (when, key, generation) in due {
                 match key {
                     Key::Real { pid } => self.fire_real(kernel, when, pid, generation),
-                    Key::Posix { pid, id } => self.fire_posix(kernel, now, pid, id, generation),
+                    Key::Posix { pid, id } => self.fire_posix(kernel, pid, id, generation),
                     Key::Cpu { pid } => self.look_at_cpu(kernel, pid, generation),
                 }
             }
@@ -367,8 +427,12 @@ impl Timers {
     /// A POSIX timer's expiry: its signal, unless the last one is still
     /// pending (then an overrun), and the next expiry of an interval timer
     /// (expirations the thread was too late for are overruns too).
-    fn fire_posix(&self, kernel: &Kernel, now: Instant, pid: u32, id: i32, generation: u64) {
+    fn fire_posix(&self, kernel: &Kernel, pid: u32, id: i32, generation: u64) {
         let Some(p) = kernel.tasks.process(pid) else { return };
+        // Now on its time line (read with no lock of the timers held); a
+        // CPU clock whose thread or process is gone stops it.
+        let Some(cpu) = p.posix_timers.lock().unwrap().get(id).map(|t| t.cpu) else { return };
+        let Some(now) = cpu.map_or(Some(wall_now()), |c| c.now(kernel, &p)) else { return };
         // A signal counted as pending that is no longer queued was dropped
         // (its action became SIG_IGN, or a SIGCONT cancelled a stop
         // signal): the timer may queue another.
@@ -380,7 +444,7 @@ impl Timers {
             let Some(base) = t.deadline.filter(|_| t.generation == generation) else { return };
             t.pending &= queued;
             if base > now {
-                self.push(base, Key::Posix { pid, id }, generation);
+                self.push(look_at(cpu.is_some(), base, now), Key::Posix { pid, id }, generation);
                 return;
             }
             let mut missed = 0u128;
@@ -391,7 +455,8 @@ impl Timers {
                 let next = u32::try_from(missed + 1).ok().and_then(|n| t.interval.checked_mul(n)).map(|d| base + d);
                 t.deadline = next;
                 if let Some(next) = next {
-                    self.push(next.max(now + MIN_REARM), Key::Posix { pid, id }, generation);
+                    let at = look_at(cpu.is_some(), next.max(now + MIN_REARM), now);
+                    self.push(at, Key::Posix { pid, id }, generation);
                 }
             }
             let missed = u32::try_from(missed).unwrap_or(DELAYTIMER_MAX);
@@ -423,6 +488,12 @@ impl Timers {
             }
         }
     }
+}
+
+/// The wall time before a CPU clock with `left` to go could reach it,
+/// every CPU running its threads: when to look at it next.
+pub fn cpu_look_interval(left: Duration) -> Duration {
+    (left / online_cpus()).max(MIN_CPU_CHECK)
 }
 
 /// The CPUs that could run a process's threads at once.

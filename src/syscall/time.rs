@@ -5,7 +5,7 @@ use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
 use crate::kernel::process::duration_timeval;
-use crate::kernel::timer::RealTimer;
+use crate::kernel::timer::{wall_now, wall_time, CpuClock, RealTimer};
 use std::time::{Duration, Instant};
 
 fn read_timespec(ctx: &Ctx, ptr: u64) -> Result<libc::timespec, Errno> {
@@ -62,38 +62,51 @@ pub fn sys_clock_getres(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysR
     Ok(0)
 }
 
-const CPUCLOCK_PROF: i32 = 0;
+/// A negative clock id whose low three bits are these names a descriptor
+/// (`(~fd << 3) | 3`: PTP devices), not a CPU clock.
+const CLOCKFD: i32 = 3;
+
+// Which time a CPU clock reads (its low two bits): 0 PROF (user and
+// system), 1 VIRT (user), 2 SCHED (run time: nomu's user and system).
 const CPUCLOCK_VIRT: i32 = 1;
 const CPUCLOCK_SCHED: i32 = 2;
 
 /// A CPU clock named by a process or thread id (clock_getcpuclockid,
 /// pthread_getcpuclockid: `(~id << 3) | perthread | which`), read as
-/// Linux's posix_cpu_clock_get does: a thread's only from its own process,
-/// any process's; id 0 the caller's. The guest's ids, never the host's
-/// (passed through, the host read a host process's clock). Descriptor
-/// clocks (`& 7 == 3`, PTP devices) are not provided.
+/// Linux's posix_cpu_clock_get does. The guest's ids, never the host's
+/// (passed through, the host read a host process's clock).
 fn cpu_clock(ctx: &Ctx, clock: i32) -> Result<Duration, Errno> {
-    let (id, thread, which) = (!(clock >> 3) as u32, clock & 4 != 0, clock & 3);
+    let c = cpu_clock_of(ctx, clock, true)?.ok_or(Errno::EINVAL)?;
+    c.now(ctx.kernel(), ctx.process()).ok_or(Errno::EINVAL)
+}
+
+/// The CPU-time clock `clock` names (None: not a CPU clock), as Linux's
+/// pid_for_clock finds it: id 0 is the caller's thread or process; a
+/// thread's clock only from its own process; a process's by its pid, or
+/// for reading (`gettime`) by the caller's own thread id too. EINVAL for
+/// any other, and for descriptor clocks (`& 7 == 3`, PTP devices: not
+/// provided).
+fn cpu_clock_of(ctx: &Ctx, clock: i32, gettime: bool) -> Result<Option<CpuClock>, Errno> {
+    let (id, thread, which) = match clock {
+        libc::CLOCK_PROCESS_CPUTIME_ID => (0, false, CPUCLOCK_SCHED),
+        libc::CLOCK_THREAD_CPUTIME_ID => (0, true, CPUCLOCK_SCHED),
+        c if c < 0 => (!(c >> 3) as u32, c & 4 != 0, c & 3),
+        _ => return Ok(None),
+    };
     if which == 3 {
         return Err(Errno::EINVAL);
     }
-    let (u, s) = if thread {
-        if id == 0 {
-            ctx.t.thread.cpu_time()
-        } else {
-            let t = ctx.process().threads.lock().unwrap().iter().find(|t| t.tid() == id).cloned();
-            t.ok_or(Errno::EINVAL)?.cpu_time()
-        }
-    } else if id == 0 || id == ctx.process().pid {
-        ctx.process().cpu_time()
-    } else {
-        ctx.kernel().tasks.process(id).ok_or(Errno::EINVAL)?.cpu_time()
+    let p = ctx.process();
+    let own_tid = ctx.t.thread.tid();
+    let id = match (id, thread) {
+        (0, true) => own_tid,
+        (0, false) => p.pid,
+        (id, true) if p.threads.lock().unwrap().iter().any(|t| t.tid() == id) => id,
+        (id, false) if id == p.pid || (gettime && id == own_tid) => p.pid,
+        (id, false) if ctx.kernel().tasks.process(id).is_some() => id,
+        _ => return Err(Errno::EINVAL),
     };
-    Ok(match which {
-        CPUCLOCK_VIRT => u,
-        CPUCLOCK_PROF | CPUCLOCK_SCHED => u + s,
-        _ => unreachable!(),
-    })
+    Ok(Some(CpuClock { id, thread, user_only: which == CPUCLOCK_VIRT }))
 }
 
 /// The host's clock is never a guest's to set: after Linux's own checks,
@@ -105,7 +118,6 @@ const CLOCK_NOT_GUESTS: Errno = Errno::EPERM;
 /// process's or thread's CPU clock is never settable (EPERM once the time
 /// is read); the others have no clock_set (EINVAL before anything is read).
 pub fn sys_clock_settime(ctx: &mut Ctx, clock: i32, UserPtr(tp): UserPtr) -> SysResult {
-    const CLOCKFD: i32 = 3;
     match clock {
         libc::CLOCK_REALTIME => {
             read_timespec(ctx, tp)?;
@@ -227,17 +239,59 @@ pub fn sys_clock_nanosleep(
 ) -> SysResult {
     match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => {}
-        // No sleeping on the thread's CPU time; on the process's, nomu
-        // cannot, but reads and judges the request first, as Linux does.
-        libc::CLOCK_PROCESS_CPUTIME_ID => {
-            read_timespec(ctx, rqtp)?;
-            return Err(Errno::ENOTSUP);
+        // Linux's clock_thread and descriptor clocks have no nsleep; the
+        // alarm clocks none without a real-time clock device (timer_create).
+        libc::CLOCK_THREAD_CPUTIME_ID | libc::CLOCK_REALTIME_ALARM | libc::CLOCK_BOOTTIME_ALARM => {
+            return Err(Errno::ENOTSUP)
         }
-        libc::CLOCK_THREAD_CPUTIME_ID => return Err(Errno::ENOTSUP),
+        c if c < 0 && c & 7 == CLOCKFD => return Err(Errno::ENOTSUP),
+        // A process's CPU clock, or another thread's (posix_cpu_nsleep):
+        // the request is read and judged first.
+        c if c == libc::CLOCK_PROCESS_CPUTIME_ID || c < 0 => {
+            let req = read_timespec(ctx, rqtp)?;
+            // Not on the caller's own thread's clock (it would never run).
+            let id = !(c >> 3) as u32;
+            if c < 0 && c & 4 != 0 && (id == 0 || id == ctx.t.thread.tid()) {
+                return Err(Errno::EINVAL);
+            }
+            let cpu = cpu_clock_of(ctx, c, false)?.ok_or(Errno::EINVAL)?;
+            return cpu_sleep(ctx, cpu, flags & libc::TIMER_ABSTIME != 0, &req, rmtp);
+        }
         _ => return Err(Errno::EINVAL),
     }
     let req = read_timespec(ctx, rqtp)?;
     sleep(ctx, clock, flags & libc::TIMER_ABSTIME, &req, rmtp)
+}
+
+/// Sleeps until CPU clock `cpu` reads `req` (`absolute`) or has gone `req`
+/// on; a signal interrupts it (EINTR, the CPU time left written to `rem`
+/// for a relative sleep). nomu has no tick to wake it: it looks at the
+/// clock when the deadline could be reached at the earliest, as the timer
+/// thread does for CPU-time timers. A clock whose thread or process ends
+/// ends the sleep.
+fn cpu_sleep(ctx: &Ctx, cpu: CpuClock, absolute: bool, req: &libc::timespec, rem: u64) -> SysResult {
+    let (kernel, p) = (ctx.kernel(), ctx.process());
+    let Some(start) = cpu.now(kernel, p) else { return Ok(0) };
+    let deadline = if absolute { ts_to_dur(req) } else { start + ts_to_dur(req) };
+    loop {
+        let Some(now) = cpu.now(kernel, p) else { return Ok(0) };
+        if now >= deadline {
+            return Ok(0);
+        }
+        let wait = crate::kernel::timer::cpu_look_interval(deadline - now);
+        let until = ts_add(hostsys::clock_gettime(libc::CLOCK_MONOTONIC)?, dur_to_ts(wait));
+        match ctx.t.block_in_host(|| hostsys::sleep_until(libc::CLOCK_MONOTONIC, &until)) {
+            Ok(()) => {}
+            Err(Errno::ERESTARTSYS) => {
+                if !absolute && rem != 0 {
+                    let left = cpu.now(kernel, p).map_or(Duration::ZERO, |n| deadline.saturating_sub(n));
+                    ctx.mem().write(rem, &dur_to_ts(left))?;
+                }
+                return Err(Errno::EINTR);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 const ITIMER_REAL: i32 = 0;
@@ -366,10 +420,18 @@ pub fn sys_timer_create(ctx: &mut Ctx, clock: i32, UserPtr(sevp): UserPtr, UserP
     };
     match clock {
         libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI => {}
-        // Clocks Linux knows but keeps no timers on.
-        libc::CLOCK_MONOTONIC_RAW | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_MONOTONIC_COARSE => {
-            return Err(Errno::EOPNOTSUPP)
-        }
+        // Clocks Linux knows but keeps no timers on, and the alarm clocks,
+        // which need a real-time clock device to wake the machine: none
+        // for guests, so as on a Linux without one.
+        libc::CLOCK_MONOTONIC_RAW
+        | libc::CLOCK_REALTIME_COARSE
+        | libc::CLOCK_MONOTONIC_COARSE
+        | libc::CLOCK_REALTIME_ALARM
+        | libc::CLOCK_BOOTTIME_ALARM => return Err(Errno::EOPNOTSUPP),
+        // Descriptor clocks (PTP devices, not provided) keep no timers.
+        c if c < 0 && c & 7 == CLOCKFD => return Err(Errno::EOPNOTSUPP),
+        // CPU-time clocks; which thread or process is judged last.
+        c if c == libc::CLOCK_PROCESS_CPUTIME_ID || c == libc::CLOCK_THREAD_CPUTIME_ID || c < 0 => {}
         _ => return Err(Errno::EINVAL),
     }
     let p = ctx.process().clone();
@@ -398,7 +460,9 @@ pub fn sys_timer_create(ctx: &mut Ctx, clock: i32, UserPtr(sevp): UserPtr, UserP
         }
         Some(_) => return Err(Errno::EINVAL),
     };
-    let id = p.posix_timers.lock().unwrap().create(clock, |id| {
+    // Linux's posix_cpu_timer_create finds the clock's thread or process.
+    let cpu = cpu_clock_of(ctx, clock, false)?;
+    let id = p.posix_timers.lock().unwrap().create(clock, cpu, |id| {
         // No sigevent: SIGALRM to the process, with the timer's id as value.
         notify.unwrap_or(Notify::Signal { signo: libc::SIGALRM, value: id as u64, thread: None })
     });
@@ -417,11 +481,14 @@ fn dur_to_ts(d: Duration) -> libc::timespec {
     libc::timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as i64 }
 }
 
-/// A timer's setting as `struct itimerspec` (interval, time left): an
-/// armed timer whose expiry is being handled reads as 1 ns left.
-fn itimerspec(deadline: Option<Instant>, interval: Duration) -> [libc::timespec; 2] {
-    let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
-    let left = if deadline.is_some() && left.is_zero() { Duration::from_nanos(1) } else { left };
+/// A timer's setting as `struct itimerspec` (interval, time left), where
+/// it is `now` on its time line: an armed timer whose expiry is being
+/// handled reads as 1 ns left.
+fn itimerspec(deadline: Option<Duration>, interval: Duration, now: Duration) -> [libc::timespec; 2] {
+    let left = match deadline {
+        None => Duration::ZERO,
+        Some(d) => d.saturating_sub(now).max(Duration::from_nanos(1)),
+    };
     [dur_to_ts(interval), dur_to_ts(left)]
 }
 
@@ -437,31 +504,44 @@ pub fn sys_timer_settime(
     }
     let spec: [libc::timespec; 2] = ctx.mem().read(new)?;
     let p = ctx.process().clone();
-    let clock = p.posix_timers.lock().unwrap().get(id).ok_or(Errno::EINVAL)?.clock;
+    let (clock, cpu) = p.posix_timers.lock().unwrap().get(id).map(|t| (t.clock, t.cpu)).ok_or(Errno::EINVAL)?;
     let valid = |t: &libc::timespec| t.tv_sec >= 0 && (0..1_000_000_000).contains(&t.tv_nsec);
     if !valid(&spec[0]) || !valid(&spec[1]) {
         return Err(Errno::EINVAL);
     }
     let [interval, value] = spec;
+    // Now on the timer's time line; a CPU clock's thread or process gone:
+    // ESRCH (posix_cpu_timer_set).
+    let now = match cpu {
+        Some(c) => c.now(ctx.kernel(), &p).ok_or(Errno::ESRCH)?,
+        None => wall_now(),
+    };
     let deadline = if value.tv_sec == 0 && value.tv_nsec == 0 {
         None
     } else if flags & libc::TIMER_ABSTIME != 0 {
-        Some(instant_of(clock, &value)?)
+        Some(if cpu.is_some() { ts_to_dur(&value) } else { wall_time(instant_of(clock, &value)?) })
     } else {
-        Some(Instant::now() + ts_to_dur(&value))
+        Some(now + ts_to_dur(&value))
     };
-    let (old_deadline, old_interval) = ctx.kernel().timers.set_posix(&p, id, deadline, ts_to_dur(&interval))?;
+    let (old_deadline, old_interval) = ctx.kernel().timers.set_posix(&p, id, deadline, ts_to_dur(&interval), now)?;
     if old != 0 {
-        ctx.mem().write(old, &itimerspec(old_deadline, old_interval))?;
+        ctx.mem().write(old, &itimerspec(old_deadline, old_interval, now))?;
     }
     Ok(0)
 }
 
 pub fn sys_timer_gettime(ctx: &mut Ctx, id: i32, UserPtr(cur): UserPtr) -> SysResult {
+    let p = ctx.process();
+    let cpu = p.posix_timers.lock().unwrap().get(id).map(|t| t.cpu).ok_or(Errno::EINVAL)?;
+    // A CPU clock's thread or process gone: nothing left to run.
+    let now = cpu.map_or(Some(wall_now()), |c| c.now(ctx.kernel(), p));
     let spec = {
-        let timers = ctx.process().posix_timers.lock().unwrap();
+        let timers = p.posix_timers.lock().unwrap();
         let t = timers.get(id).ok_or(Errno::EINVAL)?;
-        itimerspec(t.deadline, t.interval)
+        match now {
+            Some(now) => itimerspec(t.deadline, t.interval, now),
+            None => itimerspec(None, t.interval, Duration::ZERO),
+        }
     };
     ctx.mem().write(cur, &spec)?;
     Ok(0)

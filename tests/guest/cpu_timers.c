@@ -10,6 +10,13 @@
  * - getitimer shows the CPU time left; setitimer's old value is it;
  * - bad arguments: EINVAL;
  * - a forked child starts with no itimer; execve keeps them;
+ * - POSIX timers on CPU clocks (they were EINVAL): the process's, the
+ *   calling thread's (another thread's CPU does not move it), another
+ *   thread's (pthread_getcpuclockid), absolute; clocks of no thread or
+ *   process: EINVAL;
+ * - clock_nanosleep on the process's CPU clock (it was EINVAL) sleeps
+ *   until the other threads used that much; on the caller's own thread
+ *   clock: EINVAL;
  * - `rlimit` mode (its own case: it burns 2 s of CPU): a child with
  *   RLIMIT_CPU 1 s soft, 2 s hard gets SIGXCPU at 1 s and sees its soft
  *   limit raised to 2, then dies of SIGKILL at 2 s. */
@@ -22,7 +29,18 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
-static atomic_int vtalrm, prof, prof_code = -1;
+static atomic_int vtalrm, prof, prof_code = -1, usr1, usr2;
+
+/* Linux's CPU clock ids: (~id << 3) | per-thread (4) | which (2: run time). */
+#define CPU_CLOCK(id, flags) ((clockid_t)((~(unsigned)(id) << 3) | (flags)))
+
+static void on_usr(int sig)
+{
+	if (sig == SIGUSR1)
+		usr1++;
+	else
+		usr2++;
+}
 
 static void on_vtalrm(int sig)
 {
@@ -81,8 +99,9 @@ static void virtual_timer(void)
 	CHECK(tv_ms(cur.it_value) > 40 && tv_ms(cur.it_value) <= 70);
 	long long used = burn_until(&vtalrm, 3, 10000);
 	CHECK(vtalrm >= 3);
-	/* 60 + 30 + 30 ms of CPU: not (much) before that. */
-	CHECK(used >= 110);
+	/* 60 + 30 + 30 ms of user time: not much before that (Linux counts
+	 * user time a tick at a time, which may run ahead of the run time). */
+	CHECK(used >= 80);
 	/* Off: no more signals, and getitimer shows it off. */
 	v = itv(0, 0);
 	CHECK_OK(setitimer(ITIMER_VIRTUAL, &v, &old));
@@ -148,6 +167,99 @@ static void other_threads_count(void)
 	spin_stop = 1;
 	pthread_join(t, NULL);
 	CHECK_EQ(prof, before + 1);
+}
+
+static long long ts_ms(struct timespec t)
+{
+	return t.tv_sec * 1000ll + t.tv_nsec / 1000000;
+}
+
+static struct itimerspec its(long value_ms, long interval_ms)
+{
+	struct itimerspec v = {
+		.it_interval = { interval_ms / 1000, interval_ms % 1000 * 1000000 },
+		.it_value = { value_ms / 1000, value_ms % 1000 * 1000000 },
+	};
+	return v;
+}
+
+static void posix_cpu_timers(void)
+{
+	timer_t t;
+	struct itimerspec v = its(50, 20), cur;
+	struct sigevent sev;
+	memset(&sev, 0, sizeof sev);
+	sev.sigev_notify = SIGEV_SIGNAL;
+	sev.sigev_signo = SIGUSR1;
+
+	/* The process's CPU clock, with an interval. */
+	CHECK_OK(timer_create(CLOCK_PROCESS_CPUTIME_ID, &sev, &t));
+	CHECK_OK(timer_settime(t, 0, &v, NULL));
+	CHECK_OK(timer_gettime(t, &cur));
+	CHECK(cur.it_value.tv_sec == 0 && ts_ms(cur.it_value) > 30 && ts_ms(cur.it_value) <= 50);
+	CHECK_EQ(ts_ms(cur.it_interval), 20);
+	long long used = burn_until(&usr1, 3, 10000);
+	CHECK(usr1 >= 3);
+	CHECK(used >= 85);
+	v = its(0, 0);
+	CHECK_OK(timer_settime(t, 0, &v, NULL));
+	CHECK_OK(timer_delete(t));
+
+	/* The calling thread's: another thread's CPU does not move it. */
+	sev.sigev_signo = SIGUSR2;
+	CHECK_OK(timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &t));
+	v = its(60, 0);
+	CHECK_OK(timer_settime(t, 0, &v, NULL));
+	pthread_t th;
+	spin_stop = 0;
+	CHECK_EQ(pthread_create(&th, NULL, spinner, NULL), 0);
+	nomu_sleep_ms(250);
+	CHECK_EQ(usr2, 0);
+	CHECK_OK(timer_gettime(t, &cur));
+	CHECK(ts_ms(cur.it_value) > 40);
+	/* Another thread's clock. */
+	clockid_t other;
+	timer_t t2;
+	CHECK_EQ(pthread_getcpuclockid(th, &other), 0);
+	CHECK_OK(timer_create(other, &sev, &t2));
+	v = its(60, 0);
+	CHECK_OK(timer_settime(t2, 0, &v, NULL));
+	for (int i = 0; i < 200 && usr2 == 0; i++)
+		nomu_sleep_ms(20);
+	CHECK_EQ(usr2, 1);
+	/* clock_nanosleep on the process's clock: the spinner's CPU. */
+	struct timespec a, b, req = { 0, 80 * 1000000 };
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+	CHECK_EQ(clock_nanosleep(CLOCK_PROCESS_CPUTIME_ID, 0, &req, NULL), 0);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+	CHECK(ts_ms(b) - ts_ms(a) >= 78);
+	/* Absolute, on the other thread's clock. */
+	clock_gettime(other, &a);
+	a.tv_nsec += 50 * 1000000;
+	if (a.tv_nsec >= 1000000000) {
+		a.tv_sec++;
+		a.tv_nsec -= 1000000000;
+	}
+	CHECK_EQ(clock_nanosleep(other, TIMER_ABSTIME, &a, NULL), 0);
+	clock_gettime(other, &b);
+	CHECK(ts_ms(b) >= ts_ms(a));
+	spin_stop = 1;
+	pthread_join(th, NULL);
+	CHECK_OK(timer_delete(t2));
+	/* The caller's own thread clock fires on its own CPU time. */
+	burn_until(&usr2, 2, 10000);
+	CHECK_EQ(usr2, 2);
+	CHECK_OK(timer_delete(t));
+
+	CHECK_EQ(clock_nanosleep(CLOCK_THREAD_CPUTIME_ID, 0, &req, NULL), EINVAL);
+	clockid_t mine;
+	CHECK_EQ(pthread_getcpuclockid(pthread_self(), &mine), 0);
+	CHECK_EQ(clock_nanosleep(mine, 0, &req, NULL), EINVAL);
+	CHECK_ERR(timer_create(CPU_CLOCK(999999, 4 | 2), &sev, &t), EINVAL);
+	CHECK_ERR(timer_create(CPU_CLOCK(999999, 2), &sev, &t), EINVAL);
+	CHECK_ERR(timer_create(CPU_CLOCK(0, 4 | 3), &sev, &t), EINVAL);
+	/* A descriptor clock (PTP devices) keeps no timers. */
+	CHECK_ERR(timer_create(CPU_CLOCK(0, 3), &sev, &t), EOPNOTSUPP);
 }
 
 static void bad_arguments(void)
@@ -259,10 +371,13 @@ int main(int argc, char **argv)
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigaction(SIGPROF, &sa, NULL);
 	nomu_handle(SIGVTALRM, on_vtalrm, SA_RESTART);
+	nomu_handle(SIGUSR1, on_usr, SA_RESTART);
+	nomu_handle(SIGUSR2, on_usr, SA_RESTART);
 	virtual_timer();
 	prof_timer();
 	asleep_does_not_count();
 	other_threads_count();
+	posix_cpu_timers();
 	bad_arguments();
 	fork_and_exec(argv[0]);
 	return checks_done();

@@ -400,7 +400,7 @@ static int set_limit(int use_prlimit, int resource, rlim_t cur, struct rlimit *o
 	return use_prlimit ? prlimit(0, resource, &now, NULL) : setrlimit(resource, &now);
 }
 
-/* "limits are recorded; NOFILE and NPROC are enforced", through setrlimit or prlimit64. */
+/* "limits are recorded; NOFILE, NPROC and CPU are enforced", through setrlimit or prlimit64. */
 static void check_limits(int use_prlimit)
 {
 	struct rlimit old, now;
@@ -413,7 +413,8 @@ static void check_limits(int use_prlimit)
 	EXPECT(n == (on_linux ? 1 : 10), "a write past RLIMIT_FSIZE");
 	close(fd);
 	EXPECT(setrlimit(RLIMIT_FSIZE, &old) == 0, "RLIMIT_FSIZE back");
-	/* RLIMIT_NOFILE is enforced on both (RLIMIT_NPROC too: tests/guest/nproc.c). */
+	/* RLIMIT_NOFILE is enforced on both (RLIMIT_NPROC too: tests/guest/nproc.c;
+	 * RLIMIT_CPU: tests/guest/cpu_timers.c). */
 	EXPECT(set_limit(use_prlimit, RLIMIT_NOFILE, 16, &old) == 0, "RLIMIT_NOFILE = 16");
 	int last = -1;
 	for (;;) {
@@ -488,28 +489,6 @@ static void check_futex(void)
 		EXPECT(pi_order[0] == 2, "the higher-priority waiter gets the PI lock first");
 	else
 		EXPECT(pi_order[0] == 1, "the first waiter gets the PI lock first");
-}
-
-static void check_timer_create(void)
-{
-	/* A timer on the process's CPU time. */
-	int id;
-	struct {
-		long value;
-		int signo, notify, pad[12];
-	} none = { .notify = 1 /* SIGEV_NONE */ };
-	long r = syscall(SYS_timer_create, CLOCK_PROCESS_CPUTIME_ID, &none, &id);
-	if (on_linux) {
-		EXPECT(r == 0, "a CPU-time timer");
-		if (r == 0)
-			syscall(SYS_timer_delete, id);
-	} else {
-		EXPECT(FAILS_WITH(r, EINVAL), "CLOCK_PROCESS_CPUTIME_ID: EINVAL");
-		r = syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, &none, &id);
-		EXPECT(FAILS_WITH(r, EINVAL), "CLOCK_THREAD_CPUTIME_ID: EINVAL");
-		r = syscall(SYS_timer_create, 9 /* CLOCK_BOOTTIME_ALARM */, &none, &id);
-		EXPECT(FAILS_WITH(r, EINVAL), "CLOCK_BOOTTIME_ALARM: EINVAL");
-	}
 }
 
 static volatile int thread_may_end;
@@ -780,11 +759,10 @@ static const struct note {
 	{ "bind", "an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL", check_bind },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
-	{ "setrlimit", "limits are recorded; NOFILE and NPROC are enforced", check_setrlimit },
+	{ "setrlimit", "limits are recorded; NOFILE, NPROC and CPU are enforced", check_setrlimit },
 	{ "futex", "PI futexes: no priority inheritance; waiters get the lock in the order they came, not by priority",
 	  check_futex },
-	{ "timer_create", "no CPU-time or alarm clocks (EINVAL)", check_timer_create },
-	{ "prlimit64", "limits are recorded; NOFILE and NPROC are enforced", check_prlimit64 },
+	{ "prlimit64", "limits are recorded; NOFILE, NPROC and CPU are enforced", check_prlimit64 },
 	{ "recvmmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid",
 	  check_recvmmsg },
 	{ "close_range", "CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)",
