@@ -139,7 +139,10 @@ pub trait FileOps: Sync {
     }
 
     /// ftruncate(2) to `length` (not negative).
-    fn ftruncate(&self, _ctx: &Ctx, f: &OpenFile, length: i64) -> SysResult {
+    fn ftruncate(&self, ctx: &Ctx, f: &OpenFile, length: i64) -> SysResult {
+        if f.writable() {
+            super::io::fsize_allows_size(ctx, f.fd(), length as u64)?;
+        }
         hostfs::ftruncate(f.fd(), length).map(|_| 0)
     }
 }

@@ -770,6 +770,7 @@ pub fn sys_truncate(ctx: &mut Ctx, pathname: Path, length: i64) -> SysResult {
     let abs = ctx.abs_path(DirFd::CWD, pathname, false)?;
     let fd = ctx.open_abs(&abs, libc::O_WRONLY, 0)?;
     crate::fs::text_busy::deny_write(&hostfs::fstat(fd.as_fd())?)?;
+    super::io::fsize_allows_size(ctx, fd.as_fd(), length as u64)?;
     hostfs::ftruncate(fd.as_fd(), length).map(|_| 0)
 }
 

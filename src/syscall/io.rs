@@ -110,7 +110,82 @@ pub fn sys_read(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize) -> SysRe
 
 pub fn sys_write(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize) -> SysResult {
     let f = ctx.io_file(fd)?;
-    rw_in_order(&f, true, false, buf, len, || file_ops::of(&f).write(ctx, &f, buf, count(len)))
+    rw_in_order(&f, true, false, buf, len, || {
+        let len = fsize_allowed(ctx, &f, None, false, count(len))?;
+        file_ops::of(&f).write(ctx, &f, buf, len)
+    })
+}
+
+/// RLIMIT_FSIZE on a write of `len` bytes to `f` (Linux's
+/// generic_write_check_limits): the bytes it may write, cut to end at the
+/// limit; EFBIG, with SIGXFSZ to the caller, for one that would start at
+/// or past it. It writes at `pos` (None: at the description's offset), or
+/// at the file's end with O_APPEND or `append` (RWF_APPEND). Only writes
+/// of something to regular files are limited, and only when the limit is
+/// set does it cost a host call (the offset or the size).
+pub(super) fn fsize_allowed(
+    ctx: &Ctx,
+    f: &OpenFile,
+    pos: Option<i64>,
+    append: bool,
+    len: usize,
+) -> Result<usize, Errno> {
+    if len == 0 || f.kind() != FileKind::Regular || !f.writable() {
+        return Ok(len);
+    }
+    let limit = ctx.process().rlimit(libc::RLIMIT_FSIZE).rlim_cur;
+    if limit == libc::RLIM_INFINITY {
+        return Ok(len);
+    }
+    let pos = if append || hostfs::getfl(f.fd())? & libc::O_APPEND != 0 {
+        hostfs::fstat(f.fd())?.st_size as u64
+    } else {
+        match pos {
+            Some(p) => p as u64,
+            None => hostfs::lseek(f.fd(), 0, libc::SEEK_CUR)?,
+        }
+    };
+    if pos >= limit {
+        file_too_large(ctx);
+        return Err(Errno::EFBIG);
+    }
+    Ok(len.min((limit - pos).min(usize::MAX as u64) as usize))
+}
+
+/// RLIMIT_FSIZE on a regular file `fd` growing to `size` (truncate,
+/// fallocate: Linux's inode_newsize_ok): EFBIG, with SIGXFSZ, past it.
+pub(super) fn fsize_allows_size(ctx: &Ctx, fd: std::os::fd::BorrowedFd, size: u64) -> Result<(), Errno> {
+    let limit = ctx.process().rlimit(libc::RLIMIT_FSIZE).rlim_cur;
+    if limit == libc::RLIM_INFINITY || size <= limit {
+        return Ok(());
+    }
+    let st = hostfs::fstat(fd)?;
+    if FileKind::from_mode(st.st_mode) != FileKind::Regular || size <= st.st_size as u64 {
+        return Ok(());
+    }
+    file_too_large(ctx);
+    Err(Errno::EFBIG)
+}
+
+/// SIGXFSZ to the calling thread, as Linux's send_sig(SIGXFSZ, current, 0)
+/// sends it: SI_USER, from the process itself.
+fn file_too_large(ctx: &Ctx) {
+    let (pid, uid) = (ctx.process().pid, ctx.cred().uid);
+    let info = crate::kernel::signal::SigInfo::from_process(libc::SIGXFSZ, crate::kernel::signal::SI_USER, pid, uid);
+    ctx.kernel().signal_thread(&ctx.t.thread, info);
+}
+
+/// The first `n` bytes of `ranges`.
+fn first_bytes(ranges: &[GuestRange], mut n: usize) -> Vec<GuestRange> {
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        if n == 0 {
+            break;
+        }
+        out.push(r.take(n));
+        n -= r.len().min(n);
+    }
+    out
 }
 
 pub fn sys_pread64(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize, pos: i64) -> SysResult {
@@ -139,7 +214,8 @@ pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos
     }
     let f = ctx.io_file(fd)?;
     rw_in_order(&f, true, true, buf, len, || {
-        let runs = ctx.mem().runs(buf, count(len), false)?;
+        let len = fsize_allowed(ctx, &f, Some(pos), false, count(len))?;
+        let runs = ctx.mem().runs(buf, len, false)?;
         runs.with_ranges(|r| {
             if r.len() == 1 {
                 hostfs::pwrite(f.fd(), r[0], pos)
@@ -222,8 +298,24 @@ pub fn sys_writev(ctx: &mut Ctx, fd: Fd, UserPtr(iov): UserPtr, vlen: u32) -> Sy
     }
     let ops = file_ops::of(&f);
     ops.writev_ignores_buffers(&f)?;
-    let ranges = iov_ranges(ctx, iov, vlen, false)?;
+    let ranges = limited_ranges(ctx, &f, iov_ranges(ctx, iov, vlen, false)?, None, false)?;
     ops.writev(ctx, &f, &ranges)
+}
+
+/// A write's checked ranges, cut at RLIMIT_FSIZE ([`fsize_allowed`]).
+fn limited_ranges(
+    ctx: &Ctx,
+    f: &OpenFile,
+    ranges: IoRanges,
+    pos: Option<i64>,
+    append: bool,
+) -> Result<IoRanges, Errno> {
+    let len: usize = ranges.iter().map(|r| r.len()).sum();
+    let allowed = fsize_allowed(ctx, f, pos, append, len)?;
+    if allowed == len {
+        return Ok(ranges);
+    }
+    Ok(IoRanges { ranges: first_bytes(&ranges.ranges, allowed), _pins: ranges._pins })
 }
 
 pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserPtr, len: usize) -> SysResult {
@@ -247,7 +339,8 @@ pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserP
     }
     wait_ready(ctx, &input, libc::POLLIN)?;
     wait_ready(ctx, &out, libc::POLLOUT)?;
-    let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), count(len))?;
+    let len = fsize_allowed(ctx, &out, None, false, count(len))?;
+    let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), len)?;
     if let Some(o) = off {
         ctx.mem().write(offset, &o)?;
     }
@@ -528,6 +621,9 @@ pub fn sys_pipe(ctx: &mut Ctx, fildes: UserPtr) -> SysResult {
 /// With RWF_* flags the host's call judges them (EOPNOTSUPP for those it
 /// does not know): they are its kernel's.
 pub(super) const RWF_NOWAIT: i32 = 0x8;
+const RWF_APPEND: i32 = 0x10;
+/// RWF_HIPRI, DSYNC, SYNC, NOWAIT, APPEND, NOAPPEND, ATOMIC, DONTCACHE.
+const RWF_KNOWN: i32 = 0xff;
 
 /// preadv/preadv2 at `pos` (-1: preadv2 at the file position, as readv).
 fn do_preadv(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_position: bool) -> SysResult {
@@ -555,10 +651,15 @@ fn do_pwritev(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_p
     if at_position && flags == 0 {
         let ops = file_ops::of(&f);
         ops.writev_ignores_buffers(&f)?;
-        let ranges = iov_ranges(ctx, iov, vlen, false)?;
+        let ranges = limited_ranges(ctx, &f, iov_ranges(ctx, iov, vlen, false)?, None, false)?;
         return ops.writev(ctx, &f, &ranges);
     }
-    let ranges = iov_ranges(ctx, iov, vlen, false)?;
+    let append = flags & RWF_APPEND != 0;
+    let mut ranges = iov_ranges(ctx, iov, vlen, false)?;
+    // Flags the host would refuse come first (EOPNOTSUPP).
+    if flags & !RWF_KNOWN == 0 {
+        ranges = limited_ranges(ctx, &f, ranges, (!at_position).then_some(pos), append)?;
+    }
     if at_position && flags & RWF_NOWAIT == 0 {
         wait_ready(ctx, &f, libc::POLLOUT)?;
     }
@@ -621,6 +722,13 @@ pub fn sys_close_range(ctx: &mut Ctx, first: u32, last: u32, Hex(flags): Hex<u32
 
 pub fn sys_fallocate(ctx: &mut Ctx, fd: Fd, mode: i32, offset: i64, len: i64) -> SysResult {
     let f = ctx.io_file(fd)?;
+    // A file growing (not FALLOC_FL_KEEP_SIZE) past RLIMIT_FSIZE; bad
+    // arguments are the host's to judge first.
+    if mode & libc::FALLOC_FL_KEEP_SIZE == 0 && offset >= 0 && len > 0 && f.writable() {
+        if let Some(end) = offset.checked_add(len) {
+            fsize_allows_size(ctx, f.fd(), end as u64)?;
+        }
+    }
     hostfs::fallocate(f.fd(), mode, offset, len).map(|_| 0)
 }
 

@@ -23,6 +23,16 @@ fn is_pipe(f: &OpenFile) -> bool {
     f.kind() == FileKind::Fifo
 }
 
+/// A splice's or copy's `len` cut at RLIMIT_FSIZE where it writes a
+/// regular file (io::fsize_allowed); a negative offset is the host's to
+/// refuse.
+fn fsize_limited(ctx: &Ctx, out: &OpenFile, pos: Option<i64>, len: usize) -> Result<usize, Errno> {
+    if pos.is_some_and(|p| p < 0) {
+        return Ok(len);
+    }
+    super::io::fsize_allowed(ctx, out, pos, false, len)
+}
+
 /// Reads a loff_t the call was given (None for a null pointer).
 fn read_offset(ctx: &Ctx, ptr: u64) -> Result<Option<i64>, Errno> {
     if ptr == 0 {
@@ -55,6 +65,7 @@ pub fn sys_splice(
     }
     let mut pos_out = read_offset(ctx, off_out)?;
     let mut pos_in = read_offset(ctx, off_in)?;
+    let len = fsize_limited(ctx, &out, pos_out, len)?;
     let n =
         ctx.t.block_in_host(|| hostfs::splice(input.fd(), pos_in.as_mut(), out.fd(), pos_out.as_mut(), len, flags))?;
     if let Some(p) = pos_out {
@@ -172,6 +183,7 @@ pub fn sys_copy_file_range(
     if flags != 0 {
         return Err(Errno::EINVAL);
     }
+    let len = if input.kind() == FileKind::Regular { fsize_limited(ctx, &out, pos_out, len)? } else { len };
     let n = hostfs::copy_file_range(input.fd(), pos_in.as_mut(), out.fd(), pos_out.as_mut(), len, flags)?;
     if n > 0 {
         if let Some(p) = pos_in {

@@ -400,21 +400,22 @@ static int set_limit(int use_prlimit, int resource, rlim_t cur, struct rlimit *o
 	return use_prlimit ? prlimit(0, resource, &now, NULL) : setrlimit(resource, &now);
 }
 
-/* "limits are recorded; NOFILE, NPROC and CPU are enforced", through setrlimit or prlimit64. */
+/* "limits are recorded; NOFILE, NPROC, CPU and FSIZE are enforced", through setrlimit or prlimit64. */
 static void check_limits(int use_prlimit)
 {
 	struct rlimit old, now;
-	/* Recorded, but RLIMIT_FSIZE not enforced: Linux cuts the write short. */
-	EXPECT(set_limit(use_prlimit, RLIMIT_FSIZE, 1, &old) == 0, "RLIMIT_FSIZE = 1");
-	EXPECT(getrlimit(RLIMIT_FSIZE, &now) == 0 && now.rlim_cur == 1, "the limit is recorded");
-	signal(SIGXFSZ, SIG_IGN);
-	int fd = scratch_file();
-	ssize_t n = write(fd, "0123456789", 10);
-	EXPECT(n == (on_linux ? 1 : 10), "a write past RLIMIT_FSIZE");
-	close(fd);
-	EXPECT(setrlimit(RLIMIT_FSIZE, &old) == 0, "RLIMIT_FSIZE back");
+	/* Recorded, but RLIMIT_AS not enforced: Linux refuses the mapping
+	 * (the limit is put back before anything else may allocate). */
+	int set = set_limit(use_prlimit, RLIMIT_AS, 1 << 20, &old);
+	int recorded = getrlimit(RLIMIT_AS, &now) == 0 && now.rlim_cur == 1 << 20;
+	void *m = mmap(NULL, 4 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int back = setrlimit(RLIMIT_AS, &old);
+	EXPECT(set == 0 && recorded && back == 0, "RLIMIT_AS = 1 MiB, recorded, and back");
+	EXPECT((m == MAP_FAILED) == on_linux, "a mapping past RLIMIT_AS");
+	if (m != MAP_FAILED)
+		munmap(m, 4 << 20);
 	/* RLIMIT_NOFILE is enforced on both (RLIMIT_NPROC too: tests/guest/nproc.c;
-	 * RLIMIT_CPU: tests/guest/cpu_timers.c). */
+	 * RLIMIT_CPU: tests/guest/cpu_timers.c; RLIMIT_FSIZE: fsize_limit.c). */
 	EXPECT(set_limit(use_prlimit, RLIMIT_NOFILE, 16, &old) == 0, "RLIMIT_NOFILE = 16");
 	int last = -1;
 	for (;;) {
@@ -759,10 +760,10 @@ static const struct note {
 	{ "bind", "an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL", check_bind },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
-	{ "setrlimit", "limits are recorded; NOFILE, NPROC and CPU are enforced", check_setrlimit },
+	{ "setrlimit", "limits are recorded; NOFILE, NPROC, CPU and FSIZE are enforced", check_setrlimit },
 	{ "futex", "PI futexes: no priority inheritance; waiters get the lock in the order they came, not by priority",
 	  check_futex },
-	{ "prlimit64", "limits are recorded; NOFILE, NPROC and CPU are enforced", check_prlimit64 },
+	{ "prlimit64", "limits are recorded; NOFILE, NPROC, CPU and FSIZE are enforced", check_prlimit64 },
 	{ "recvmmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid",
 	  check_recvmmsg },
 	{ "close_range", "CLOSE_RANGE_UNSHARE in a process with other threads: EINVAL (threads share one table)",
