@@ -147,6 +147,8 @@ pub struct OpenFile {
     /// The epoll items watching this description (epoll, item id): they go
     /// when it goes, as Linux's eventpoll_release does at a file's release.
     epoll_links: Mutex<Vec<(Weak<super::epoll::Epoll>, u64)>>,
+    /// Signal-driven I/O: O_ASYNC's owner and signal (fs::sigio).
+    pub async_io: Mutex<super::sigio::AsyncIo>,
 }
 
 impl OpenFile {
@@ -165,6 +167,7 @@ impl OpenFile {
             writing: None,
             object: None,
             epoll_links: Mutex::new(Vec::new()),
+            async_io: Mutex::new(Default::default()),
         }
     }
 
@@ -317,6 +320,11 @@ impl OpenFile {
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.host.as_ref().expect("an open file's descriptor").as_fd()
+    }
+
+    /// The host descriptor's number, if it has one.
+    pub fn fd_raw(&self) -> Option<i32> {
+        self.host.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
     }
 
     /// Reads from `offset` until `range` is full or the file ends (for

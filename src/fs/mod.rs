@@ -9,5 +9,6 @@ pub mod path;
 pub mod pidfd;
 pub mod procfs;
 pub mod secretmem;
+pub mod sigio;
 pub mod socket;
 pub mod text_busy;

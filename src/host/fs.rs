@@ -310,6 +310,30 @@ pub fn setfl(fd: BorrowedFd, flags: i32) -> R<()> {
     fcntl_int(fd, libc::F_SETFL, flags).map(drop)
 }
 
+/// The host real-time signal that tells nomu a guest's O_ASYNC descriptor
+/// became ready (fs::sigio): F_SETSIG's, so it carries the host
+/// descriptor and the band. Blocked in every thread but the signal
+/// forwarder, which waits for it.
+pub const HOST_SIGIO: i32 = 62;
+
+/// Has the host signal nomu's process with [`HOST_SIGIO`] whenever `fd`
+/// becomes ready (`on`), or no more: O_ASYNC on the host descriptor, with
+/// nomu as its owner.
+pub fn signal_readiness(fd: BorrowedFd, on: bool) -> R<()> {
+    const F_SETSIG: i32 = 10;
+    const F_SETOWN_EX: i32 = 15;
+    const F_OWNER_PID: i32 = 1;
+    if on {
+        // struct f_owner_ex { int type; pid_t pid; }
+        let owner: [i32; 2] = [F_OWNER_PID, std::process::id() as i32];
+        // SAFETY: F_SETOWN_EX reads a struct f_owner_ex, which `owner` is.
+        unsafe { syscall(libc::SYS_fcntl, args([raw(fd), F_SETOWN_EX as u64, owner.as_ptr() as u64])) }?;
+        fcntl_int(fd, F_SETSIG, HOST_SIGIO)?;
+    }
+    let fl = getfl(fd)?;
+    setfl(fd, if on { fl | libc::O_ASYNC } else { fl & !libc::O_ASYNC })
+}
+
 pub fn getdents64(fd: BorrowedFd, buf: GuestRange) -> R<usize> {
     // SAFETY: buf lies inside physical memory.
     unsafe { syscall_retry(libc::SYS_getdents64, args([raw(fd), buf.ptr() as u64, buf.len() as u64])) }

@@ -553,12 +553,20 @@ pub fn unblock_signals(sigs: &[i32]) {
 }
 
 /// Waits for one of `sigs` (which must be blocked) and returns it.
-pub fn sigwait(sigs: &[i32]) -> i32 {
+/// Waits for one of `sigs` (blocked): its number, si_code, and for a
+/// readiness signal (F_SETSIG's) si_fd and si_band.
+pub fn sigwaitinfo(sigs: &[i32]) -> (i32, i32, i32, i64) {
     let set = sigset(sigs);
-    let mut sig = 0;
-    // SAFETY: valid set and output pointer.
-    unsafe { libc::sigwait(&set, &mut sig) };
-    sig
+    let mut info = [0u8; 128];
+    loop {
+        // SAFETY: a valid set, and a 128-byte buffer for the siginfo_t.
+        let sig = unsafe { libc::sigwaitinfo(&set, info.as_mut_ptr() as *mut libc::siginfo_t) };
+        if sig > 0 {
+            let i32_at = |o: usize| i32::from_le_bytes(info[o..o + 4].try_into().unwrap());
+            let band = i64::from_le_bytes(info[16..24].try_into().unwrap());
+            return (sig, i32_at(8), i32_at(24), band);
+        }
+    }
 }
 
 /// Restricts the calling thread (and what it starts) to one CPU.

@@ -66,6 +66,8 @@ pub struct Kernel {
     /// here (its job control is nomu's, see `foreground`).
     pub controlling_ttys: std::sync::Mutex<std::collections::HashMap<u32, u64>>,
     pub timers: timer::Timers,
+    /// Descriptions with O_ASYNC, by host descriptor (fs::sigio).
+    pub async_files: crate::fs::sigio::AsyncFiles,
     /// PI futexes with waiters (kernel/futex.rs).
     pub pi_futexes: futex::PiFutexes,
     idle_workers: std::sync::Mutex<Vec<Arc<Worker>>>,
@@ -103,9 +105,20 @@ struct Worker {
 
 const MAX_IDLE_WORKERS: usize = 64;
 
-/// Host signals nomu passes on to its guests.
-const FORWARDED_SIGNALS: [i32; 7] =
-    [libc::SIGINT, libc::SIGQUIT, libc::SIGTSTP, libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGCONT];
+/// Host signals nomu passes on to its guests: a terminal's or a `kill` of
+/// nomu's, and the host's word that a guest's O_ASYNC descriptor is ready
+/// (fs::sigio: HOST_SIGIO, or a plain SIGIO when its queue overflowed).
+const FORWARDED_SIGNALS: [i32; 9] = [
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTSTP,
+    libc::SIGWINCH,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGCONT,
+    libc::SIGIO,
+    crate::host::fs::HOST_SIGIO,
+];
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
 
@@ -145,6 +158,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         foreground: std::sync::atomic::AtomicU32::new(0),
         controlling_ttys: Default::default(),
         timers: timer::Timers::default(),
+        async_files: Default::default(),
         pi_futexes: Default::default(),
         idle_workers: Default::default(),
         syscall_sites: Default::default(),
@@ -431,8 +445,16 @@ impl Kernel {
     /// a container runtime does), or to every process once it has ended.
     fn forward_host_signals(&self) {
         loop {
-            let sig = crate::host::sys::sigwait(&FORWARDED_SIGNALS);
+            let (sig, code, fd, band) = crate::host::sys::sigwaitinfo(&FORWARDED_SIGNALS);
             let targets = match sig {
+                crate::host::fs::HOST_SIGIO => {
+                    self.async_files.notify(self, Some(fd), code, band);
+                    continue;
+                }
+                libc::SIGIO => {
+                    self.async_files.notify(self, None, code, band);
+                    continue;
+                }
                 libc::SIGINT | libc::SIGQUIT | libc::SIGTSTP | libc::SIGWINCH => {
                     self.tasks.group_members(self.foreground_pgrp())
                 }

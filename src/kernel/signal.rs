@@ -180,6 +180,15 @@ impl SigInfo {
         i
     }
 
+    /// A file's readiness (signal-driven I/O with F_SETSIG): si_code
+    /// POLL_IN..POLL_HUP, si_band, si_fd.
+    pub fn poll(signo: i32, code: i32, band: i64, fd: i32) -> SigInfo {
+        let mut i = Self::base(signo, code);
+        i.put_u64(16, band as u64);
+        i.put_i32(24, fd);
+        i
+    }
+
     /// Raised by the kernel itself (SIGPIPE on EPIPE, timers).
     pub fn kernel(signo: i32) -> SigInfo {
         Self::base(signo, SI_KERNEL)

@@ -6,6 +6,7 @@ use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::GuestIovec;
 use crate::fs::file::{FileKind, FileType, OpenFile};
+use crate::fs::sigio::{Owner, OwnerKind};
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::host::sys as hostsys;
@@ -381,6 +382,7 @@ pub fn sys_getdents64(ctx: &mut Ctx, fd: Fd, UserPtr(dirent): UserPtr, len: u32)
 }
 
 const FIONBIO: u64 = 0x5421;
+const FIOASYNC: u64 = 0x5452;
 const FIONCLEX: u64 = 0x5450;
 const FIOCLEX: u64 = 0x5451;
 
@@ -399,6 +401,11 @@ pub fn sys_ioctl(ctx: &mut Ctx, fd: Fd, Hex(cmd): Hex<u32>, UserPtr(arg): UserPt
             hostfs::setfl(f.fd(), if on != 0 { fl | libc::O_NONBLOCK } else { fl & !libc::O_NONBLOCK })?;
             Ok(0)
         }
+        // O_ASYNC, as F_SETFL sets it (Linux's ioctl_fioasync).
+        FIOASYNC => {
+            let on: i32 = mem.read(arg)?;
+            set_async(ctx, fd, &f, on != 0).map(|_| 0)
+        }
         FIONREAD => {
             let mut n = [0u8; 4];
             hostfs::ioctl(f.fd(), req, Some(&mut n), 0)?;
@@ -414,6 +421,15 @@ const F_GETFD: i32 = 1;
 const F_SETFD: i32 = 2;
 const F_GETFL: i32 = 3;
 const F_SETFL: i32 = 4;
+const F_SETOWN: i32 = 8;
+const F_GETOWN: i32 = 9;
+const F_SETSIG: i32 = 10;
+const F_GETSIG: i32 = 11;
+const F_SETOWN_EX: i32 = 15;
+const F_GETOWN_EX: i32 = 16;
+const F_OWNER_TID: i32 = 0;
+const F_OWNER_PID: i32 = 1;
+const F_OWNER_PGRP: i32 = 2;
 const F_DUPFD_CLOEXEC: i32 = 1030;
 const F_SETPIPE_SZ: i32 = 1031;
 const F_GETPIPE_SZ: i32 = 1032;
@@ -421,6 +437,44 @@ const F_ADD_SEALS: i32 = 1033;
 const F_GET_SEALS: i32 = 1034;
 const F_SEAL_WRITE: i32 = 0x08;
 const F_SEAL_FUTURE_WRITE: i32 = 0x10;
+
+/// Turns O_ASYNC on or off for description `f` (guest descriptor `fd`):
+/// the host signals nomu when its host descriptor becomes ready, and nomu
+/// its owner (fs::sigio). Linux calls the file's fasync only on a change.
+fn set_async(ctx: &Ctx, fd: Fd, f: &Arc<OpenFile>, on: bool) -> Result<(), Errno> {
+    let mut io = f.async_io.lock().unwrap();
+    if io.enabled == on {
+        return Ok(());
+    }
+    hostfs::signal_readiness(f.fd(), on)?;
+    if on {
+        ctx.kernel().async_files.add(f.fd().as_raw_fd(), f);
+        io.fd = fd.0;
+    }
+    io.enabled = on;
+    Ok(())
+}
+
+/// F_SETOWN and F_SETOWN_EX: who gets `f`'s I/O signals (id 0: nobody),
+/// with the caller's ids for the permission check at sending. An id that
+/// names nothing (no thread, process or group) is ESRCH, as Linux's
+/// find_vpid finds none.
+fn set_owner(ctx: &Ctx, f: &OpenFile, owner: Owner) -> Result<(), Errno> {
+    let kernel = ctx.kernel();
+    let id = owner.id;
+    let exists = id == 0
+        || kernel.tasks.exists(id)
+        || kernel.find_thread(id).is_some()
+        || !kernel.tasks.group_members(id).is_empty();
+    if !exists {
+        return Err(Errno::ESRCH);
+    }
+    let cred = ctx.cred();
+    let mut io = f.async_io.lock().unwrap();
+    io.owner = owner;
+    io.setter = (cred.euid, cred.uid);
+    Ok(())
+}
 
 /// Whether any guest maps the file of `f` shared and writable.
 fn writably_mapped(ctx: &Ctx, f: &OpenFile) -> bool {
@@ -514,10 +568,63 @@ pub fn sys_fcntl(ctx: &mut Ctx, fd: Fd, cmd: u32, Hex(arg): Hex) -> SysResult {
             // An O_PATH descriptor takes only F_DUPFD*, F_GETFD, F_SETFD and
             // F_GETFL: EBADF for the rest, unknown ones too (check_fcntl_cmd).
             let f = ctx.io_file(fd)?;
-            let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
+            let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME;
             let old = hostfs::getfl(f.fd())?;
-            hostfs::setfl(f.fd(), (old & !changeable) | (arg as i32 & changeable)).map(|_| 0)
+            hostfs::setfl(f.fd(), (old & !changeable) | (arg as i32 & changeable))?;
+            set_async(ctx, fd, &f, arg as i32 & libc::O_ASYNC != 0).map(|_| 0)
         }
+        F_SETOWN => {
+            let f = ctx.io_file(fd)?;
+            let who = arg as i32;
+            let owner = match who {
+                i32::MIN => return Err(Errno::EINVAL),
+                w if w < 0 => Owner { kind: OwnerKind::Group, id: w.unsigned_abs() },
+                w => Owner { kind: OwnerKind::Process, id: w as u32 },
+            };
+            set_owner(ctx, &f, owner).map(|_| 0)
+        }
+        F_GETOWN => {
+            let f = ctx.io_file(fd)?;
+            let owner = f.async_io.lock().unwrap().owner;
+            Ok(match owner.kind {
+                OwnerKind::Group => -(owner.id as i64) as u64,
+                _ => owner.id as u64,
+            })
+        }
+        F_SETOWN_EX => {
+            let f = ctx.io_file(fd)?;
+            let [kind, pid]: [i32; 2] = ctx.mem().read(arg)?;
+            let kind = match kind {
+                F_OWNER_TID => OwnerKind::Thread,
+                F_OWNER_PID => OwnerKind::Process,
+                F_OWNER_PGRP => OwnerKind::Group,
+                _ => return Err(Errno::EINVAL),
+            };
+            // No such id, a negative one too: ESRCH.
+            let id = u32::try_from(pid).map_err(|_| Errno::ESRCH)?;
+            set_owner(ctx, &f, Owner { kind, id }).map(|_| 0)
+        }
+        F_GETOWN_EX => {
+            let f = ctx.io_file(fd)?;
+            let owner = f.async_io.lock().unwrap().owner;
+            let kind = match owner.kind {
+                OwnerKind::Thread => F_OWNER_TID,
+                OwnerKind::Process => F_OWNER_PID,
+                OwnerKind::Group => F_OWNER_PGRP,
+            };
+            let ex: [i32; 2] = [kind, owner.id as i32];
+            ctx.mem().write(arg, &ex)?;
+            Ok(0)
+        }
+        F_SETSIG => {
+            let f = ctx.io_file(fd)?;
+            if arg > 64 {
+                return Err(Errno::EINVAL);
+            }
+            f.async_io.lock().unwrap().signal = arg as i32;
+            Ok(0)
+        }
+        F_GETSIG => Ok(ctx.io_file(fd)?.async_io.lock().unwrap().signal as u64),
         super::locks::F_GETLK
         | super::locks::F_SETLK
         | super::locks::F_SETLKW
