@@ -42,6 +42,9 @@
  *               fork + _exit + wait of a process that touched 1 or 64 MiB
  *               (touched once, untimed, before the loop)
  *   fork_exec   fork + execve(this program, trivial) + wait, 1 MiB touched
+ *   forked_getppid, forked_fstat
+ *               getppid, fstat of a regular file, in a forked child (timed
+ *               there): what a forked process's syscalls cost
  *   subst_1000  posix_spawn(BUSYBOX sh -c 'a loop of 1000 $(echo $i)') + wait,
  *               BUSYBOX a build with an MMU (--fork-sh: its ash forks for each
  *               command substitution, as bash and dash do)
@@ -1126,6 +1129,7 @@ enum sigsys_kind {
     SIGSYS_RAW,   /* uname(TRAP_MAGIC) trapped, sigreturn way back */
     SIGSYS_FLOOR, /* floor_trap's syscall trapped, nomu's way back */
     NOMU_FILTER,  /* the plain op under nomu's own filter (--filter) */
+    FORKED,       /* the plain op in a forked child (no exec) */
 };
 
 struct sigsys_result {
@@ -1371,6 +1375,8 @@ static const struct op ops[] = {
     {"fork_exit_1m", loop_fork_exit_1m, 0, 0, NOT_SIGSYS},
     {"fork_exit_64m", loop_fork_exit_64m, 0, 0, NOT_SIGSYS},
     {"fork_exec", loop_fork_exec, 0, 0, NOT_SIGSYS},
+    {"forked_getppid", loop_getppid, 0, 0, FORKED},
+    {"forked_fstat", loop_fstat, NEED_FILE, 0, FORKED},
     {"sigsys_raw", loop_sigsys, 0, 0, SIGSYS_RAW},
     {"sigsys_floor_getpid", loop_floor_getpid, 0, 0, SIGSYS_FLOOR},
     {"sigsys_floor_fstat", loop_floor_fstat, NEED_FILE, 0, SIGSYS_FLOOR},
@@ -1491,9 +1497,11 @@ static int parse_filter(const char *hex)
  * each of its host calls (and those of its echo child, which inherits the
  * filter) pays what every host call nomu makes pays. Its result line is
  * the child's, under the op's filter_ name. */
-static void run_filtered(const struct op *op, unsigned long iters)
+/* One op in a child of this process: under nomu's filter (NOMU_FILTER),
+ * or as it is (FORKED: what a forked process's syscalls cost). */
+static void run_in_child(const struct op *op, unsigned long iters)
 {
-    if (!nomu_filter_len) {
+    if (op->sigsys == NOMU_FILTER && !nomu_filter_len) {
         print_msg(op->name, "unavailable", "no --filter given");
         return;
     }
@@ -1504,6 +1512,11 @@ static void run_filtered(const struct op *op, unsigned long iters)
         snprintf(buf, sizeof buf, "fork: %s", strerror(errno));
         print_msg(op->name, "unavailable", buf);
         return;
+    }
+    if (pid == 0 && op->sigsys == FORKED) {
+        run_plain(op, iters);
+        fflush(stdout);
+        _exit(had_error ? 1 : 0);
     }
     if (pid == 0) {
         struct bpf_prog prog = {.len = nomu_filter_len, .filter = nomu_filter};
@@ -1746,8 +1759,8 @@ int main(int argc, char **argv)
             run_sigsys(op->name, op->sigsys, op->fn, op->needs & NEED_WAKER ? op->arg : 0, iters);
             continue;
         }
-        if (op->sigsys == NOMU_FILTER) {
-            run_filtered(op, iters);
+        if (op->sigsys == NOMU_FILTER || op->sigsys == FORKED) {
+            run_in_child(op, iters);
             continue;
         }
         run_plain(op, iters);

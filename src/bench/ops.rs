@@ -42,6 +42,8 @@ pub const OPS: &[Op] = &[
     Op { name: "fork_exit_1m", label: "fork + _exit + wait, 1 MiB touched" },
     Op { name: "fork_exit_64m", label: "fork + _exit + wait, 64 MiB touched" },
     Op { name: "fork_exec", label: "fork + execve + wait, 1 MiB touched" },
+    Op { name: "forked_getppid", label: "null syscall (getppid) in a forked child" },
+    Op { name: "forked_fstat", label: "fstat (regular file) in a forked child" },
     Op { name: "subst_1000", label: "ash loop of 1000 $(echo $i)" },
 ];
 
