@@ -556,14 +556,33 @@ fn plans(site: u64) -> Vec<Plan> {
             } else {
                 short_for > 0 && short_for > short_against
             };
-            if agreed && run.iter().all(|i| relocatable(i, boundary, site + 2, false)) {
-                let mut instrs = run.clone();
-                let sk = instrs.len();
-                instrs.push(syscall_at(site));
-                out.push(Plan { instrs, sk });
+            if !agreed {
+                continue;
+            }
+            // Each later boundary of an agreed parse is as sure as its
+            // start: the range from there, when it holds the jump, goes
+            // first, nearest the syscall first. Voting alone may refuse the
+            // nearest start where an earlier parse agrees on it: glibc's
+            // wrappers (`ret`, padding, then `mov $nr, %eax; syscall`) were
+            // patched from the padding on, which left each function's
+            // first byte an int3 that every call trapped at (~1.8 us).
+            for k in (0..run.len()).rev() {
+                let start = run[k].ip();
+                if site + 2 - start < JMP_LEN || out.iter().any(|o: &Plan| o.instrs[0].ip() == start) {
+                    continue;
+                }
+                if run[k..].iter().all(|i| relocatable(i, start, site + 2, false)) {
+                    let mut instrs = run[k..].to_vec();
+                    let sk = instrs.len();
+                    instrs.push(syscall_at(site));
+                    out.push(Plan { instrs, sk });
+                }
             }
         }
     }
+    // Nearest the syscall first: the fewer bytes displaced, the fewer
+    // boundaries become int3.
+    out.sort_by_key(|plan| std::cmp::Reverse(plan.instrs[0].ip()));
     // After: the syscall, then instructions up to 5 bytes (decoding from a
     // known boundary is exact), ending at the first that transfers control.
     let ahead = (LOOK_AHEAD as u64).min(page + PAGE_SIZE as u64 - (site + 2)) as usize;
