@@ -373,7 +373,7 @@ fn addr_of(sym: &u8) -> u64 {
 #[repr(C)]
 pub(super) struct Sigcontext {
     pub(super) regs: GuestRegs,
-    cs_gs_fs_ss: u64,
+    pub(super) cs_gs_fs_ss: u64,
     pub(super) err: u64,
     pub(super) trapno: u64,
     oldmask: u64,
@@ -385,12 +385,12 @@ pub(super) struct Sigcontext {
 /// The kernel's `struct ucontext` (its sigset is 8 bytes, unlike libc's).
 #[repr(C)]
 pub(super) struct Ucontext {
-    flags: u64,
+    pub(super) flags: u64,
     link: u64,
-    ss_sp: u64,
+    pub(super) ss_sp: u64,
     ss_flags: i32,
     ss_pad: i32,
-    ss_size: u64,
+    pub(super) ss_size: u64,
     pub(super) mcontext: Sigcontext,
     pub(super) sigmask: u64,
 }

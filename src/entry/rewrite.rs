@@ -72,10 +72,12 @@
 //!
 //! Forked children (their own host processes, split.rs) are shown the
 //! shared code as patched, and its areas of trampolines: their host
-//! process has, at the stub's page, a page of int3 ([`forked_stub_page`]),
-//! so the jump through a header traps there and is taken as the site's
-//! syscall ([`forked_stub_trap`]; the child's handler answers a few itself,
-//! see split's "Local answers"). A patch's int3 boundaries are resolved
+//! process has a page of its own at the stub's page ([`forked_stub_page`]),
+//! where the jump through a header lands on split's stub (split's "The
+//! stub"), which hands the call over as an int3 there would: it is taken
+//! as the site's syscall ([`forked_stub_trap`]; the child's handler
+//! answers a few itself, see split's "Local answers"). A site such a child
+//! is the first to call is patched then ([`patch_shared`]). A patch's int3 boundaries are resolved
 //! through the child's own map ([`forked_int3`]). Code of their own is
 //! copied with the original bytes and traps as any syscall does.
 //!
@@ -799,16 +801,36 @@ pub fn patch(site: u64, how: Patching) -> bool {
     // pages hold no syscall, see mm::cache). Known by its physical address
     // from here on; patched as code others run.
     let phys = pm.translate(site as usize) as u64;
-    let mut st = state();
-    let area = if phys != site {
-        match area_of(&st, phys) {
-            Some(a) if (a.text..a.text_end).contains(&phys) => Some(a),
-            _ => return false,
-        }
-    } else {
-        None
-    };
-    let (site, how) = if area.is_some() { (phys, Patching::Live) } else { (site, how) };
+    if phys != site {
+        return patch_shared(phys);
+    }
+    patch_in(pm, state(), site, None, how)
+}
+
+/// Patches the syscall at physical `phys` if it lies in an image's code
+/// that has an area of trampolines (code every process showing it runs as
+/// patched, forked children's host processes too): as a site that
+/// trapped, for a process showing the page elsewhere, or for a forked
+/// child (whose addresses are its own).
+pub fn patch_shared(phys: u64) -> bool {
+    let pm = PhysMem::get();
+    if !pm.contains(phys as usize, 2) || (phys as usize) / PAGE_SIZE != (phys as usize + 1) / PAGE_SIZE {
+        return false;
+    }
+    let st = state();
+    match area_of(&st, phys) {
+        Some(a) if (a.text..a.text_end).contains(&phys) => patch_in(pm, st, phys, Some(a), Patching::Live),
+        _ => false,
+    }
+}
+
+fn patch_in(
+    pm: &PhysMem,
+    mut st: std::sync::MutexGuard<'_, State>,
+    site: u64,
+    area: Option<Area>,
+    how: Patching,
+) -> bool {
     match st.marks.get(&site).copied() {
         Some(Mark::Refused) => return false,
         Some(Mark::Head { slot } | Mark::Interior { slot, .. }) => {
@@ -1154,8 +1176,10 @@ fn int3_at(regs: &mut GuestRegs, physical: impl FnOnce(u64) -> (u64, u64)) -> Op
 }
 
 /// The page a forked child's host process shows at the stub's page, int3
-/// throughout, as (address, memfd), made once: a trampoline's jump through
-/// its header then traps there ([`forked_stub_trap`]), so forked children
+/// throughout but for a jump to split's stub at the stub's address (none
+/// under NOMU_FORKED_TRAP=1), as (address, memfd), made once: a
+/// trampoline's jump through its header then traps there, as it were
+/// ([`forked_stub_trap`]), so forked children
 /// run the shared code as patched (see "Forked children" in the module
 /// doc). None when the rewrite path is not in use, or when the page holds
 /// something the child keeps of nomu (`split::keeps_page`).
@@ -1179,7 +1203,14 @@ pub fn forked_stub_page() -> Option<(usize, i32)> {
         }
         // SAFETY: a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        let bytes = [INT3; PAGE_SIZE];
+        let mut bytes = [INT3; PAGE_SIZE];
+        // The trampolines' jump lands on `jmp [rip+0]` to split's stub, or
+        // on int3 (each syscall a host signal).
+        let at = stub - page;
+        if let Some(entry) = super::split::forked_stub().filter(|_| at + 14 <= PAGE_SIZE) {
+            bytes[at..at + 6].copy_from_slice(&[0xff, 0x25, 0, 0, 0, 0]);
+            bytes[at + 6..at + 14].copy_from_slice(&entry.to_le_bytes());
+        }
         // SAFETY: pwrite from our own buffer into our own memfd.
         let n = unsafe { libc::pwrite(fd.as_raw_fd(), bytes.as_ptr().cast(), PAGE_SIZE, 0) };
         (n == PAGE_SIZE as isize).then_some(fd)

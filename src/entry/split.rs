@@ -93,6 +93,28 @@
 //! it as it would the site's `syscall` and goes on where the trampoline's
 //! r11 says.
 //!
+//! # The stub
+//! Under the rewrite path a forked child's patched sites jump, through
+//! their trampolines, to the rewrite stub's address, where its host
+//! process has a page of its own ([`super::rewrite::forked_stub_page`]):
+//! a jump to [`forked_stub`]'s code, in the child code. That code does what
+//! the host would for an int3 there, without the host's signal delivery
+//! (~1.4 us of the ~2.4): with %gs pointing at the mailbox (the child's gs
+//! base while stub frames are in use; rewrite-path guests cannot set their
+//! own), it saves the registers and flags into a frame laid out as the
+//! host's (kept between the signal stack and the start stack, its
+//! constant parts written once), blocks signals as the handler's sa_mask
+//! does (rt_sigprocmask, which stores the guest's mask in the frame),
+//! saves the extended state with xsave, calls the handler as the host
+//! would with SIGTRAP, and returns with rt_sigreturn on the frame: the
+//! guest state and its mask back at once, as after any trap. The guest's
+//! stack is never touched. A kick that arrives before the handler is
+//! called is dropped by the handler (the syscall being made reaches the
+//! kernel, which looks at what the kick announced); after that every
+//! signal is blocked. A forked child's SIGSYS at a site of code the page
+//! cache shares with an area of trampolines gets that site patched, so the
+//! next call takes the stub. NOMU_FORKED_TRAP=1 keeps the int3 page.
+//!
 //! # Cost
 //! A trap costs the seccomp path's SIGSYS round trip plus two futex
 //! handoffs (a wake-up and a context switch each way). Each side wakes the
@@ -127,6 +149,13 @@ const MBOX_OFFSET: usize = AREA_SIZE - MBOX_RESERVED;
 /// The child's start code runs on this many bytes below the mailbox; its
 /// signal stack lies below that, above the guard page.
 const START_STACK: usize = 4096;
+/// Below the start stack, outside the signal stack: where a forked child's
+/// stub builds its signal frames (see "The stub" in the module doc).
+const STUB_FRAME_SPACE: usize = 16 << 10;
+/// The stub's frame: the restorer's slot, the kernel's ucontext, a siginfo.
+const STUB_FRAME_LEN: usize = 8 + std::mem::size_of::<Ucontext>() + 128;
+/// Room the handler may use below the stub's frame.
+const STUB_HANDLER_STACK: usize = 2048;
 
 /// The host signal that kicks a child out of guest code. The child's signal
 /// table is its own, so any signal will do: a standard one (as nomu's own
@@ -236,6 +265,14 @@ struct Mailbox {
     /// stub's address + 1: its int3), for local answers to a trampoline's
     /// syscall; 0 when that path is not in use.
     rewrite_stub: u64,
+    /// A forked child's stub ("The stub"): its frame (0: the stub page is
+    /// int3, every syscall is a host signal), the frame's xsave image, and
+    /// the guest's rsp while the stub saves it. `stub_gs` is 1 when the
+    /// child's gs base is its mailbox, where the stub finds it.
+    stub_frame: u64,
+    stub_xsave: u64,
+    stub_guest_rsp: u64,
+    stub_gs: u64,
 }
 
 /// Page 0, the rewrite path's stub page and what zygote::kept_ranges
@@ -369,6 +406,20 @@ global_asm!(
     "    mov rbx, rsp",
     "    and rbx, {area_mask}",
     "    add rbx, {mbox}",
+    // A kick while a forked child's stub saves the guest's state, before
+    // it blocks signals and hands the syscall over: the kernel looks at
+    // what the kick announced when it handles that syscall.
+    "    cmp edi, {kick}",
+    "    jne .Lsplit_kick_seen",
+    "    mov rax, [rdx + {uc_rip}]",
+    "    lea rcx, [rip + nomu_forked_stub]",
+    "    cmp rax, rcx",
+    "    jb .Lsplit_kick_seen",
+    "    lea rcx, [rip + .Lforked_stub_call]",
+    "    cmp rax, rcx",
+    "    ja .Lsplit_kick_seen",
+    "    ret",
+    ".Lsplit_kick_seen:",
     // A fault here of the handler's own (faults are not blocked in it):
     // a local rt_sigprocmask's access to guest memory gives the call to
     // the kernel instead, which reports EFAULT; any other kills the child,
@@ -688,6 +739,8 @@ global_asm!(
     "    je .Lsplit_gs_done",
     "    mov qword ptr [rbx + {gs_dirty}], 0",
     "    mov rsi, [rbx + {gs}]",
+    "    cmp qword ptr [rbx + {stub_gs}], 0", // the stub's way to the mailbox
+    "    cmovne rsi, rbx",
     "    cmp byte ptr [rbx + {fsgsbase}], 0",
     "    je .Lsplit_setgs",
     "    wrgsbase rsi",
@@ -698,6 +751,61 @@ global_asm!(
     "    syscall",
     ".Lsplit_gs_done:",
     "    ret",
+    // A forked child's stub (rewrite::forked_stub_page jumps here from the
+    // stub's address): a trampoline's syscall, with the guest's registers
+    // and flags, rcx and r11 as the trampoline set them, %gs the mailbox.
+    // Builds the frame a host signal delivery would for an int3 at the
+    // stub (the registers, the xsave image, the mask), blocks signals as
+    // the handler's sa_mask does, runs the handler on it and returns
+    // through rt_sigreturn as the handler would: the same answer, without
+    // the host's delivery. The guest's stack is never touched.
+    ".globl nomu_forked_stub",
+    "nomu_forked_stub:",
+    "    mov gs:[{stub_guest_rsp}], rsp",
+    "    mov rsp, gs:[{stub_frame}]",
+    "    mov [rsp + {f_regs} + {r_rax}], rax",
+    "    pushfq",
+    "    pop rax",
+    "    mov [rsp + {f_regs} + {r_rflags}], rax",
+    "    mov [rsp + {f_regs} + {r_rbx}], rbx",
+    "    mov [rsp + {f_regs} + {r_rcx}], rcx",
+    "    mov [rsp + {f_regs} + {r_rdx}], rdx",
+    "    mov [rsp + {f_regs} + {r_rsi}], rsi",
+    "    mov [rsp + {f_regs} + {r_rdi}], rdi",
+    "    mov [rsp + {f_regs} + {r_rbp}], rbp",
+    "    mov [rsp + {f_regs} + {r_r8}], r8",
+    "    mov [rsp + {f_regs} + {r_r9}], r9",
+    "    mov [rsp + {f_regs} + {r_r10}], r10",
+    "    mov [rsp + {f_regs} + {r_r11}], r11",
+    "    mov [rsp + {f_regs} + {r_r12}], r12",
+    "    mov [rsp + {f_regs} + {r_r13}], r13",
+    "    mov [rsp + {f_regs} + {r_r14}], r14",
+    "    mov [rsp + {f_regs} + {r_r15}], r15",
+    "    mov rax, gs:[{stub_guest_rsp}]",
+    "    mov [rsp + {f_regs} + {r_rsp}], rax",
+    "    mov rax, gs:[{rewrite_stub}]", // where an int3 at the stub leaves rip
+    "    mov [rsp + {f_regs} + {r_rip}], rax",
+    "    rdgsbase rbx",
+    "    mov edi, 2", // SIG_SETMASK: the handler's mask; the guest's into the frame
+    "    lea rsi, [rbx + {act} + 24]",
+    "    lea rdx, [rsp + {f_sigmask}]",
+    "    mov r10d, 8",
+    "    mov eax, 14", // rt_sigprocmask
+    "    syscall",
+    "    mov rdi, [rbx + {stub_xsave}]",
+    "    mov [rsp + {f_fpstate}], rdi",
+    "    mov eax, -1",
+    "    mov edx, -1",
+    "    xsave64 [rdi]",
+    "    mov edi, 5", // SIGTRAP
+    "    lea rsi, [rsp + {f_info}]",
+    "    lea rdx, [rsp + 8]",
+    ".Lforked_stub_call:",
+    "    call nomu_split_handler",
+    "    add rsp, 8", // the frame, as after the handler's ret
+    "    mov eax, 15", // rt_sigreturn
+    "    syscall",
+    "    ud2",
     // The handlers' sa_restorer.
     ".globl nomu_split_restorer",
     ".type nomu_split_restorer,@function",
@@ -767,6 +875,32 @@ global_asm!(
     sites_base = const offset_of!(Mailbox, sites_base),
     sites_len = const offset_of!(Mailbox, sites_len),
     page0_return = const super::zpoline::FORKED_SYSCALL_AT + 2,
+    stub_frame = const offset_of!(Mailbox, stub_frame),
+    stub_xsave = const offset_of!(Mailbox, stub_xsave),
+    stub_guest_rsp = const offset_of!(Mailbox, stub_guest_rsp),
+    stub_gs = const offset_of!(Mailbox, stub_gs),
+    f_regs = const 8 + UC_REGS,
+    f_sigmask = const 8 + offset_of!(Ucontext, sigmask),
+    f_fpstate = const 8 + offset_of!(Ucontext, mcontext) + offset_of!(super::host_signals::Sigcontext, fpstate),
+    f_info = const 8 + std::mem::size_of::<Ucontext>(),
+    r_rax = const offset_of!(GuestRegs, rax),
+    r_rbx = const offset_of!(GuestRegs, rbx),
+    r_rcx = const offset_of!(GuestRegs, rcx),
+    r_rdx = const offset_of!(GuestRegs, rdx),
+    r_rsi = const offset_of!(GuestRegs, rsi),
+    r_rdi = const offset_of!(GuestRegs, rdi),
+    r_rbp = const offset_of!(GuestRegs, rbp),
+    r_rsp = const offset_of!(GuestRegs, rsp),
+    r_rip = const offset_of!(GuestRegs, rip),
+    r_rflags = const offset_of!(GuestRegs, rflags),
+    r_r8 = const offset_of!(GuestRegs, r8),
+    r_r9 = const offset_of!(GuestRegs, r9),
+    r_r10 = const offset_of!(GuestRegs, r10),
+    r_r11 = const offset_of!(GuestRegs, r11),
+    r_r12 = const offset_of!(GuestRegs, r12),
+    r_r13 = const offset_of!(GuestRegs, r13),
+    r_r14 = const offset_of!(GuestRegs, r14),
+    r_r15 = const offset_of!(GuestRegs, r15),
 );
 
 /// A SIGSYS siginfo's si_call_addr and si_syscall.
@@ -781,6 +915,7 @@ extern "C" {
     fn nomu_split_clone(flags: u64, stack: u64, ptid: u64, ctid: u64) -> i64;
     fn nomu_split_handler(signo: i32, info: *mut libc::siginfo_t, uc: *mut libc::c_void);
     fn nomu_split_restorer();
+    fn nomu_forked_stub();
 }
 
 /// How long the child spins for an answer before it sleeps (TSC cycles,
@@ -1086,7 +1221,10 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
     }
     let restorer = nomu_split_restorer as *const () as u64;
     let alt_lo = area + PAGE_SIZE;
-    let alt_size = MBOX_OFFSET - START_STACK - PAGE_SIZE;
+    let alt_size = MBOX_OFFSET - START_STACK - STUB_FRAME_SPACE - PAGE_SIZE;
+    let rewrite_stub =
+        if forked { super::rewrite::forked_stub_page().map_or(0, |_| super::rewrite::stub() + 1) } else { 0 };
+    let stub = if rewrite_stub != 0 { stub_frame(area, alt_lo as u64, alt_size as u64) } else { None };
     let site_marks = if forked { super::zpoline::forked_site_marks() } else { None }.unwrap_or_default();
     let mailbox = Mailbox {
         state: AtomicU32::new(RUN),
@@ -1137,11 +1275,11 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
         sites: site_marks.0,
         sites_base: site_marks.1,
         sites_len: site_marks.2,
-        rewrite_stub: if forked {
-            super::rewrite::forked_stub_page().map_or(0, |_| super::rewrite::stub() + 1)
-        } else {
-            0
-        },
+        rewrite_stub,
+        stub_frame: stub.map_or(0, |(frame, _)| frame),
+        stub_xsave: stub.map_or(0, |(_, xsave)| xsave),
+        stub_guest_rsp: 0,
+        stub_gs: stub.is_some() as u64,
         not_guest: {
             let mut r = [[0u64; 2]; NOT_GUEST_RANGES];
             let kept = zygote::kept_ranges(area, ops);
@@ -1156,6 +1294,56 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
     // suitably aligned, and nobody else uses it yet.
     unsafe { mb.write(mailbox) };
     mb
+}
+
+/// The entry of a forked child's stub, if forked children take it (see
+/// "The stub"): it needs rdgsbase, and room for the host's xsave image.
+/// NOMU_FORKED_TRAP=1 keeps the stub page all int3 instead (every syscall
+/// a host signal, as before), for comparison.
+pub fn forked_stub() -> Option<u64> {
+    static ON: OnceLock<bool> = OnceLock::new();
+    let on = *ON.get_or_init(|| {
+        crate::host::cpu::has_fsgsbase()
+            && crate::host::cpu::has_xsave()
+            && crate::host::cpu::xsave_size() + 4 + 64 + STUB_FRAME_LEN + STUB_HANDLER_STACK <= STUB_FRAME_SPACE
+            && std::env::var_os("NOMU_FORKED_TRAP").is_none()
+    });
+    on.then_some(nomu_forked_stub as *const () as u64)
+}
+
+/// Lays out the stub's frame in block `area`, between the signal stack
+/// (at `alt_sp`, `alt_size` bytes) and the start stack, with what stays
+/// the same from one syscall to the next (what an int3's frame holds
+/// besides the registers, the mask and the xsave image). Returns the
+/// frame's and its xsave image's addresses.
+fn stub_frame(area: usize, alt_sp: u64, alt_size: u64) -> Option<(u64, u64)> {
+    forked_stub()?;
+    let top = area + MBOX_OFFSET - START_STACK;
+    let size = crate::host::cpu::xsave_size() + 4;
+    let xsave = (top - size) & !63;
+    let frame = (xsave - STUB_FRAME_LEN) & !63;
+    debug_assert!(frame - STUB_HANDLER_STACK >= (alt_sp + alt_size) as usize);
+    const UC_FP_XSTATE: u64 = 1;
+    const UC_SIGCONTEXT_SS: u64 = 2;
+    const UC_STRICT_RESTORE_SS: u64 = 4;
+    // SAFETY: [frame, top) lies in the block's fresh mapping, outside the
+    // signal stack and the start stack; nothing else uses it yet.
+    unsafe {
+        let image = std::slice::from_raw_parts_mut(xsave as *mut u8, size);
+        image.fill(0);
+        super::write_frame_sw_bytes(image, crate::host::cpu::xcr0());
+        std::ptr::write_bytes(frame as *mut u8, 0, STUB_FRAME_LEN);
+        let uc = &mut *((frame + 8) as *mut Ucontext);
+        uc.flags = UC_FP_XSTATE | UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
+        uc.ss_sp = alt_sp;
+        uc.ss_size = alt_size;
+        uc.mcontext.cs_gs_fs_ss = super::USER_CS as u64 | (super::USER_DS as u64) << 48;
+        uc.mcontext.trapno = 3; // #BP
+        let info = (frame + 8 + std::mem::size_of::<Ucontext>()) as *mut i32;
+        info.write(libc::SIGTRAP); // si_signo
+        info.add(2).write(crate::abi::SI_KERNEL); // si_code
+    }
+    Some((frame as u64, xsave as u64))
 }
 
 fn map_shared(len: usize) -> Result<usize, String> {
@@ -1610,6 +1798,15 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             // instruction, a kick): seen at the original instruction.
             Trap::Fault(_) | Trap::Interrupt => super::rewrite::forked_map_back(&mut uc.mcontext.regs, kernel),
         }
+        // A syscall instruction's own SIGSYS: if it is in code the page
+        // cache shares with an area of trampolines, it is patched after
+        // the call, as its first trap in nomu's process would have it, and
+        // the next call takes the stub.
+        let sigsys_site = (matches!(trap, Trap::Syscall)
+            && go_on.is_none()
+            && mb.signo.load(Ordering::Relaxed) == libc::SIGSYS
+            && mb.stub_frame != 0)
+            .then(|| uc.mcontext.regs.rip.wrapping_sub(2));
         let mut xstate = xstate_of(uc.mcontext.fpstate);
         let gs = mb.gs_base.load(Ordering::Relaxed);
         let mut frame = TrapFrame {
@@ -1623,6 +1820,9 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         let resume = kernel.on_trap(trap, &mut frame);
         if let Some((_, at)) = go_on.filter(|&(after_site, _)| frame.regs.rip == after_site) {
             frame.regs.rip = at;
+        }
+        if let Some(phys) = sigsys_site.and_then(|site| kernel.guest_physical(site)) {
+            super::rewrite::patch_shared(phys);
         }
         let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
         if resume == Resume::Exit {
