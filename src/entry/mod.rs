@@ -332,6 +332,14 @@ pub trait EntryPath: Send + Sync {
     /// `frame` for a forked child: the copy gets back the original bytes
     /// of whatever the path rewrote there (the child's syscalls trap).
     fn restore_copy(&self, _addr: usize, _frame: usize, _len: usize) {}
+    /// A forked child's code at physical [src, src+len) was copied to
+    /// `frame` for a forked child of its own: what the path noted about
+    /// the first copy holds for this one (the rewrite path's kept patches).
+    fn forked_copy(&self, _src: usize, _frame: usize, _len: usize) {}
+    /// A forked child's frames [frame, frame+len) were made writable (its
+    /// mprotect): as [`code_made_writable`](Self::code_made_writable) for
+    /// the code in them.
+    fn forked_code_made_writable(&self, _frame: usize, _len: usize) {}
     /// Physical pages [addr, addr+len) were freed or wiped: whatever the
     /// path noted about code in them (zpoline's rewritten sites) is void.
     fn memory_freed(&self, _addr: usize, _len: usize) {}

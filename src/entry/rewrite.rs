@@ -77,9 +77,16 @@
 //! stub"), which hands the call over as an int3 there would: it is taken
 //! as the site's syscall ([`forked_stub_trap`]; the child's handler
 //! answers a few itself, see split's "Local answers"). A site such a child
-//! is the first to call is patched then ([`patch_shared`]). A patch's int3 boundaries are resolved
-//! through the child's own map ([`forked_int3`]). Code of their own is
-//! copied with the original bytes and traps as any syscall does.
+//! is the first to call is patched then ([`patch_shared`]). A patch's int3
+//! boundaries are resolved through the child's own map ([`forked_int3`]).
+//! Copies of their parent's own code keep the patches whose trampolines
+//! lie in the regions beside physical memory, which their host process
+//! shows too (shared with nomu); the marks of such a patch are noted at
+//! the copy's frames ([`restore_copy`], and [`forked_copy`] for a copy of
+//! a copy), where its int3s are looked up; other patches get their
+//! original bytes back there and trap as any syscall does. A forked
+//! child's mprotect adding PROT_WRITE undoes the patches in its own frames
+//! ([`forked_code_made_writable`]).
 //!
 //! Sites in writable mappings are never patched; mprotect adding PROT_WRITE
 //! puts the original bytes back first (a JIT rewriting its code finds its
@@ -306,6 +313,10 @@ struct State {
     /// Patches by site and the bytes around it: a program exec'd again
     /// gets its patches back without decoding or allocating.
     by_site: BTreeMap<(u64, Around), u64>,
+    /// The marks of patches a forked child's copy of code keeps (see
+    /// "Forked children"), at the copy's physical addresses; the patches'
+    /// own addresses are the child's, as they were its parent's.
+    forked_marks: Marks,
 }
 
 /// The bytes around a site (LOOK_BACK before to LOOK_AHEAD after, within
@@ -320,6 +331,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     plans: BTreeMap::new(),
     used: BTreeMap::new(),
     by_site: BTreeMap::new(),
+    forked_marks: Marks::new(),
 });
 
 fn state() -> std::sync::MutexGuard<'static, State> {
@@ -974,43 +986,125 @@ fn forget_patch(st: &mut State, slot: u64) {
     }
 }
 
-/// Guest pages [addr, addr+len) were copied to `frame` (fork): the copy
-/// gets the original bytes of every patch in them (a forked child runs in
-/// a host process of its own, where a trampoline would enter nomu's stub
-/// in its copy of nomu; its syscalls trap instead).
+/// Guest pages [addr, addr+len) were copied to `frame` (fork): the
+/// copy keeps the patches of the process's own code whose trampolines lie
+/// in the regions beside physical memory, which the child's host process
+/// shows too (their marks noted at the copy); every other patch gets its
+/// original bytes back there (its syscalls trap instead).
 pub fn restore_copy(addr: usize, frame: usize, len: usize) {
     let pm = PhysMem::get();
     if !pm.contains(addr, len) {
         return;
     }
-    let st = state();
+    let mut st = state();
+    let keep = forked_stub_page().is_some();
     // Where the pages are (shared code's patches are at its physical address).
     let mut at = addr;
     for (phys, n) in pm.physical_runs(addr, len) {
-        restore_originals(&st, phys as u64, (phys + n) as u64, frame + (at - addr));
+        let own = keep && phys == at;
+        restore_originals(&mut st, phys as u64, (phys + n) as u64, frame + (at - addr), own);
         at += n;
     }
 }
 
 /// Puts the original bytes of every patch wholly in [lo, hi) (physical)
-/// into the copy of those pages at `copy`.
-fn restore_originals(st: &State, lo: u64, hi: u64, copy: usize) {
+/// into the copy of those pages at `copy`; but with `keep`, a patch whose
+/// trampoline a forked child's host process shows stays, and its marks
+/// are noted at the copy.
+fn restore_originals(st: &mut State, lo: u64, hi: u64, copy: usize, keep: bool) {
     let pm = PhysMem::get();
-    for (_, m) in st.marks.range(lo..hi) {
-        if let Mark::Head { slot } = m {
-            if let Some(p) = st.patches.get(slot).filter(|p| p.end() <= hi) {
-                pm.poke(copy + (p.start - lo) as usize, &p.original);
-            }
+    let heads: Vec<u64> = st
+        .marks
+        .range(lo..hi)
+        .filter_map(|(_, m)| match m {
+            Mark::Head { slot } => Some(*slot),
+            _ => None,
+        })
+        .collect();
+    for slot in heads {
+        let Some(p) = st.patches.get(&slot).filter(|p| p.end() <= hi) else { continue };
+        let at = (copy as u64) + (p.start - lo);
+        if keep && in_kept_region(slot) && read_guest(at, p.patched.len()).as_deref() == Some(&p.patched[..]) {
+            let marks: Vec<(u64, Mark)> = std::iter::once((at, Mark::Head { slot }))
+                .chain(
+                    p.orig.iter().enumerate().skip(1).map(|(k, &a)| (at + (a - p.start), Mark::Interior { slot, k })),
+                )
+                .collect();
+            st.forked_marks.extend(marks);
+        } else {
+            pm.poke(at as usize, &p.original);
         }
     }
+}
+
+/// A forked child's code at physical [src, src+len) was copied to `frame`
+/// for a forked child of its own: the patches it kept stay kept there.
+pub fn forked_copy(src: usize, frame: usize, len: usize) {
+    let mut st = state();
+    let (lo, hi) = (src as u64, (src + len) as u64);
+    let marks: Vec<(u64, Mark)> = st.forked_marks.range(lo..hi).map(|(&a, &m)| (a - lo + frame as u64, m)).collect();
+    st.forked_marks.extend(marks);
+}
+
+/// A forked child's frames [frame, frame+len) became writable (its
+/// mprotect): the patches kept there get their original bytes back, as
+/// [`code_made_writable`] does in nomu's process.
+pub fn forked_code_made_writable(frame: usize, len: usize) {
+    let (lo, hi) = ((frame as u64).saturating_sub(LOOK_BACK as u64), (frame + len) as u64);
+    let mut st = state();
+    let heads: Vec<(u64, u64)> = st
+        .forked_marks
+        .range(lo..hi)
+        .filter_map(|(&a, m)| match m {
+            Mark::Head { slot } => Some((a, *slot)),
+            _ => None,
+        })
+        .collect();
+    let pm = PhysMem::get();
+    for (at, slot) in heads {
+        let Some(p) = st.patches.get(&slot) else { continue };
+        let marks: Vec<u64> = p.orig.iter().map(|&a| at + (a - p.start)).collect();
+        if read_guest(at, p.patched.len()).as_deref() == Some(&p.patched[..]) {
+            // int3 first, as in nomu's process (the child's threads may run
+            // it; its marks stay until the original bytes are back).
+            pm.poke(at as usize, &[INT3]);
+            pm.poke(at as usize + 1, &p.original[1..]);
+            pm.poke(at as usize, &p.original[..1]);
+        }
+        for a in marks {
+            st.forked_marks.remove(&a);
+        }
+    }
+}
+
+/// Whether trampoline `slot` lies in a region beside physical memory (not
+/// a chunk of it): a forked child's host process shows those regions.
+fn in_kept_region(slot: u64) -> bool {
+    let pm = PhysMem::get();
+    regions().any(|r| !pm.contains(r.rx, 1) && (r.rx + HEADER..r.rx + r.len).contains(&(slot as usize)))
+}
+
+/// The trampoline regions beside physical memory, which a forked child's
+/// host process keeps (shared with nomu: trampolines made later show
+/// there too) when the rewrite path is in use.
+pub fn kept_regions() -> [(usize, usize); 2] {
+    let mut out = [(0, 0); 2];
+    // (Not forked_stub_page(), which asks split what it keeps.)
+    if STUB.load(Ordering::Relaxed) == 0 {
+        return out;
+    }
+    let pm = PhysMem::get();
+    for (slot, r) in out.iter_mut().zip(regions().filter(|r| !pm.contains(r.rx, 1))) {
+        *slot = (r.rx, r.rx + r.len);
+    }
+    out
 }
 
 /// Code at physical [src, src+len) was copied to [dst, dst+len) (shared
 /// code made a process's own, mm::mapping): the copy gets the original
 /// bytes of the patches in it (its syscalls trap, and are patched there).
 pub fn code_copied(dst: usize, src: usize, len: usize) {
-    let st = state();
-    restore_originals(&st, src as u64, (src + len) as u64, dst);
+    restore_originals(&mut state(), src as u64, (src + len) as u64, dst, false);
 }
 
 /// Shared code's area of trampolines (see [`Area`]): physical pages
@@ -1052,6 +1146,7 @@ pub fn memory_freed(addr: usize, len: usize) {
     // mark of a patch whose head is here is here too.
     // Their patches are inactive now: their heads' marks are gone.
     drop(st.marks.take(lo, hi));
+    drop(st.forked_marks.take(lo, hi));
     // A run of shared code went, its area with it: its trampolines are
     // nobody's (the pages will be something else).
     if st.areas.range(..hi).next_back().is_some_and(|(_, a)| a.text_end > lo) {
@@ -1122,7 +1217,7 @@ pub enum Int3 {
 /// An int3 trap of guest code (`regs.rip` right after it): handled when the
 /// int3 is one of this path's.
 pub fn int3(regs: &mut GuestRegs) -> Option<Int3> {
-    int3_at(regs, physical)
+    int3_at(regs, physical, false)
 }
 
 /// The same for a forked child, whose code's physical addresses are its
@@ -1131,15 +1226,20 @@ pub fn int3(regs: &mut GuestRegs) -> Option<Int3> {
 /// while nomu's process patches it.
 pub fn forked_int3(regs: &mut GuestRegs, kernel: &mut dyn super::GuestKernel) -> Option<Int3> {
     forked_stub_page()?;
-    int3_at(regs, |a| kernel.guest_physical(a).map_or((a, 0), |p| (p, a.wrapping_sub(p))))
+    int3_at(regs, |a| kernel.guest_physical(a).map_or((a, 0), |p| (p, a.wrapping_sub(p))), true)
 }
 
-fn int3_at(regs: &mut GuestRegs, physical: impl FnOnce(u64) -> (u64, u64)) -> Option<Int3> {
+fn int3_at(regs: &mut GuestRegs, physical: impl FnOnce(u64) -> (u64, u64), forked: bool) -> Option<Int3> {
     let guest_at = regs.rip.wrapping_sub(1);
     // Physical addresses, the guest's `off` away.
-    let (at, off) = physical(guest_at);
+    let (at, mut off) = physical(guest_at);
     let st = state();
-    let mark = st.marks.get(&at).copied();
+    let mut mark = st.marks.get(&at).copied();
+    // A patch a forked child's copy kept: its addresses are the child's.
+    if let Some(m) = st.forked_marks.get(&at).copied().filter(|_| forked) {
+        mark = Some(m);
+        off = 0;
+    }
     let byte = read_guest(at, 1).map(|b| b[0]);
     match mark {
         Some(Mark::Head { slot }) if byte == Some(INT3) => {
@@ -1258,28 +1358,36 @@ pub fn map_back(regs: &mut GuestRegs) {
         }
         (rip, off)
     };
-    map_back_from(regs, rip, off);
+    map_back_from(regs, rip, off, true);
 }
 
 /// The same for a forked child (`kernel` translates its addresses), whose
-/// trampolines are only those of the shared code's areas.
+/// trampolines are those of the shared code's areas and those of the
+/// patches its copies of code kept.
 pub fn forked_map_back(regs: &mut GuestRegs, kernel: &mut dyn super::GuestKernel) {
     if forked_stub_page().is_none() {
         return;
     }
+    // A trampoline of a patch its copy of code kept (their regions are
+    // shown at nomu's addresses), whether or not nomu's process still has
+    // the patch.
+    if in_regions(regs.rip) && !PhysMem::get().contains(regs.rip as usize, 1) {
+        map_back_from(regs, regs.rip, 0, false);
+        return;
+    }
     if let Some(phys) = kernel.guest_physical(regs.rip).filter(|&p| p != regs.rip) {
-        map_back_from(regs, phys, regs.rip.wrapping_sub(phys));
+        map_back_from(regs, phys, regs.rip.wrapping_sub(phys), true);
     }
 }
 
 /// map_back of a rip at physical address `rip`, shown `off` away.
-fn map_back_from(regs: &mut GuestRegs, rip: u64, off: u64) {
+fn map_back_from(regs: &mut GuestRegs, rip: u64, off: u64, need_active: bool) {
     let st = state();
     if off != 0 && area_of(&st, rip).is_none_or(|a| rip >= a.end) {
         return;
     }
     let Some(t) = trampoline_of(&st, rip) else { return };
-    let Some(p) = st.patches.get(&t).filter(|p| active(&st, t, p)) else { return };
+    let Some(p) = st.patches.get(&t).filter(|p| !need_active || active(&st, t, p)) else { return };
     let original = if let Some(k) = p.tramp.iter().position(|&t| t == rip) {
         if k < p.orig.len() {
             p.orig[k]

@@ -277,7 +277,7 @@ struct Mailbox {
 
 /// Page 0, the rewrite path's stub page and what zygote::kept_ranges
 /// keeps.
-const NOT_GUEST_RANGES: usize = 7;
+const NOT_GUEST_RANGES: usize = 9;
 
 const _: () = assert!(std::mem::size_of::<Mailbox>() <= MBOX_RESERVED);
 
@@ -2009,20 +2009,23 @@ mod zygote {
     /// What a forked child's host process keeps of nomu's memory: the
     /// pages of [`nomu_ranges`], and its block and ops block at `area` and
     /// `ops`.
-    pub(super) fn kept_ranges(area: usize, ops: usize) -> [(usize, usize); 5] {
-        let [code, selector, marks] = nomu_ranges();
-        [code, selector, marks, (area, area + AREA_SIZE), (ops, ops + OPS_SIZE)]
+    pub(super) fn kept_ranges(area: usize, ops: usize) -> [(usize, usize); 7] {
+        let [code, selector, marks, below, above] = nomu_ranges();
+        [code, selector, marks, below, above, (area, area + AREA_SIZE), (ops, ops + OPS_SIZE)]
     }
 
     /// The pages of nomu that every forked child's host process keeps: the
     /// child code's, the page of syscall user dispatch's selector byte
     /// (read-only), zpoline's site marks (read-only, see
-    /// [`site_marks_range`]).
-    pub(super) fn nomu_ranges() -> [(usize, usize); 3] {
+    /// [`site_marks_range`]), the rewrite path's trampoline regions beside
+    /// physical memory (shared with nomu, read+execute: the patches the
+    /// child's copies of code keep jump there).
+    pub(super) fn nomu_ranges() -> [(usize, usize); 5] {
         let code = &raw const nomu_split_code_start as usize & !(PAGE_SIZE - 1);
         let code_end = (&raw const nomu_split_code_end as usize).next_multiple_of(PAGE_SIZE);
         let selector = super::super::dispatch::selector_page();
-        [(code, code_end), (selector, selector + PAGE_SIZE), site_marks_range()]
+        let [below, above] = super::super::rewrite::kept_regions();
+        [(code, code_end), (selector, selector + PAGE_SIZE), site_marks_range(), below, above]
     }
 
     /// zpoline's site bitmap, which a forked child's handler reads for its

@@ -1399,6 +1399,18 @@ impl EntryPath for ZpolineEntry {
         }
     }
 
+    fn forked_copy(&self, src: usize, frame: usize, len: usize) {
+        if self.rewrite {
+            super::rewrite::forked_copy(src, frame, len);
+        }
+    }
+
+    fn forked_code_made_writable(&self, frame: usize, len: usize) {
+        if self.rewrite {
+            super::rewrite::forked_code_made_writable(frame, len);
+        }
+    }
+
     fn restore_copy(&self, addr: usize, frame: usize, len: usize) {
         if self.rewrite {
             super::rewrite::restore_copy(addr, frame, len);

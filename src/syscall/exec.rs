@@ -175,8 +175,10 @@ fn clone(ctx: &mut Ctx, flags: u64, stack: u64, ptid: u64, ctid: u64, tls: u64, 
         let entry = &ctx.kernel().entry;
         let sp = ctx.frame.regs.rsp as usize;
         let share_code = !entry.patches_shared_code();
-        let copy =
-            mm.lock().unwrap().fork_copy(sp, share_code, &|addr, frame, len| entry.restore_copy(addr, frame, len))?;
+        let copy = mm.lock().unwrap().fork_copy(sp, share_code, &|at, frame, len, forked| match forked {
+            false => entry.restore_copy(at, frame, len),
+            true => entry.forked_copy(at, frame, len),
+        })?;
         return spawn_child(ctx, flags & !CLONE_VM, stack, ptid, ctid, tls, pidfd_out, nproc, Some(copy));
     }
     spawn_child(ctx, flags, stack, ptid, ctid, tls, pidfd_out, nproc, None)

@@ -411,9 +411,19 @@ pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot
         return Err(Errno::EACCES);
     }
     space.protect(addr, len, prot as i32 & PROT_ALL)?;
-    drop(space);
     if prot as i32 & libc::PROT_WRITE != 0 {
-        ctx.kernel().entry.code_made_writable(addr, len);
+        let entry = &ctx.kernel().entry;
+        if space.own_host() {
+            // A forked child's code is in frames of its own.
+            let mut at = addr;
+            while let Some((frame, n)) = space.translate(at, addr + len - at).filter(|_| at < addr + len) {
+                entry.forked_code_made_writable(frame, n);
+                at += n.max(PAGE_SIZE);
+            }
+        } else {
+            drop(space);
+            entry.code_made_writable(addr, len);
+        }
     }
     Ok(0)
 }

@@ -224,8 +224,10 @@ impl AddressSpace {
 
     /// A copy of this address space for a forked child: the same VMAs,
     /// each with frames of its own holding a copy of its data. `restore`
-    /// is told each copy (guest address, frame, length) so that an entry
-    /// path may put back the original bytes of syscall sites it rewrote.
+    /// is told each copy of code (guest address, frame, length, false) so
+    /// that an entry path may put back the original bytes of syscall sites
+    /// it rewrote; in a forked parent, (its frame, the copy's, length,
+    /// true).
     /// ENOMEM when the copies do not fit in `--mem` or physical memory.
     /// `stack` is the forking thread's stack pointer: both sides write
     /// there at once, so the chunk holding it (and its red zone) is copied
@@ -237,7 +239,7 @@ impl AddressSpace {
         &mut self,
         stack: usize,
         share_code: bool,
-        restore: &dyn Fn(usize, usize, usize),
+        restore: &dyn Fn(usize, usize, usize, bool),
     ) -> Result<AddressSpace, Errno> {
         // MAP_SHARED mappings stay shared: their pages become one source
         // that this space and the child both show.
@@ -399,10 +401,11 @@ impl AddressSpace {
                 for (off, n) in filled {
                     pm.copy_within(frame + off, src + off, n);
                 }
-                // A forked parent's code has its sites' bytes already; only
-                // what was ever executable can hold sites.
-                if !self.own_host && v.was_executable {
-                    restore(s, frame, len);
+                // Only what was ever executable can hold sites. A forked
+                // parent's code has its sites' bytes already: what the path
+                // noted about them is carried over.
+                if v.was_executable {
+                    restore(if self.own_host { src } else { s }, frame, len, self.own_host);
                 }
                 frame
             } else {
