@@ -238,6 +238,12 @@ pub trait GuestKernel {
     fn guest_physical(&mut self, _addr: u64) -> Option<u64> {
         None
     }
+    /// The physical address of a forked child's code at `addr` when that
+    /// code is a copy made for it alone, executable and not writable (see
+    /// `AddressSpace::own_code_copy`): an entry path may patch it there.
+    fn own_code_copy(&mut self, _addr: u64) -> Option<u64> {
+        None
+    }
     /// What gettid and getpid may be answered with before the kernel: by
     /// a forked child's host process, without handing the syscall over
     /// (split's "Local answers"), and by zpoline's stub ("Answers in the

@@ -537,12 +537,12 @@ fn chain(each: &[Option<Instruction>], mut a: usize, end: usize) -> Option<Vec<I
 
 /// The ways to patch the syscall at `site`, best first: instructions
 /// before it (closest first), then the syscall with instructions after it.
-fn plans(site: u64) -> Vec<Plan> {
+fn plans(site: u64, delta: u64) -> Vec<Plan> {
     let page = site & !(PAGE_SIZE as u64 - 1);
     let base = site.saturating_sub(LOOK_BACK as u64).max(page);
     let n = (site - base) as usize;
     let mut out = Vec::new();
-    if let Some(bytes) = read_guest(base, n) {
+    if let Some(bytes) = read_guest(base.wrapping_add(delta), n) {
         let each = decode_each(&bytes, base);
         let runs: Vec<Option<Vec<Instruction>>> = (0..n).map(|a| chain(&each, a, n)).collect();
         for p in (0..(n + 1).saturating_sub(3)).rev() {
@@ -600,7 +600,7 @@ fn plans(site: u64) -> Vec<Plan> {
     // After: the syscall, then instructions up to 5 bytes (decoding from a
     // known boundary is exact), ending at the first that transfers control.
     let ahead = (LOOK_AHEAD as u64).min(page + PAGE_SIZE as u64 - (site + 2)) as usize;
-    if let Some(bytes) = read_guest(site + 2, ahead) {
+    if let Some(bytes) = read_guest((site + 2).wrapping_add(delta), ahead) {
         let mut d = Decoder::with_ip(64, &bytes, site + 2, DecoderOptions::NONE);
         let mut instrs = vec![syscall_at(site)];
         let mut end = site + 2;
@@ -697,18 +697,8 @@ fn next_punned(mut x: i64, fixed: u8) -> i64 {
 /// a jump to any boundary traps. Writes it; its address and copies. A
 /// site of shared code gets one in its own `area`, or none.
 fn place(st: &mut State, plan: &Plan, area: Option<Area>) -> Option<(u64, Vec<u64>)> {
-    let start = plan.instrs[0].ip();
-    let mut fixed = 0u8;
-    for i in &plan.instrs[1..] {
-        let off = i.ip() - start;
-        if off < JMP_LEN {
-            if off == JMP_LEN - 1 {
-                return None; // the displacement's top byte: out of any reach
-            }
-            fixed |= 1 << (off - 1);
-        }
-    }
-    let from = (start + JMP_LEN) as i64;
+    let fixed = punned_bytes(plan)?;
+    let from = (plan.instrs[0].ip() + JMP_LEN) as i64;
     if let Some(area) = area {
         let (lo, hi) = ((area.start as usize + HEADER) as i64, area.end as i64 - SLOT as i64);
         let near = (hi - NEAR_ZONE as i64).max(lo);
@@ -744,8 +734,36 @@ fn place(st: &mut State, plan: &Plan, area: Option<Area>) -> Option<(u64, Vec<u6
     None
 }
 
+/// The bytes of the jump's displacement (a bit per byte 0..3) that must be
+/// int3, being instruction boundaries of `plan`'s range; None when one is
+/// its top byte (out of any reach).
+fn punned_bytes(plan: &Plan) -> Option<u8> {
+    let start = plan.instrs[0].ip();
+    let mut fixed = 0u8;
+    for i in &plan.instrs[1..] {
+        let off = i.ip() - start;
+        if off < JMP_LEN {
+            if off == JMP_LEN - 1 {
+                return None;
+            }
+            fixed |= 1 << (off - 1);
+        }
+    }
+    Some(fixed)
+}
+
 fn place_in_regions(st: &mut State, plan: &Plan, from: i64, fixed: u8) -> Option<(u64, Vec<u64>)> {
-    for region in regions() {
+    place_in(st, plan, from, fixed, regions())
+}
+
+fn place_in<'a>(
+    st: &mut State,
+    plan: &Plan,
+    from: i64,
+    fixed: u8,
+    regions: impl Iterator<Item = &'a Region>,
+) -> Option<(u64, Vec<u64>)> {
+    for region in regions {
         let (lo, hi) = ((region.rx + HEADER) as i64, (region.rx + region.len) as i64 - SLOT as i64);
         let rw = |at: u64| region.rw + (at as usize - region.rx);
         if let Some(found) = place_between(st, plan, from, fixed, (lo, hi), region.rx as u64, &rw) {
@@ -836,6 +854,65 @@ pub fn patch_shared(phys: u64) -> bool {
     }
 }
 
+/// Patches the syscall a forked child called at its address `site`, in
+/// its own copy of code at physical `phys` (see "Forked children"): with
+/// a trampoline in the regions its host process shows (one made before
+/// for the same bytes at the same address, or a new one), the marks noted
+/// at the copy. A site that cannot be is remembered as refused there.
+pub fn patch_own_copy(site: u64, phys: u64) -> bool {
+    let pm = PhysMem::get();
+    let page = site & !(PAGE_SIZE as u64 - 1);
+    if forked_stub_page().is_none() || (site + 1) & !(PAGE_SIZE as u64 - 1) != page || !pm.contains(phys as usize, 2) {
+        return false;
+    }
+    let delta = phys.wrapping_sub(site);
+    let mut st = state();
+    if st.forked_marks.get(&phys).is_some() || read_guest(phys, 2).as_deref() != Some(&SYSCALL[..]) {
+        return false;
+    }
+    let kept = || regions().filter(|r| !pm.contains(r.rx, 1));
+    let mut found = None;
+    for plan in plans(site, delta) {
+        let (start, end) = (plan.instrs[0].ip(), plan.instrs.last().unwrap().next_ip());
+        if st.forked_marks.range(start.wrapping_add(delta)..end.wrapping_add(delta)).next().is_some() {
+            continue;
+        }
+        let Some(original) = read_guest(start.wrapping_add(delta), (end - start) as usize) else { continue };
+        // The same bytes at the same address: the same trampoline.
+        let made = st.reuse.get(&(start, original.clone())).copied().filter(|&slot| in_kept_region(slot));
+        if let Some(tramp) = made.and_then(|slot| st.patches.get(&slot)).map(|p| p.tramp.clone()) {
+            found = Some((plan, original, made.unwrap_or_default(), tramp));
+            break;
+        }
+        let Some(fixed) = punned_bytes(&plan) else { continue };
+        if let Some((slot, tramp)) = place_in(&mut st, &plan, (start + JMP_LEN) as i64, fixed, kept()) {
+            st.reuse.insert((start, original.clone()), slot);
+            found = Some((plan, original, slot, tramp));
+            break;
+        }
+    }
+    let Some((plan, original, slot, tramp)) = found else {
+        st.forked_marks.insert(phys, Mark::Refused);
+        return false;
+    };
+    let start = plan.instrs[0].ip();
+    let rel = slot as i64 - (start + JMP_LEN) as i64;
+    let mut patched = vec![INT3; original.len()];
+    patched[0] = 0xe9;
+    patched[1..JMP_LEN as usize].copy_from_slice(&(rel as i32).to_le_bytes());
+    let orig: Vec<u64> = plan.instrs.iter().map(|i| i.ip()).collect();
+    let marks: Vec<(u64, Mark)> = std::iter::once((start.wrapping_add(delta), Mark::Head { slot }))
+        .chain(orig.iter().enumerate().skip(1).map(|(k, &a)| (a.wrapping_add(delta), Mark::Interior { slot, k })))
+        .collect();
+    st.forked_marks.extend(marks);
+    let patch = Patch { start, original, patched: patched.clone(), orig, tramp, sk: plan.sk };
+    st.patches.insert(slot, patch);
+    // The child's other threads may run it: int3 first (the marks are
+    // there), then the tail, then the head.
+    write_patch(pm, start.wrapping_add(delta), &patched, Patching::Live);
+    true
+}
+
 fn patch_in(
     pm: &PhysMem,
     mut st: std::sync::MutexGuard<'_, State>,
@@ -888,7 +965,7 @@ fn patch_in(
         Some(None) => None,
         None => {
             let mut found = None;
-            for plan in plans(site) {
+            for plan in plans(site, 0) {
                 if let Some(placed) = try_plan(&mut st, &plan, area) {
                     found = Some((plan, placed));
                     break;
@@ -1236,7 +1313,7 @@ fn int3_at(regs: &mut GuestRegs, physical: impl FnOnce(u64) -> (u64, u64), forke
     let st = state();
     let mut mark = st.marks.get(&at).copied();
     // A patch a forked child's copy kept: its addresses are the child's.
-    if let Some(m) = st.forked_marks.get(&at).copied().filter(|_| forked) {
+    if let Some(m) = st.forked_marks.get(&at).copied().filter(|m| forked && !matches!(m, Mark::Refused)) {
         mark = Some(m);
         off = 0;
     }

@@ -1798,10 +1798,10 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
             // instruction, a kick): seen at the original instruction.
             Trap::Fault(_) | Trap::Interrupt => super::rewrite::forked_map_back(&mut uc.mcontext.regs, kernel),
         }
-        // A syscall instruction's own SIGSYS: if it is in code the page
-        // cache shares with an area of trampolines, it is patched after
-        // the call, as its first trap in nomu's process would have it, and
-        // the next call takes the stub.
+        // A syscall instruction's own SIGSYS: if it is in the child's own
+        // copy of code, or in code the page cache shares with an area of
+        // trampolines, it is patched after the call, as its first trap in
+        // nomu's process would have it, and the next call takes the stub.
         let sigsys_site = (matches!(trap, Trap::Syscall)
             && go_on.is_none()
             && mb.signo.load(Ordering::Relaxed) == libc::SIGSYS
@@ -1821,8 +1821,12 @@ pub fn run_own_process(start: StartState, kernel: &mut dyn GuestKernel) {
         if let Some((_, at)) = go_on.filter(|&(after_site, _)| frame.regs.rip == after_site) {
             frame.regs.rip = at;
         }
-        if let Some(phys) = sigsys_site.and_then(|site| kernel.guest_physical(site)) {
-            super::rewrite::patch_shared(phys);
+        if let Some(site) = sigsys_site {
+            if let Some(phys) = kernel.own_code_copy(site) {
+                super::rewrite::patch_own_copy(site, phys);
+            } else if let Some(phys) = kernel.guest_physical(site) {
+                super::rewrite::patch_shared(phys);
+            }
         }
         let (fs_base, gs_base, reset) = (frame.fs_base, frame.gs_base, frame.reset_xstate);
         if resume == Resume::Exit {

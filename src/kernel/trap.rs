@@ -483,6 +483,10 @@ impl GuestKernel for ThreadCtx {
         Some(phys as u64)
     }
 
+    fn own_code_copy(&mut self, addr: u64) -> Option<u64> {
+        self.mm.lock().unwrap().own_code_copy(addr as usize).map(|p| p as u64)
+    }
+
     fn local_answers(&self) -> Option<(u32, u32)> {
         (!self.kernel.trace).then_some((self.thread.tid(), self.thread.process.pid))
     }

@@ -106,6 +106,11 @@ pub trait PageSource: Send + Sync {
     fn shared_at_fork(&self) -> bool {
         false
     }
+    /// Whether these are a copy a fork made for one forked child alone
+    /// (src/mm/space/forked.rs): nothing else shows its pages.
+    fn copied_for_child(&self) -> bool {
+        false
+    }
     /// Has the source hold [offset, offset+len) of `file` too (a shared
     /// file mapping growing, mremap); false if it cannot.
     fn hold_file(

@@ -192,9 +192,13 @@ __asm__(".section .rodata\n"
 	".att_syntax prefix\n"
 	".text\n");
 
-/* The same code, copied into a private executable mapping. */
+/* The same code, copied into a private executable mapping; and into a
+ * second one that only the forked children run (the parent never does:
+ * its sites are first called in a child). */
 static long (*copy_probe)(const void *, void *);
 static long (*copy_loop_back)(long);
+static long (*late_probe)(const void *, void *);
+static long (*late_loop_back)(long);
 
 struct shared {
 	volatile int handled;
@@ -228,7 +232,9 @@ static long probe_loop(int seed)
 			bad++;
 		if (copy_probe(in, out) != 0 || memcmp(in, out, sizeof in) != 0)
 			bad++;
-		if (n % 64 == 0 && (loop_back(10) != 10 || copy_loop_back(10) != 10))
+		if (late_probe(in, out) != 0 || memcmp(in, out, sizeof in) != 0)
+			bad++;
+		if (n % 64 == 0 && (loop_back(10) != 10 || copy_loop_back(10) != 10 || late_loop_back(10) != 10))
 			bad++;
 		n++;
 	}
@@ -266,6 +272,14 @@ int main(void)
 	CHECK_OK(mprotect(code, 4096, PROT_READ | PROT_EXEC));
 	copy_probe = (long (*)(const void *, void *))(code + (probe_bytes - code_start));
 	copy_loop_back = (long (*)(long))(code + (loop_back_bytes - code_start));
+	char *late = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(late != MAP_FAILED);
+	if (late == MAP_FAILED)
+		return nomu_checks_done("fork_stub");
+	memcpy(late, code_start, code_len);
+	CHECK_OK(mprotect(late, 4096, PROT_READ | PROT_EXEC));
+	late_probe = (long (*)(const void *, void *))(late + (probe_bytes - code_start));
+	late_loop_back = (long (*)(long))(late + (loop_back_bytes - code_start));
 	/* The parent runs the sites first (the rewrite path patches them). */
 	for (int i = 0; i < 100; i++) {
 		CHECK_EQ(probe(in, out), 0);
@@ -335,5 +349,10 @@ int main(void)
 	/* The parent's copy still runs (the child's mprotect was its own). */
 	CHECK_EQ(copy_probe(in, out), 0);
 	CHECK_EQ(copy_loop_back(100), 100);
+	/* What the children ran of the second copy was theirs: the parent's
+	 * still holds the bytes it wrote (read before it ever runs them). */
+	CHECK(memcmp(late, code_start, code_len) == 0);
+	CHECK_EQ(late_probe(in, out), 0);
+	CHECK_EQ(late_loop_back(100), 100);
 	return nomu_checks_done("fork_stub");
 }

@@ -53,6 +53,10 @@ impl PageSource for ChildFrames {
     fn copy_on_write(&self) -> bool {
         false
     }
+
+    fn copied_for_child(&self) -> bool {
+        true
+    }
 }
 
 /// A MAP_SHARED mapping's pages after a fork: parent and child (and their
@@ -175,6 +179,18 @@ impl AddressSpace {
     /// the address too, but a host futex must name the page one way for
     /// every process that shows it (a MAP_SHARED mapping shared with a
     /// forked child: private host futexes key on the address).
+    /// The physical address of a forked child's byte of code at `addr`
+    /// when it lies in a copy its fork made for it alone, executable and
+    /// not writable (code an entry path may patch for this process only).
+    pub fn own_code_copy(&self, addr: usize) -> Option<usize> {
+        let (s, v) = self.find(addr)?;
+        let f = v.frames.as_ref()?;
+        let code = v.prot & libc::PROT_EXEC != 0 && v.prot & libc::PROT_WRITE == 0;
+        let off = f.offset + (addr - s);
+        let page = off & !(PAGE_SIZE - 1);
+        (self.own_host && code && f.source.copied_for_child()).then(|| f.source.frames(page).0 + (off - page))
+    }
+
     pub fn translate(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
         let found = self.find(addr);
         // In nomu's own process the guest address shows the right page
