@@ -84,8 +84,10 @@
 //! shows too (shared with nomu); the marks of such a patch are noted at
 //! the copy's frames ([`restore_copy`], and [`forked_copy`] for a copy of
 //! a copy), where its int3s are looked up; other patches get their
-//! original bytes back there and trap as any syscall does. A forked
-//! child's mprotect adding PROT_WRITE undoes the patches in its own frames
+//! original bytes back there and trap as any syscall does. A site a child
+//! calls first in its own copy is patched there ([`patch_own_copy`]: a
+//! trampoline in those regions, the marks at the copy). A forked child's
+//! mprotect adding PROT_WRITE undoes the patches in its own frames
 //! ([`forked_code_made_writable`]).
 //!
 //! Sites in writable mappings are never patched; mprotect adding PROT_WRITE
@@ -880,8 +882,8 @@ pub fn patch_own_copy(site: u64, phys: u64) -> bool {
         let Some(original) = read_guest(start.wrapping_add(delta), (end - start) as usize) else { continue };
         // The same bytes at the same address: the same trampoline.
         let made = st.reuse.get(&(start, original.clone())).copied().filter(|&slot| in_kept_region(slot));
-        if let Some(tramp) = made.and_then(|slot| st.patches.get(&slot)).map(|p| p.tramp.clone()) {
-            found = Some((plan, original, made.unwrap_or_default(), tramp));
+        if let Some((slot, tramp)) = made.and_then(|slot| st.patches.get(&slot).map(|p| (slot, p.tramp.clone()))) {
+            found = Some((plan, original, slot, tramp));
             break;
         }
         let Some(fixed) = punned_bytes(&plan) else { continue };

@@ -105,15 +105,18 @@
 //! host's (kept between the signal stack and the start stack, its
 //! constant parts written once), blocks signals as the handler's sa_mask
 //! does (rt_sigprocmask, which stores the guest's mask in the frame),
-//! saves the extended state with xsave, calls the handler as the host
+//! saves the extended state with xsave (in the layout and with the
+//! components the host's own frames state), calls the handler as the host
 //! would with SIGTRAP, and returns with rt_sigreturn on the frame: the
 //! guest state and its mask back at once, as after any trap. The guest's
 //! stack is never touched. A kick that arrives before the handler is
 //! called is dropped by the handler (the syscall being made reaches the
 //! kernel, which looks at what the kick announced); after that every
-//! signal is blocked. A forked child's SIGSYS at a site of code the page
-//! cache shares with an area of trampolines gets that site patched, so the
-//! next call takes the stub. NOMU_FORKED_TRAP=1 keeps the int3 page.
+//! signal is blocked. A forked child's SIGSYS at a site of its own copy of
+//! code, or of code the page cache shares with an area of trampolines,
+//! gets that site patched, so the next call takes the stub (its copies of
+//! its parent's code keep the parent's patches, see rewrite.rs's "Forked
+//! children"). NOMU_FORKED_TRAP=1 keeps the int3 page.
 //!
 //! # Cost
 //! A trap costs the seccomp path's SIGSYS round trip plus two futex
@@ -273,6 +276,9 @@ struct Mailbox {
     stub_xsave: u64,
     stub_guest_rsp: u64,
     stub_gs: u64,
+    /// The components the stub saves (its xsave's mask), as the host's own
+    /// frames state them (see `Child::adopt_host_xstate_format`).
+    stub_features: AtomicU64,
 }
 
 /// Page 0, the rewrite path's stub page and what zygote::kept_ranges
@@ -794,8 +800,8 @@ global_asm!(
     "    syscall",
     "    mov rdi, [rbx + {stub_xsave}]",
     "    mov [rsp + {f_fpstate}], rdi",
-    "    mov eax, -1",
-    "    mov edx, -1",
+    "    mov eax, dword ptr [rbx + {stub_features}]",
+    "    mov edx, dword ptr [rbx + {stub_features} + 4]",
     "    xsave64 [rdi]",
     "    mov edi, 5", // SIGTRAP
     "    lea rsi, [rsp + {f_info}]",
@@ -879,6 +885,7 @@ global_asm!(
     stub_xsave = const offset_of!(Mailbox, stub_xsave),
     stub_guest_rsp = const offset_of!(Mailbox, stub_guest_rsp),
     stub_gs = const offset_of!(Mailbox, stub_gs),
+    stub_features = const offset_of!(Mailbox, stub_features),
     f_regs = const 8 + UC_REGS,
     f_sigmask = const 8 + offset_of!(Ucontext, sigmask),
     f_fpstate = const 8 + offset_of!(Ucontext, mcontext) + offset_of!(super::host_signals::Sigcontext, fpstate),
@@ -1158,7 +1165,45 @@ impl Child {
         mb.sigmask_local.store(1, Ordering::Relaxed);
     }
 
+    /// Gives the stub's frame the xsave layout the host's own signal
+    /// frames state (size and components, in their software-reserved
+    /// bytes), from the frame the child is parked in when the host made
+    /// it: rt_sigreturn restores only the legacy area of an image that
+    /// claims more than the host allows the process (dynamic components:
+    /// AMX's tile data, whose room CPUID counts).
+    fn adopt_host_xstate_format(&self) {
+        use crate::abi::xsave::{FP_XSTATE_MAGIC1, FP_XSTATE_MAGIC2, HEADER, SW_RESERVED};
+        let mb = self.mailbox();
+        let (frame, image) = (mb.stub_frame as usize, mb.stub_xsave as usize);
+        let uc = mb.uc.load(Ordering::Relaxed) as usize;
+        if frame == 0 || uc == frame + 8 {
+            return;
+        }
+        // SAFETY: the child is parked in its handler on a frame the host
+        // made; nothing else reads or writes it meanwhile.
+        let Some(host) = xstate_of(unsafe { (*(uc as *const Ucontext)).mcontext.fpstate }) else { return };
+        let word = |at: usize| u32::from_le_bytes(host[at..at + 4].try_into().expect("4 bytes"));
+        let size = word(SW_RESERVED + 16) as usize; // xstate_size
+        let top = self.area + MBOX_OFFSET - START_STACK;
+        if word(SW_RESERVED) != FP_XSTATE_MAGIC1 || size < HEADER + 64 || image + size + 4 > top {
+            return;
+        }
+        let features = u64::from_le_bytes(host[SW_RESERVED + 8..SW_RESERVED + 16].try_into().expect("8 bytes"));
+        // SAFETY: the stub's image lies in the child's block, [image,
+        // top), which only the parked child's stub uses.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                host[SW_RESERVED..HEADER].as_ptr(),
+                (image + SW_RESERVED) as *mut u8,
+                HEADER - SW_RESERVED,
+            );
+            ((image + size) as *mut u32).write_unaligned(FP_XSTATE_MAGIC2);
+        }
+        mb.stub_features.store(features, Ordering::Relaxed);
+    }
+
     fn load(&self, start: &StartState) {
+        self.adopt_host_xstate_format();
         // SAFETY: the child is parked; the reference ends with this call.
         let uc = unsafe { self.ucontext() };
         uc.mcontext.regs = GuestRegs { rflags: start.regs.rflags | RFLAGS_IF, ..start.regs };
@@ -1280,6 +1325,7 @@ fn write_mailbox(area: usize, ops: usize, forked: bool, creator: Option<&Mailbox
         stub_xsave: stub.map_or(0, |(_, xsave)| xsave),
         stub_guest_rsp: 0,
         stub_gs: stub.is_some() as u64,
+        stub_features: AtomicU64::new(crate::host::cpu::xcr0()),
         not_guest: {
             let mut r = [[0u64; 2]; NOT_GUEST_RANGES];
             let kept = zygote::kept_ranges(area, ops);

@@ -192,6 +192,66 @@ __asm__(".section .rodata\n"
 	".att_syntax prefix\n"
 	".text\n");
 
+/* probe_ymm(in, out): ymm0-15 loaded from the 512 bytes at `in`, getppid
+ * made, ymm0-15 stored at `out` (AVX only: the upper halves are the
+ * extended state an xsave image must carry across the syscall). */
+void probe_ymm(const void *in, void *out);
+__asm__(".text\n"
+	".intel_syntax noprefix\n"
+	".globl probe_ymm\n"
+	"probe_ymm:\n"
+	"	vmovdqu ymm0, [rdi + 0]\n"
+	"	vmovdqu ymm1, [rdi + 32]\n"
+	"	vmovdqu ymm2, [rdi + 64]\n"
+	"	vmovdqu ymm3, [rdi + 96]\n"
+	"	vmovdqu ymm4, [rdi + 128]\n"
+	"	vmovdqu ymm5, [rdi + 160]\n"
+	"	vmovdqu ymm6, [rdi + 192]\n"
+	"	vmovdqu ymm7, [rdi + 224]\n"
+	"	vmovdqu ymm8, [rdi + 256]\n"
+	"	vmovdqu ymm9, [rdi + 288]\n"
+	"	vmovdqu ymm10, [rdi + 320]\n"
+	"	vmovdqu ymm11, [rdi + 352]\n"
+	"	vmovdqu ymm12, [rdi + 384]\n"
+	"	vmovdqu ymm13, [rdi + 416]\n"
+	"	vmovdqu ymm14, [rdi + 448]\n"
+	"	vmovdqu ymm15, [rdi + 480]\n"
+	"	mov r8, rsi\n"
+	"	mov eax, 110\n"
+	"	syscall\n"
+	"	vmovdqu [r8 + 0], ymm0\n"
+	"	vmovdqu [r8 + 32], ymm1\n"
+	"	vmovdqu [r8 + 64], ymm2\n"
+	"	vmovdqu [r8 + 96], ymm3\n"
+	"	vmovdqu [r8 + 128], ymm4\n"
+	"	vmovdqu [r8 + 160], ymm5\n"
+	"	vmovdqu [r8 + 192], ymm6\n"
+	"	vmovdqu [r8 + 224], ymm7\n"
+	"	vmovdqu [r8 + 256], ymm8\n"
+	"	vmovdqu [r8 + 288], ymm9\n"
+	"	vmovdqu [r8 + 320], ymm10\n"
+	"	vmovdqu [r8 + 352], ymm11\n"
+	"	vmovdqu [r8 + 384], ymm12\n"
+	"	vmovdqu [r8 + 416], ymm13\n"
+	"	vmovdqu [r8 + 448], ymm14\n"
+	"	vmovdqu [r8 + 480], ymm15\n"
+	"	vzeroupper\n"
+	"	ret\n"
+	".att_syntax prefix\n");
+
+static int have_avx(void)
+{
+	unsigned a, b, c, d;
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+	if (!(c & (1u << 27)) || !(c & (1u << 28))) /* OSXSAVE, AVX */
+		return 0;
+	unsigned lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (lo & 6) == 6; /* the OS saves SSE and AVX state */
+}
+
+static int avx;
+
 /* The same code, copied into a private executable mapping; and into a
  * second one that only the forked children run (the parent never does:
  * its sites are first called in a child). */
@@ -234,6 +294,14 @@ static long probe_loop(int seed)
 			bad++;
 		if (late_probe(in, out) != 0 || memcmp(in, out, sizeof in) != 0)
 			bad++;
+		if (avx) {
+			unsigned char yin[512], yout[512];
+			for (int i = 0; i < 512; i++)
+				yin[i] = (unsigned char)(i * 13 + seed + n);
+			probe_ymm(yin, yout);
+			if (memcmp(yin, yout, sizeof yin) != 0)
+				bad++;
+		}
 		if (n % 64 == 0 && (loop_back(10) != 10 || copy_loop_back(10) != 10 || late_loop_back(10) != 10))
 			bad++;
 		n++;
@@ -263,6 +331,7 @@ int main(void)
 	unsigned char in[256], out[256];
 	for (int i = 0; i < 256; i++)
 		in[i] = (unsigned char)(255 - i);
+	avx = have_avx();
 	size_t code_len = (size_t)(code_end - code_start);
 	char *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(code != MAP_FAILED && code_len <= 4096);
