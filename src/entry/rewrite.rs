@@ -468,6 +468,29 @@ fn regions() -> impl Iterator<Item = &'static Region> {
     REGIONS[..REGION_COUNT.load(Ordering::Acquire)].iter().filter_map(|r| r.get())
 }
 
+/// The regions beside physical memory (not chunks of it): forked
+/// children's host processes show them too.
+fn kept_regions_iter() -> impl Iterator<Item = &'static Region> {
+    let pm = PhysMem::get();
+    regions().filter(move |r| !pm.contains(r.rx, 1))
+}
+
+/// The marks of patch `slot`, whose instructions start at `orig` (the
+/// first is its head), noted `delta` away from there.
+fn patch_marks(slot: u64, orig: &[u64], delta: u64) -> Vec<(u64, Mark)> {
+    let mark = |k| if k == 0 { Mark::Head { slot } } else { Mark::Interior { slot, k } };
+    orig.iter().enumerate().map(|(k, &a)| (a.wrapping_add(delta), mark(k))).collect()
+}
+
+/// A patch's `len` bytes at `start`: the jump to trampoline `slot`, then int3.
+fn jump_bytes(start: u64, slot: u64, len: usize) -> Vec<u8> {
+    let rel = slot as i64 - (start + JMP_LEN) as i64;
+    let mut patched = vec![INT3; len];
+    patched[0] = 0xe9;
+    patched[1..JMP_LEN as usize].copy_from_slice(&(rel as i32).to_le_bytes());
+    patched
+}
+
 /// Claims CHUNK-aligned pages of physical memory holding [at, at+SLOT)
 /// for a new region (read+execute in the direct map, written through the
 /// alias). Whether it worked.
@@ -872,7 +895,6 @@ pub fn patch_own_copy(site: u64, phys: u64) -> bool {
     if st.forked_marks.get(&phys).is_some() || read_guest(phys, 2).as_deref() != Some(&SYSCALL[..]) {
         return false;
     }
-    let kept = || regions().filter(|r| !pm.contains(r.rx, 1));
     let mut found = None;
     for plan in plans(site, delta) {
         let (start, end) = (plan.instrs[0].ip(), plan.instrs.last().unwrap().next_ip());
@@ -887,7 +909,7 @@ pub fn patch_own_copy(site: u64, phys: u64) -> bool {
             break;
         }
         let Some(fixed) = punned_bytes(&plan) else { continue };
-        if let Some((slot, tramp)) = place_in(&mut st, &plan, (start + JMP_LEN) as i64, fixed, kept()) {
+        if let Some((slot, tramp)) = place_in(&mut st, &plan, (start + JMP_LEN) as i64, fixed, kept_regions_iter()) {
             st.reuse.insert((start, original.clone()), slot);
             found = Some((plan, original, slot, tramp));
             break;
@@ -898,17 +920,10 @@ pub fn patch_own_copy(site: u64, phys: u64) -> bool {
         return false;
     };
     let start = plan.instrs[0].ip();
-    let rel = slot as i64 - (start + JMP_LEN) as i64;
-    let mut patched = vec![INT3; original.len()];
-    patched[0] = 0xe9;
-    patched[1..JMP_LEN as usize].copy_from_slice(&(rel as i32).to_le_bytes());
+    let patched = jump_bytes(start, slot, original.len());
     let orig: Vec<u64> = plan.instrs.iter().map(|i| i.ip()).collect();
-    let marks: Vec<(u64, Mark)> = std::iter::once((start.wrapping_add(delta), Mark::Head { slot }))
-        .chain(orig.iter().enumerate().skip(1).map(|(k, &a)| (a.wrapping_add(delta), Mark::Interior { slot, k })))
-        .collect();
-    st.forked_marks.extend(marks);
-    let patch = Patch { start, original, patched: patched.clone(), orig, tramp, sk: plan.sk };
-    st.patches.insert(slot, patch);
+    st.forked_marks.extend(patch_marks(slot, &orig, delta));
+    st.patches.insert(slot, Patch { start, original, patched: patched.clone(), orig, tramp, sk: plan.sk });
     // The child's other threads may run it: int3 first (the marks are
     // there), then the tail, then the head.
     write_patch(pm, start.wrapping_add(delta), &patched, Patching::Live);
@@ -949,9 +964,7 @@ fn patch_in(
         let free = st.patches.get(&slot).filter(|p| !active(&st, slot, p)).map(|p| (p.start, p.end()));
         if let Some((start, end)) = free.filter(|&(start, end)| st.marks.range(start..end).next().is_none()) {
             let p = &st.patches[&slot];
-            let marks: Vec<(u64, Mark)> = std::iter::once((start, Mark::Head { slot }))
-                .chain(p.orig.iter().enumerate().skip(1).map(|(k, &a)| (a, Mark::Interior { slot, k })))
-                .collect();
+            let marks = patch_marks(slot, &p.orig, 0);
             let bytes = p.patched.clone();
             st.marks.extend(marks);
             debug_assert_eq!(end - start, bytes.len() as u64);
@@ -984,17 +997,10 @@ fn patch_in(
     let start = plan.instrs[0].ip();
     let end = plan.instrs.last().unwrap().next_ip();
     let Some(original) = read_guest(start, (end - start) as usize) else { return false };
-    let len = original.len();
-    let rel = slot as i64 - (start + JMP_LEN) as i64;
-    let mut patched = vec![INT3; len];
-    patched[0] = 0xe9;
-    patched[1..JMP_LEN as usize].copy_from_slice(&(rel as i32).to_le_bytes());
+    let patched = jump_bytes(start, slot, original.len());
     let orig: Vec<u64> = plan.instrs.iter().map(|i| i.ip()).collect();
     // Records first: a thread meeting an int3 must find what it stands for.
-    st.marks.insert(start, Mark::Head { slot });
-    for (k, &a) in orig.iter().enumerate().skip(1) {
-        st.marks.insert(a, Mark::Interior { slot, k });
-    }
+    st.marks.extend(patch_marks(slot, &orig, 0));
     st.patches.insert(slot, Patch { start, original, patched: patched.clone(), orig, tramp, sk: plan.sk });
     st.by_site.insert(key_again, slot);
     write_patch(pm, start, &patched, how);
@@ -1104,11 +1110,7 @@ fn restore_originals(st: &mut State, lo: u64, hi: u64, copy: usize, keep: bool) 
         let Some(p) = st.patches.get(&slot).filter(|p| p.end() <= hi) else { continue };
         let at = (copy as u64) + (p.start - lo);
         if keep && in_kept_region(slot) && read_guest(at, p.patched.len()).as_deref() == Some(&p.patched[..]) {
-            let marks: Vec<(u64, Mark)> = std::iter::once((at, Mark::Head { slot }))
-                .chain(
-                    p.orig.iter().enumerate().skip(1).map(|(k, &a)| (at + (a - p.start), Mark::Interior { slot, k })),
-                )
-                .collect();
+            let marks = patch_marks(slot, &p.orig, at.wrapping_sub(p.start));
             st.forked_marks.extend(marks);
         } else {
             pm.poke(at as usize, &p.original);
@@ -1142,15 +1144,13 @@ pub fn forked_code_made_writable(frame: usize, len: usize) {
     let pm = PhysMem::get();
     for (at, slot) in heads {
         let Some(p) = st.patches.get(&slot) else { continue };
-        let marks: Vec<u64> = p.orig.iter().map(|&a| at + (a - p.start)).collect();
+        let marks = patch_marks(slot, &p.orig, at.wrapping_sub(p.start));
+        // As in nomu's process (the child's threads may run it; its marks
+        // stay until the original bytes are back).
         if read_guest(at, p.patched.len()).as_deref() == Some(&p.patched[..]) {
-            // int3 first, as in nomu's process (the child's threads may run
-            // it; its marks stay until the original bytes are back).
-            pm.poke(at as usize, &[INT3]);
-            pm.poke(at as usize + 1, &p.original[1..]);
-            pm.poke(at as usize, &p.original[..1]);
+            write_patch(pm, at, &p.original, Patching::Live);
         }
-        for a in marks {
+        for (a, _) in marks {
             st.forked_marks.remove(&a);
         }
     }
@@ -1159,8 +1159,7 @@ pub fn forked_code_made_writable(frame: usize, len: usize) {
 /// Whether trampoline `slot` lies in a region beside physical memory (not
 /// a chunk of it): a forked child's host process shows those regions.
 fn in_kept_region(slot: u64) -> bool {
-    let pm = PhysMem::get();
-    regions().any(|r| !pm.contains(r.rx, 1) && (r.rx + HEADER..r.rx + r.len).contains(&(slot as usize)))
+    kept_regions_iter().any(|r| (r.rx + HEADER..r.rx + r.len).contains(&(slot as usize)))
 }
 
 /// The trampoline regions beside physical memory, which a forked child's
@@ -1172,8 +1171,7 @@ pub fn kept_regions() -> [(usize, usize); 2] {
     if STUB.load(Ordering::Relaxed) == 0 {
         return out;
     }
-    let pm = PhysMem::get();
-    for (slot, r) in out.iter_mut().zip(regions().filter(|r| !pm.contains(r.rx, 1))) {
+    for (slot, r) in out.iter_mut().zip(kept_regions_iter()) {
         *slot = (r.rx, r.rx + r.len);
     }
     out

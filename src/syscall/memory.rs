@@ -416,9 +416,10 @@ pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot
         if space.own_host() {
             // A forked child's code is in frames of its own.
             let mut at = addr;
-            while let Some((frame, n)) = space.translate(at, addr + len - at).filter(|_| at < addr + len) {
+            while at < addr + len {
+                let Some((frame, n)) = space.translate(at, addr + len - at) else { break };
                 entry.forked_code_made_writable(frame, n);
-                at += n.max(PAGE_SIZE);
+                at += n;
             }
         } else {
             drop(space);

@@ -170,15 +170,6 @@ impl AddressSpace {
         })
     }
 
-    /// The physical run behind [addr, addr+len): the frame of `addr` and
-    /// how many bytes from there are contiguous (at most `len`, at most to
-    /// the end of the VMA), or None when `addr` is in no VMA.
-    ///
-    /// In a normal address space an address is its page, but for a VMA
-    /// that shows frames (mm::mapping): nomu's direct map shows them at
-    /// the address too, but a host futex must name the page one way for
-    /// every process that shows it (a MAP_SHARED mapping shared with a
-    /// forked child: private host futexes key on the address).
     /// The physical address of a forked child's byte of code at `addr`
     /// when it lies in a copy its fork made for it alone, executable and
     /// not writable (code an entry path may patch for this process only).
@@ -191,6 +182,15 @@ impl AddressSpace {
         (self.own_host && code && f.source.copied_for_child()).then(|| f.source.frames(page).0 + (off - page))
     }
 
+    /// The physical run behind [addr, addr+len): the frame of `addr` and
+    /// how many bytes from there are contiguous (at most `len`, at most to
+    /// the end of the VMA), or None when `addr` is in no VMA.
+    ///
+    /// In a normal address space an address is its page, but for a VMA
+    /// that shows frames (mm::mapping): nomu's direct map shows them at
+    /// the address too, but a host futex must name the page one way for
+    /// every process that shows it (a MAP_SHARED mapping shared with a
+    /// forked child: private host futexes key on the address).
     pub fn translate(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
         let found = self.find(addr);
         // In nomu's own process the guest address shows the right page
