@@ -112,12 +112,28 @@ impl FileIdentity {
     }
 }
 
+/// What an open file's attributes say that cannot change.
+#[derive(Clone, Copy)]
+struct Meta {
+    kind: FileKind,
+    /// A device file's device.
+    rdev: u64,
+    /// Host device and inode numbers.
+    key: (u64, u64),
+}
+
+impl Meta {
+    fn of(st: &libc::stat) -> Meta {
+        Meta { kind: FileKind::from_mode(st.st_mode), rdev: st.st_rdev, key: (st.st_dev, st.st_ino) }
+    }
+}
+
 pub struct OpenFile {
     /// Always Some until the drop closes it.
     host: Option<OwnedFd>,
-    /// File type and device, read from the host on first use (most files
-    /// never need it, and open is a hot path).
-    meta: OnceLock<(FileKind, u64)>,
+    /// File type, device (of a device file) and identity, read from the
+    /// host on first use (most files never need it, and open is a hot path).
+    meta: OnceLock<Meta>,
     /// Its type, worked out once (it cannot change).
     file_type: OnceLock<FileType>,
     /// O_RDONLY, O_WRONLY, O_RDWR (or 3: neither), asked once (F_SETFL
@@ -236,17 +252,22 @@ impl OpenFile {
         self.epoll_links.lock().unwrap().retain(|(e, i)| !(Weak::ptr_eq(e, epoll) && *i == id));
     }
 
-    fn meta(&self) -> (FileKind, u64) {
+    fn meta(&self) -> Meta {
         *self.meta.get_or_init(|| match hostfs::fstat(self.fd()) {
-            Ok(st) => (FileKind::from_mode(st.st_mode), st.st_rdev),
+            Ok(st) => Meta::of(&st),
             // fstat on an open descriptor does not fail; if it ever does,
             // "regular file" is the most conservative guess.
-            Err(_) => (FileKind::Regular, 0),
+            Err(_) => Meta { kind: FileKind::Regular, rdev: 0, key: (0, 0) },
         })
     }
 
     pub fn kind(&self) -> FileKind {
-        self.meta().0
+        self.meta().kind
+    }
+
+    /// The host's device and inode numbers of the file.
+    pub fn key(&self) -> (u64, u64) {
+        self.meta().key
     }
 
     pub fn file_type(&self) -> FileType {
@@ -256,7 +277,7 @@ impl OpenFile {
                 _ => FileType::ProcFile,
             };
         }
-        *self.file_type.get_or_init(|| match self.meta() {
+        *self.file_type.get_or_init(|| match (self.meta().kind, self.meta().rdev) {
             (FileKind::CharDevice, dev) if dev == libc::makedev(1, 3) => FileType::NullDevice,
             (FileKind::CharDevice, dev) if dev == libc::makedev(1, 5) => FileType::ZeroDevice,
             (FileKind::CharDevice, _) if hostfs::isatty(self.fd()) => FileType::Terminal,
@@ -294,7 +315,7 @@ impl OpenFile {
     /// fstat of its own for [`kind`](Self::kind)): execve stats the file
     /// once for everything it checks.
     pub fn with_stat(self, st: &libc::stat) -> OpenFile {
-        let _ = self.meta.set((FileKind::from_mode(st.st_mode), st.st_rdev));
+        let _ = self.meta.set(Meta::of(st));
         self
     }
 

@@ -546,6 +546,31 @@ impl PhysMem {
             done += n;
         }
     }
+
+    /// Copies physical memory at `src` (a page source's own pages: not
+    /// translated) into `dst`, a checked range a guest call gave, as a host
+    /// call would write it (through the mermap for secret memory) but
+    /// through the writable alias otherwise: the range was checked
+    /// writable, and the guest's protection may show it read-only to nomu
+    /// (a shared file mapping's pages are mapped as its VMA's).
+    pub fn copy_into(&self, dst: GuestRange, src: usize) {
+        assert!(self.contains(src, dst.len));
+        let from = self.alias + (src - self.base);
+        if dst.mermap != 0 {
+            // SAFETY: `from` lies in the alias mapping (src checked above);
+            // the mermap mapping of dst's pages outlives the range's use.
+            unsafe { std::ptr::copy(from as *const u8, dst.mermap as *mut u8, dst.len) };
+            return;
+        }
+        let mut done = 0;
+        for (p, n) in self.physical_runs(dst.addr, dst.len) {
+            // SAFETY: both lie inside physical memory, so inside the alias
+            // mapping (readable and writable); ptr::copy handles overlap
+            // (a read into the mapping of the file being read).
+            unsafe { std::ptr::copy((from + done) as *const u8, (self.alias + (p - self.base)) as *mut u8, n) };
+            done += n;
+        }
+    }
 }
 
 /// A byte range of guest memory that has been checked to lie inside physical

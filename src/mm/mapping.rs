@@ -111,6 +111,11 @@ pub trait PageSource: Send + Sync {
     fn copied_for_child(&self) -> bool {
         false
     }
+    /// What a write-back of its pages to their file holds meanwhile (a
+    /// shared file mapping's: see mm::shared_file).
+    fn lock_io(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        None
+    }
     /// Has the source hold [offset, offset+len) of `file` too (a shared
     /// file mapping growing, mremap); false if it cannot.
     fn hold_file(

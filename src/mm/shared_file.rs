@@ -10,8 +10,17 @@
 //! the commit account once, whoever maps them. They are written back to
 //! the file as a shared mapping's own copy was: at munmap, msync, exit
 //! (src/mm/space.rs `write_back_vma`), and they go with the last mapping,
-//! so the next first mapping reads the file again. read(2) and write(2) of
-//! the file are not coherent with them in between (README, Limitations).
+//! so the next first mapping reads the file again.
+//!
+//! While they are held they are the file's contents, as Linux's page cache
+//! is: a read of the file through a descriptor sees what the mappings show
+//! ([`SharedFilePages::overlay`] over what the host read), a write or a
+//! truncation reaches the pages ([`SharedFilePages::refresh`], from the
+//! file just written), and a copy the host makes from the file itself
+//! (sendfile, copy_file_range, splice) is given the pages' bytes first
+//! ([`SharedFilePages::write_back`]). A write and its refresh hold the
+//! pages' I/O lock, as write-back does, so neither lands between the
+//! other's steps (src/syscall/io.rs, `coherent`).
 //!
 //! Files are told apart by the host's device and inode numbers.
 
@@ -21,28 +30,53 @@ use crate::abi::errno::Errno;
 use crate::fs::file::OpenFile;
 use crate::host::physmem::GuestRange;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 /// A file's identity: host device and inode numbers.
-type FileKey = (u64, u64);
+pub type FileKey = (u64, u64);
 
 /// Every file with a live shared mapping, and its pages.
 pub struct SharedFiles {
     phys: &'static PhysicalMemory,
     files: Arc<Mutex<HashMap<FileKey, Weak<SharedFilePages>>>>,
+    /// How many files have pages held: while none has, a file's I/O does
+    /// not look them up.
+    live: Arc<AtomicUsize>,
 }
 
 impl SharedFiles {
     pub fn new(phys: &'static PhysicalMemory) -> SharedFiles {
-        SharedFiles { phys, files: Arc::default() }
+        SharedFiles { phys, files: Arc::default(), live: Arc::default() }
+    }
+
+    /// Whether some file has pages held now.
+    pub fn any(&self) -> bool {
+        self.live.load(Ordering::Acquire) != 0
+    }
+
+    /// The pages shared mappings of the file `key` names hold now, if any.
+    pub fn held(&self, key: FileKey) -> Option<Arc<SharedFilePages>> {
+        if !self.any() {
+            return None;
+        }
+        self.files.lock().unwrap().get(&key).and_then(Weak::upgrade)
+    }
+
+    /// [`held`](Self::held) for an open regular file.
+    pub fn held_for(&self, file: &OpenFile) -> Option<Arc<SharedFilePages>> {
+        if !self.any() || file.kind() != crate::fs::file::FileKind::Regular {
+            return None;
+        }
+        self.held(file.key())
     }
 
     /// The pages of `file` that a shared mapping of [off, off+len) shows:
     /// the ones other mappings show already, the others read from the file
     /// now (zero past its end). ENOMEM when they do not fit in `--mem`.
     pub fn pages_for(&self, file: &OpenFile, off: u64, len: usize) -> Result<Arc<SharedFilePages>, Errno> {
-        let st = crate::host::fs::fstat(file.fd())?;
-        let key = (st.st_dev, st.st_ino);
+        let key = file.key();
         let pages = {
             let mut files = self.files.lock().unwrap();
             match files.get(&key).and_then(Weak::upgrade) {
@@ -52,13 +86,21 @@ impl SharedFiles {
                         phys: self.phys,
                         key,
                         files: Arc::downgrade(&self.files),
+                        live: self.live.clone(),
                         pages: Mutex::default(),
+                        io: Mutex::default(),
+                        reader: crate::host::fs::dup(file.fd())?,
+                        writer: OnceLock::new(),
                     });
+                    self.live.fetch_add(1, Ordering::AcqRel);
                     files.insert(key, Arc::downgrade(&p));
                     p
                 }
             }
         };
+        if file.writable() && pages.writer.get().is_none() {
+            let _ = pages.writer.set(crate::host::fs::dup(file.fd())?);
+        }
         pages.fill(file, off as usize, len)?;
         Ok(pages)
     }
@@ -69,8 +111,20 @@ pub struct SharedFilePages {
     phys: &'static PhysicalMemory,
     key: FileKey,
     files: Weak<Mutex<HashMap<FileKey, Weak<SharedFilePages>>>>,
+    live: Arc<AtomicUsize>,
     /// The pages held, in runs: file offset -> (physical page, length).
     pages: Mutex<BTreeMap<usize, (usize, usize)>>,
+    /// Held by a write to the file through a descriptor until the pages
+    /// have its bytes, and by a write-back of the pages to the file: one
+    /// never lands between the other's two steps (else a write-back of the
+    /// old bytes could undo the write, file and pages both).
+    io: Mutex<()>,
+    /// The file, for reading it again (every mapping's description is
+    /// readable; the one a write went through may not be).
+    reader: OwnedFd,
+    /// The file open for writing, once a writable description has mapped
+    /// it (only a mapping of such a one can make the pages differ from it).
+    writer: OnceLock<OwnedFd>,
 }
 
 impl SharedFilePages {
@@ -105,6 +159,92 @@ impl SharedFilePages {
             at = gap_end;
         }
         Ok(())
+    }
+
+    /// Held across a write of the file and its [`refresh`](Self::refresh).
+    pub fn lock_io(&self) -> MutexGuard<'_, ()> {
+        self.io.lock().unwrap()
+    }
+
+    /// The held runs that overlap file bytes [off, end): (file offset,
+    /// physical address, length) of each overlapping part, in order.
+    fn held_parts(&self, off: u64, end: u64) -> Vec<(u64, usize, usize)> {
+        let pages = self.pages.lock().unwrap();
+        let (off, end) = (off.min(usize::MAX as u64) as usize, end.min(usize::MAX as u64) as usize);
+        let first = Self::run_holding(&pages, off).map_or(off, |(s, _, _)| s);
+        pages
+            .range(first..end)
+            .filter_map(|(&s, &(frame, n))| {
+                let (a, b) = (s.max(off), (s + n).min(end));
+                (a < b).then(|| (a as u64, frame + (a - s), b - a))
+            })
+            .collect()
+    }
+
+    /// The file's bytes [off, off+len) changed through a descriptor (a
+    /// write, a truncation): the held pages there read them again, zero
+    /// past the file's end. The caller holds [`lock_io`](Self::lock_io)
+    /// across the change and this.
+    pub fn refresh(&self, off: u64, len: u64) {
+        let fd = self.reader.as_fd();
+        for (at, frame, n) in self.held_parts(off, off.saturating_add(len)) {
+            let range = GuestRange::new(frame, n).expect("held pages lie in physical memory");
+            let mut got = 0;
+            while got < n {
+                match crate::host::fs::pread(fd, range.skip(got), (at + got as u64) as i64) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => got += k,
+                }
+            }
+            if got < n {
+                crate::host::physmem::PhysMem::get().zero(frame + got, n - got);
+            }
+        }
+    }
+
+    /// Over `ranges`, which a read of the file from `off` has just filled
+    /// (in order, as many bytes as it read), the bytes the held pages show
+    /// there: what the mappings wrote and the file has not been given yet.
+    pub fn overlay(&self, off: u64, ranges: &[GuestRange]) {
+        let len: usize = ranges.iter().map(|r| r.len()).sum();
+        let pm = crate::host::physmem::PhysMem::get();
+        for (at, frame, n) in self.held_parts(off, off + len as u64) {
+            // Where in the ranges the part's first byte went.
+            let mut skip = (at - off) as usize;
+            let mut done = 0;
+            for r in ranges {
+                if done == n {
+                    break;
+                }
+                if skip >= r.len() {
+                    skip -= r.len();
+                    continue;
+                }
+                let dst = r.skip(skip).take(n - done);
+                pm.copy_into(dst, frame + done);
+                done += dst.len();
+                skip = 0;
+            }
+        }
+    }
+
+    /// Gives the file the bytes the held pages show in [off, off+len), up
+    /// to its end: for a copy the host makes from the file itself. Nothing
+    /// to give while no writable description has mapped it.
+    pub fn write_back(&self, off: u64, len: u64) {
+        let Some(fd) = self.writer.get() else { return };
+        let _io = self.lock_io();
+        let Ok(st) = crate::host::fs::fstat(fd.as_fd()) else { return };
+        for (at, frame, n) in self.held_parts(off, off.saturating_add(len).min(st.st_size as u64)) {
+            let range = GuestRange::new(frame, n).expect("held pages lie in physical memory").through_alias();
+            let mut done = 0;
+            while done < n {
+                match crate::host::fs::pwrite(fd.as_fd(), range.skip(done), (at + done as u64) as i64) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => done += k,
+                }
+            }
+        }
     }
 
     /// The run holding file offset `at`: (its offset, physical page, length).
@@ -150,10 +290,15 @@ impl super::mapping::PageSource for SharedFilePages {
     fn shared_at_fork(&self) -> bool {
         true
     }
+
+    fn lock_io(&self) -> Option<MutexGuard<'_, ()>> {
+        Some(SharedFilePages::lock_io(self))
+    }
 }
 
 impl Drop for SharedFilePages {
     fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::AcqRel);
         if let Some(files) = self.files.upgrade() {
             let mut files = files.lock().unwrap();
             // A new set may have taken the key since the last handle went.

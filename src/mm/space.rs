@@ -130,6 +130,12 @@ pub struct Vma {
 }
 
 impl Vma {
+    /// A data mapping, as Linux's is_data_mapping counts it against
+    /// RLIMIT_DATA: private, writable, not a stack.
+    pub fn is_data(&self) -> bool {
+        self.prot & PROT_WRITE != 0 && !self.shared && self.kind != VmaKind::Stack
+    }
+
     pub fn new(end: usize, prot: i32, kind: VmaKind) -> Vma {
         Vma {
             end,
@@ -289,6 +295,33 @@ impl AddressSpace {
     /// Mapped bytes (mm->total_vm).
     pub fn total_bytes(&self) -> usize {
         self.vmas.iter().map(|(s, v)| v.end - s).sum()
+    }
+
+    /// Bytes of data mappings (mm->data_vm, see [`Vma::is_data`]).
+    pub fn data_bytes(&self) -> usize {
+        self.vmas.iter().filter(|(_, v)| v.is_data()).map(|(s, v)| v.end - s).sum()
+    }
+
+    /// Mapped bytes in [addr, end) (Linux's count_vma_pages_range).
+    pub fn mapped_in(&self, addr: usize, end: usize) -> usize {
+        let first = self.find(addr).map_or(addr, |(s, _)| s);
+        self.vmas.range(first..end).map(|(&s, v)| v.end.min(end).saturating_sub(s.max(addr))).sum()
+    }
+
+    /// Bytes of [addr, end) that are mapped private, not writable, and not
+    /// a stack: data mappings once made writable.
+    pub fn becoming_data(&self, addr: usize, end: usize) -> usize {
+        let first = self.find(addr).map_or(addr, |(s, _)| s);
+        self.vmas
+            .range(first..end)
+            .filter(|(_, v)| !v.shared && v.prot & PROT_WRITE == 0 && v.kind != VmaKind::Stack)
+            .map(|(&s, v)| v.end.min(end).saturating_sub(s.max(addr)))
+            .sum()
+    }
+
+    /// The program break's start and where it is now.
+    pub fn brk_span(&self) -> (usize, usize) {
+        (self.brk_start, self.brk)
     }
 
     /// mlock (`on`) or munlock of [addr, end) (page-aligned): ENOMEM
@@ -525,6 +558,7 @@ impl AddressSpace {
     /// shows (a forked child's shared file mapping: its frames).
     fn write_back_pages(start: usize, v: &Vma) {
         let Some(b) = v.backing.as_ref().filter(|_| v.shared && v.was_writable) else { return };
+        let _io = v.frames.as_ref().and_then(|f| f.source.lock_io());
         let Ok(size) = b.file.size() else { return };
         let len = (v.end - start).min(size.saturating_sub(b.offset) as usize);
         // Through the alias: pages the guest made PROT_NONE since it

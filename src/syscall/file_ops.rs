@@ -6,7 +6,7 @@
 //!
 //! The defaults are a host file's: one host call, which never waits.
 
-use super::{Ctx, SysResult};
+use super::{coherent, Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::Termios;
 use crate::fs::file::{FileKind, FileType, OpenFile};
@@ -46,8 +46,7 @@ pub trait FileOps: Sync {
     /// read(2) of up to `len` bytes into the guest's `buf`.
     fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
         let runs = ctx.mem().runs(buf, len, true)?;
-        runs.with_ranges(|r| if r.len() == 1 { hostfs::read(f.fd(), r[0]) } else { hostfs::readv(f.fd(), r) })
-            .map(|n| n as u64)
+        runs.with_ranges(|r| self.readv(ctx, f, r))
     }
 
     /// write(2) of `len` bytes from the guest's `buf`.
@@ -58,7 +57,7 @@ pub trait FileOps: Sync {
 
     /// Reads into checked guest ranges, in order.
     fn readv(&self, _ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
-        hostfs::readv(f.fd(), ranges).map(|n| n as u64)
+        host_readv(f, ranges).map(|n| n as u64)
     }
 
     /// Writes checked guest ranges, in order.
@@ -147,6 +146,14 @@ pub trait FileOps: Sync {
     }
 }
 
+/// One host read into `ranges` (a readv only for several).
+fn host_readv(f: &OpenFile, ranges: &[GuestRange]) -> Result<usize, Errno> {
+    match ranges {
+        [one] => hostfs::read(f.fd(), *one),
+        _ => hostfs::readv(f.fd(), ranges),
+    }
+}
+
 /// The operations of `f`'s type.
 pub fn of(f: &OpenFile) -> &'static dyn FileOps {
     match f.file_type() {
@@ -178,7 +185,24 @@ pub fn ready_at_once(f: &OpenFile) -> bool {
 /// Regular files, directories, block devices, nomu's /proc files.
 struct HostFile;
 
+/// A regular file's reads, writes and truncations go through
+/// syscall::coherent, which keeps them coherent with its shared mappings.
 impl FileOps for HostFile {
+    fn readv(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        coherent::read(ctx, f, None, ranges, || host_readv(f, ranges)).map(|n| n as u64)
+    }
+
+    fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
+        coherent::write(ctx, f, None, false, || hostfs::writev(f.fd(), ranges)).map(|n| n as u64)
+    }
+
+    fn ftruncate(&self, ctx: &Ctx, f: &OpenFile, length: i64) -> SysResult {
+        if f.writable() {
+            super::io::fsize_allows_size(ctx, f.fd(), length as u64)?;
+        }
+        coherent::resize(ctx, f.fd(), || hostfs::ftruncate(f.fd(), length).map(drop)).map(|()| 0)
+    }
+
     fn getdents(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
         if f.kind() != FileKind::Directory {
             return Err(Errno::ENOTDIR);

@@ -331,7 +331,7 @@ fn do_open(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, flags: i32, mode: u32) -
         if st.st_mode & libc::S_IFMT == libc::S_IFREG {
             writing = Some(crate::fs::text_busy::OpenForWriting::new(&st)?);
             if flags & libc::O_TRUNC != 0 {
-                hostfs::ftruncate(host.as_fd(), 0)?;
+                super::coherent::resize(ctx, host.as_fd(), || hostfs::ftruncate(host.as_fd(), 0).map(drop))?;
             }
         }
         (host, node)
@@ -771,7 +771,7 @@ pub fn sys_truncate(ctx: &mut Ctx, pathname: Path, length: i64) -> SysResult {
     let fd = ctx.open_abs(&abs, libc::O_WRONLY, 0)?;
     crate::fs::text_busy::deny_write(&hostfs::fstat(fd.as_fd())?)?;
     super::io::fsize_allows_size(ctx, fd.as_fd(), length as u64)?;
-    hostfs::ftruncate(fd.as_fd(), length).map(|_| 0)
+    super::coherent::resize(ctx, fd.as_fd(), || hostfs::ftruncate(fd.as_fd(), length).map(drop)).map(|()| 0)
 }
 
 const UTIME_NOW: i64 = (1 << 30) - 1;

@@ -2,7 +2,7 @@
 
 use super::args::{Fd, Hex, InBuf, OpenFlags, OutBuf, UserPtr};
 use super::file_ops::{self, FIONREAD};
-use super::{Ctx, SysResult};
+use super::{coherent, Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::abi::GuestIovec;
 use crate::fs::file::{FileKind, FileType, OpenFile};
@@ -176,19 +176,6 @@ fn file_too_large(ctx: &Ctx) {
     ctx.kernel().signal_thread(&ctx.t.thread, info);
 }
 
-/// The first `n` bytes of `ranges`.
-fn first_bytes(ranges: &[GuestRange], mut n: usize) -> Vec<GuestRange> {
-    let mut out = Vec::with_capacity(ranges.len());
-    for r in ranges {
-        if n == 0 {
-            break;
-        }
-        out.push(r.take(n));
-        n -= r.len().min(n);
-    }
-    out
-}
-
 pub fn sys_pread64(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize, pos: i64) -> SysResult {
     // Linux checks pos before the descriptor (ksys_pread64).
     if pos < 0 {
@@ -198,11 +185,10 @@ pub fn sys_pread64(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize, pos: 
     rw_in_order(&f, false, true, buf, len, || {
         let runs = ctx.mem().runs(buf, count(len), true)?;
         runs.with_ranges(|r| {
-            if r.len() == 1 {
-                hostfs::pread(f.fd(), r[0], pos)
-            } else {
-                hostfs::preadv2(f.fd(), r, pos, 0)
-            }
+            coherent::read(ctx, &f, Some(pos), r, || match r {
+                [one] => hostfs::pread(f.fd(), *one, pos),
+                _ => hostfs::preadv2(f.fd(), r, pos, 0),
+            })
         })
         .map(|n| n as u64)
     })
@@ -218,11 +204,10 @@ pub fn sys_pwrite64(ctx: &mut Ctx, fd: Fd, InBuf(buf): InBuf<2>, len: usize, pos
         let len = fsize_allowed(ctx, &f, Some(pos), false, count(len))?;
         let runs = ctx.mem().runs(buf, len, false)?;
         runs.with_ranges(|r| {
-            if r.len() == 1 {
-                hostfs::pwrite(f.fd(), r[0], pos)
-            } else {
-                hostfs::pwritev2(f.fd(), r, pos, 0)
-            }
+            coherent::write(ctx, &f, Some(pos), false, || match r {
+                [one] => hostfs::pwrite(f.fd(), *one, pos),
+                _ => hostfs::pwritev2(f.fd(), r, pos, 0),
+            })
         })
         .map(|n| n as u64)
     })
@@ -316,7 +301,7 @@ fn limited_ranges(
     if allowed == len {
         return Ok(ranges);
     }
-    Ok(IoRanges { ranges: first_bytes(&ranges.ranges, allowed), _pins: ranges._pins })
+    Ok(IoRanges { ranges: coherent::first_bytes(&ranges.ranges, allowed), _pins: ranges._pins })
 }
 
 pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserPtr, len: usize) -> SysResult {
@@ -341,7 +326,9 @@ pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserP
     wait_ready(ctx, &input, libc::POLLIN)?;
     wait_ready(ctx, &out, libc::POLLOUT)?;
     let len = fsize_allowed(ctx, &out, None, false, count(len))?;
+    coherent::copy_from(ctx, &input, off, len)?;
     let n = hostfs::sendfile(out.fd(), input.fd(), off.as_mut(), len)?;
+    coherent::copied_into(ctx, &out, None, n)?;
     if let Some(o) = off {
         ctx.mem().write(offset, &o)?;
     }
@@ -747,7 +734,8 @@ fn do_preadv(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_po
     if at_position && flags & RWF_NOWAIT == 0 {
         wait_ready(ctx, &f, libc::POLLIN)?;
     }
-    hostfs::preadv2(f.fd(), &ranges, if at_position { -1 } else { pos }, flags).map(|n| n as u64)
+    let at = (!at_position).then_some(pos);
+    coherent::read(ctx, &f, at, &ranges, || hostfs::preadv2(f.fd(), &ranges, at.unwrap_or(-1), flags)).map(|n| n as u64)
 }
 
 fn do_pwritev(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_position: bool) -> SysResult {
@@ -770,7 +758,9 @@ fn do_pwritev(ctx: &Ctx, fd: Fd, iov: u64, vlen: u32, pos: i64, flags: i32, at_p
     if at_position && flags & RWF_NOWAIT == 0 {
         wait_ready(ctx, &f, libc::POLLOUT)?;
     }
-    hostfs::pwritev2(f.fd(), &ranges, if at_position { -1 } else { pos }, flags).map(|n| n as u64)
+    let at = (!at_position).then_some(pos);
+    coherent::write(ctx, &f, at, append, || hostfs::pwritev2(f.fd(), &ranges, at.unwrap_or(-1), flags))
+        .map(|n| n as u64)
 }
 
 /// On x86-64 the offset is all of pos_l (pos_h is shifted out).
@@ -836,7 +826,8 @@ pub fn sys_fallocate(ctx: &mut Ctx, fd: Fd, mode: i32, offset: i64, len: i64) ->
             fsize_allows_size(ctx, f.fd(), end as u64)?;
         }
     }
-    hostfs::fallocate(f.fd(), mode, offset, len).map(|_| 0)
+    coherent::fallocate(ctx, &f, mode, offset, len, || hostfs::fallocate(f.fd(), mode, offset, len).map(drop))
+        .map(|()| 0)
 }
 
 pub fn sys_fadvise64(ctx: &mut Ctx, fd: Fd, offset: i64, len: i64, advice: i32) -> SysResult {

@@ -220,9 +220,14 @@ pub fn sys_shmat(ctx: &mut Ctx, shmid: i32, UserPtr(shmaddr): UserPtr, Hex(shmfl
     let (att, prot) = ctx.kernel().ipc.shm.attach(shmid, shmaddr, shmflg, &cred, pid)?;
     let mut vma = Vma::new(0, prot, VmaKind::Shm);
     vma.shared = true;
+    let (_, len) = crate::mm::space::SharedPages::pages(&att);
     vma.shm = Some(Box::new(att));
     // A VMA dropped on failure detaches again.
-    let addr = ctx.space().lock().unwrap().attach_shared(vma)?;
+    let mut space = ctx.space().lock().unwrap();
+    if !super::memory::may_expand(ctx, &space, len, false) {
+        return Err(Errno::ENOMEM);
+    }
+    let addr = space.attach_shared(vma)?;
     Ok(addr as u64)
 }
 

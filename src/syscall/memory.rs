@@ -4,7 +4,7 @@ use super::args::{Fd, Hex, MapFlags, Prot, UserPtr};
 use super::file_ops::MapSource;
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
-use crate::mm::space::{Backing, Placement, Vma, VmaKind};
+use crate::mm::space::{AddressSpace, Backing, Placement, Vma, VmaKind};
 use crate::mm::{is_page_aligned, page_up, PAGE_SIZE};
 
 const PROT_ALL: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
@@ -134,6 +134,12 @@ pub fn sys_mmap(
     if flags & libc::MAP_FIXED_NOREPLACE != 0 && space.vmas().any(|(s, v)| s < addr + len && addr < v.end) {
         return Err(Errno::EEXIST);
     }
+    // What MAP_FIXED maps over goes first (Linux's count_vma_pages_range).
+    let replaced = if fixed { space.mapped_in(addr, addr + len) } else { 0 };
+    let data = !shared && prot & libc::PROT_WRITE != 0 && flags & libc::MAP_GROWSDOWN == 0;
+    if !may_expand(ctx, &space, len.saturating_sub(replaced), data) {
+        return Err(Errno::ENOMEM);
+    }
     let place = if fixed { Placement::Fixed(addr) } else { Placement::Anywhere { align: PAGE_SIZE } };
     if frames.is_some() {
         vma.frames = frames;
@@ -160,6 +166,23 @@ pub fn sys_mmap(
         }
     }
     Ok(start as u64)
+}
+
+/// Linux's may_expand_vm: whether the caller's address space may map
+/// `len` bytes more under RLIMIT_AS (every mapping) and, for a data
+/// mapping (private, writable, not a stack: [`Vma::is_data`]), RLIMIT_DATA.
+pub(super) fn may_expand(ctx: &Ctx, space: &AddressSpace, len: usize, data: bool) -> bool {
+    let (as_limit, data_limit) = (ctx.process().rlimit(libc::RLIMIT_AS), ctx.process().rlimit(libc::RLIMIT_DATA));
+    let over = |now: usize, limit: u64| limit != libc::RLIM_INFINITY && now.saturating_add(len) as u64 > limit;
+    if over(space.total_bytes(), as_limit.rlim_cur) {
+        return false;
+    }
+    if data && over(space.data_bytes(), data_limit.rlim_cur) {
+        // Linux lets a soft limit of 0 under a larger hard one through
+        // (its workaround for Valgrind).
+        return data_limit.rlim_cur == 0 && !over(space.data_bytes(), data_limit.rlim_max);
+    }
+    true
 }
 
 /// mmap of a memfd_secret file (Linux's secretmem_mmap): MAP_SHARED only
@@ -401,6 +424,14 @@ pub fn sys_mprotect(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, Prot(prot
         return Err(Errno::EINVAL);
     }
     let mut space = ctx.space().lock().unwrap();
+    // Private mappings becoming writable are data (mprotect_fixup's
+    // RLIMIT_DATA check; the address space does not grow).
+    if prot as i32 & libc::PROT_WRITE != 0 {
+        let more = space.becoming_data(addr, addr.saturating_add(len));
+        if more > 0 && !may_expand(ctx, &space, more, true) && may_expand(ctx, &space, more, false) {
+            return Err(Errno::ENOMEM);
+        }
+    }
     // A memfd_secret mapping may never execute (its mount is noexec: no
     // VM_MAYEXEC, so mprotect_fixup refuses with EACCES).
     if prot as i32 & libc::PROT_EXEC != 0
@@ -461,11 +492,31 @@ pub fn sys_mremap(
         // cannot; the address is still looked up first (EFAULT).
         return Err(if ctx.space().lock().unwrap().find(old).is_some() { Errno::EINVAL } else { Errno::EFAULT });
     }
-    ctx.space().lock().unwrap().remap(old, old_len, new_len, may_move).map(|v| v as u64)
+    let mut space = ctx.space().lock().unwrap();
+    if new_len > old_len {
+        // Linux's vma_to_resize: the growth within the limits.
+        let data = space.find(old).is_some_and(|(_, v)| v.is_data());
+        if space.find(old).is_some() && !may_expand(ctx, &space, new_len - old_len, data) {
+            return Err(Errno::ENOMEM);
+        }
+    }
+    space.remap(old, old_len, new_len, may_move).map(|v| v as u64)
 }
 
 pub fn sys_brk(ctx: &mut Ctx, UserPtr(brk): UserPtr) -> SysResult {
-    Ok(ctx.space().lock().unwrap().set_brk(brk as usize) as u64)
+    let mut space = ctx.space().lock().unwrap();
+    let (start, now) = space.brk_span();
+    let new = brk as usize;
+    if start != 0 && new > now {
+        // Linux's check_data_rlimit (the heap alone: nomu does not count
+        // the program's data segment in), then do_brk_flags' may_expand_vm.
+        let limit = ctx.process().rlimit(libc::RLIMIT_DATA).rlim_cur;
+        let grows = page_up(new).unwrap_or(usize::MAX).saturating_sub(page_up(now).unwrap_or(now));
+        if (limit != libc::RLIM_INFINITY && (new - start) as u64 > limit) || !may_expand(ctx, &space, grows, true) {
+            return Ok(now as u64);
+        }
+    }
+    Ok(space.set_brk(new) as u64)
 }
 
 pub fn sys_madvise(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, advice: i32) -> SysResult {

@@ -6,6 +6,7 @@
 //! the conversion to `-errno` in rax happens once, here.
 
 mod args;
+mod coherent;
 mod cred;
 mod events;
 mod exec;

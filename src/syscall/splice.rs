@@ -8,7 +8,7 @@
 
 use super::args::{Fd, Hex, UserPtr};
 use super::io::{iov_ranges, RWF_NOWAIT, UIO_MAXIOV};
-use super::{Ctx, SysResult};
+use super::{coherent, Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::fs::file::{FileKind, OpenFile};
 use crate::host::fs as hostfs;
@@ -66,8 +66,11 @@ pub fn sys_splice(
     let mut pos_out = read_offset(ctx, off_out)?;
     let mut pos_in = read_offset(ctx, off_in)?;
     let len = fsize_limited(ctx, &out, pos_out, len)?;
+    let (from, to) = (pos_in, pos_out);
+    coherent::copy_from(ctx, &input, from, len)?;
     let n =
         ctx.t.block_in_host(|| hostfs::splice(input.fd(), pos_in.as_mut(), out.fd(), pos_out.as_mut(), len, flags))?;
+    coherent::copied_into(ctx, &out, to, n)?;
     if let Some(p) = pos_out {
         ctx.mem().write(off_out, &p)?;
     }
@@ -184,7 +187,10 @@ pub fn sys_copy_file_range(
         return Err(Errno::EINVAL);
     }
     let len = if input.kind() == FileKind::Regular { fsize_limited(ctx, &out, pos_out, len)? } else { len };
+    let (from, to) = (pos_in, pos_out);
+    coherent::copy_from(ctx, &input, from, len)?;
     let n = hostfs::copy_file_range(input.fd(), pos_in.as_mut(), out.fd(), pos_out.as_mut(), len, flags)?;
+    coherent::copied_into(ctx, &out, to, n)?;
     if n > 0 {
         if let Some(p) = pos_in {
             ctx.mem().write(off_in, &p)?;

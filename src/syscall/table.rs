@@ -163,7 +163,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(9, memory::sys_mmap(UserPtr, usize, Prot, MapFlags, Fd, Hex))
         .hex()
         .partial(
-            "a file's MAP_SHARED mappings share one copy of its pages, written back at munmap, msync and exit: read and write of the file do not see it before",
+            "a MAP_PRIVATE mapping of a file shows the file as it was at mmap: a later write of the file does not show in it (Linux's shows it in pages not yet written)",
         ),
     sys!(10, memory::sys_mprotect(UserPtr, usize, Prot)),
     sys!(11, memory::sys_munmap(UserPtr, usize)),
@@ -311,7 +311,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(157, process::sys_prctl(i32, Hex, Hex, Hex, Hex))
         .partial("PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS"),
     sys!(158, process::sys_arch_prctl(Hex<i32>, Hex)),
-    sys!(160, info::sys_setrlimit(u32, UserPtr)).partial("limits are recorded; NOFILE, NPROC, CPU and FSIZE are enforced"),
+    sys!(160, info::sys_setrlimit(u32, UserPtr)).partial("limits are recorded; NOFILE, NPROC, CPU, FSIZE, AS, DATA and MEMLOCK are enforced, STACK at exec only"),
     sys!(162, io::sys_sync()),
     sys!(164, time::sys_settimeofday(UserPtr, UserPtr)).partial("the host's clock: EPERM, even for root"),
     sys!(170, info::sys_sethostname(UserPtr, i32)),
@@ -413,7 +413,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(297, signal::sys_rt_tgsigqueueinfo(i32, i32, Signal, UserPtr)),
     sys!(299, net::sys_recvmmsg(Fd, UserPtr, u32, Hex<u32>, UserPtr))
         .partial("SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid"),
-    sys!(302, info::sys_prlimit64(i32, u32, UserPtr, UserPtr)).partial("limits are recorded; NOFILE, NPROC, CPU and FSIZE are enforced"),
+    sys!(302, info::sys_prlimit64(i32, u32, UserPtr, UserPtr)).partial("limits are recorded; NOFILE, NPROC, CPU, FSIZE, AS, DATA and MEMLOCK are enforced, STACK at exec only"),
     sys!(306, io::sys_syncfs(Fd)),
     sys!(307, net::sys_sendmmsg(Fd, UserPtr, u32, Hex<u32>)),
     sys!(309, sched::sys_getcpu(UserPtr, UserPtr, UserPtr)),
