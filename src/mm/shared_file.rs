@@ -20,7 +20,7 @@
 //! (sendfile, copy_file_range, splice) is given the pages' bytes first
 //! ([`SharedFilePages::write_back`]). A write and its refresh hold the
 //! pages' I/O lock, as write-back does, so neither lands between the
-//! other's steps (src/syscall/io.rs, `coherent`).
+//! other's steps (src/syscall/coherent.rs).
 //!
 //! Files are told apart by the host's device and inode numbers.
 
@@ -89,7 +89,7 @@ impl SharedFiles {
                         live: self.live.clone(),
                         pages: Mutex::default(),
                         io: Mutex::default(),
-                        reader: crate::host::fs::dup(file.fd())?,
+                        reader: reopen(file, libc::O_RDONLY)?,
                         writer: OnceLock::new(),
                     });
                     self.live.fetch_add(1, Ordering::AcqRel);
@@ -99,11 +99,18 @@ impl SharedFiles {
             }
         };
         if file.writable() && pages.writer.get().is_none() {
-            let _ = pages.writer.set(crate::host::fs::dup(file.fd())?);
+            let _ = pages.writer.set(reopen(file, libc::O_WRONLY)?);
         }
         pages.fill(file, off as usize, len)?;
         Ok(pages)
     }
+}
+
+/// `file` opened again with `flags`: a host description of its own, which
+/// holds none of the guest's flock or OFD locks on `file`'s (a dup where
+/// the host will not open it so).
+fn reopen(file: &OpenFile, flags: i32) -> Result<OwnedFd, Errno> {
+    crate::host::fs::reopen(file.fd(), flags).or_else(|_| crate::host::fs::dup(file.fd()))
 }
 
 /// One file's shared pages (see the module comment).
@@ -120,7 +127,9 @@ pub struct SharedFilePages {
     /// old bytes could undo the write, file and pages both).
     io: Mutex<()>,
     /// The file, for reading it again (every mapping's description is
-    /// readable; the one a write went through may not be).
+    /// readable; the one a write went through may not be). Opened again,
+    /// not a dup: a guest's flock on a mapping's description goes when the
+    /// guest closes it and unmaps, as on Linux.
     reader: OwnedFd,
     /// The file open for writing, once a writable description has mapped
     /// it (only a mapping of such a one can make the pages differ from it).

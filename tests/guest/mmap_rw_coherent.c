@@ -9,14 +9,16 @@
  * preadv, preadv2; write, pwrite, writev, pwritev, O_APPEND; ftruncate
  * (shrink then grow), truncate, O_TRUNC, fallocate's punch hole;
  * sendfile, copy_file_range and splice from and into the file; a forked
- * child on either side; and a writer racing msync of the same pages (no
- * write may be undone by a write-back of the old bytes). */
+ * child on either side; a writer racing msync of the same pages (no
+ * write may be undone by a write-back of the old bytes); and a flock that
+ * goes with the description it was taken on. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
@@ -272,6 +274,26 @@ static void write_racing_writeback(int fd, volatile char *rw)
 	CHECK_EQ(lost, 0);
 }
 
+/* A flock on the description a mapping was made through goes once the
+ * descriptor is closed and the mapping unmapped, while another mapping of
+ * the file lives on (nomu's pages must not hold that description). */
+static void flock_released(void)
+{
+	int a = open(path, O_RDWR), b = open(path, O_RDWR);
+	CHECK(a >= 0 && b >= 0);
+	CHECK_OK(flock(a, LOCK_EX));
+	void *ma = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, a, 0);
+	void *mb = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, b, 0);
+	CHECK(ma != MAP_FAILED && mb != MAP_FAILED);
+	CHECK_OK(munmap(ma, PAGE));
+	close(a);
+	int c = open(path, O_RDONLY);
+	CHECK_OK(flock(c, LOCK_EX | LOCK_NB));
+	close(c);
+	CHECK_OK(munmap(mb, PAGE));
+	close(b);
+}
+
 int main(void)
 {
 	int fd = mkstemp(path);
@@ -295,6 +317,8 @@ int main(void)
 	char buf[16] = {0};
 	CHECK_EQ(pread(fd, buf, 9, 3000), 9);
 	CHECK(!memcmp(buf, "last-word", 9));
+	/* With no mapping left, the next is the first again. */
+	flock_released();
 	close(fd);
 	unlink(path);
 	return nomu_checks_done("mmap_rw_coherent");
