@@ -493,10 +493,9 @@ pub fn sys_mremap(
         return Err(if ctx.space().lock().unwrap().find(old).is_some() { Errno::EINVAL } else { Errno::EFAULT });
     }
     let mut space = ctx.space().lock().unwrap();
-    if new_len > old_len {
-        // Linux's vma_to_resize: the growth within the limits.
-        let data = space.find(old).is_some_and(|(_, v)| v.is_data());
-        if space.find(old).is_some() && !may_expand(ctx, &space, new_len - old_len, data) {
+    // Linux's vma_to_resize: the growth within the limits.
+    if let Some((_, v)) = space.find(old).filter(|_| new_len > old_len) {
+        if !may_expand(ctx, &space, new_len - old_len, v.is_data()) {
             return Err(Errno::ENOMEM);
         }
     }
