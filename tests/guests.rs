@@ -148,13 +148,29 @@ struct Run {
     stderr: Vec<u8>,
 }
 
+/// Spawns `cmd`, again while its program is ETXTBSY: a script this
+/// harness just wrote can be busy for a moment, when another test's thread
+/// forked while the script was open for writing (the child holds the
+/// descriptor until its exec closes it).
+fn spawn_when_not_busy(cmd: &mut Command) -> std::process::Child {
+    for _ in 0..100 {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            r => return r.expect("spawn"),
+        }
+    }
+    cmd.spawn().expect("spawn")
+}
+
 fn run(mut cmd: Command, stdin: Option<&Path>) -> Run {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     match stdin {
         Some(p) => cmd.stdin(std::fs::File::open(p).expect("stdin file")),
         None => cmd.stdin(Stdio::null()),
     };
-    let mut child = cmd.spawn().expect("spawn");
+    let mut child = spawn_when_not_busy(&mut cmd);
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let out_t = std::thread::spawn(move || {
