@@ -351,26 +351,12 @@ impl OpenFile {
     /// Reads from `offset` until `range` is full or the file ends (for
     /// file-backed mappings). Returns the bytes read.
     pub fn read_at_into(&self, range: GuestRange, offset: u64) -> Result<usize, Errno> {
-        let mut done = 0;
-        while done < range.len() {
-            let rest = range.skip(done);
-            let n = hostfs::pread(self.fd(), rest, (offset + done as u64) as i64)?;
-            if n == 0 {
-                break;
-            }
-            done += n;
-        }
-        Ok(done)
+        hostfs::pread_full(self.fd(), range, offset)
     }
 
     /// Writes all of `range` at `offset` (shared mapping write-back).
     pub fn write_at_from(&self, range: GuestRange, offset: u64) -> Result<(), Errno> {
-        let mut done = 0;
-        while done < range.len() {
-            let rest = range.skip(done);
-            done += hostfs::pwrite(self.fd(), rest, (offset + done as u64) as i64)?;
-        }
-        Ok(())
+        hostfs::pwrite_full(self.fd(), range, offset)
     }
 
     pub fn size(&self) -> Result<u64, Errno> {

@@ -208,6 +208,27 @@ pub fn pwrite(fd: BorrowedFd, buf: GuestRange, off: i64) -> R<usize> {
     unsafe { syscall_retry(libc::SYS_pwrite64, args([raw(fd), buf.ptr() as u64, buf.len() as u64, off as u64])) }
 }
 
+/// Reads from `off` until `buf` is full or the file ends; the bytes read.
+pub fn pread_full(fd: BorrowedFd, buf: GuestRange, off: u64) -> R<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match pread(fd, buf.skip(done), (off + done as u64) as i64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(done)
+}
+
+/// Writes all of `buf` at `off`.
+pub fn pwrite_full(fd: BorrowedFd, buf: GuestRange, off: u64) -> R<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        done += pwrite(fd, buf.skip(done), (off + done as u64) as i64)?;
+    }
+    Ok(())
+}
+
 /// EFAULT for secret memory (a mermap range) and a descriptor opened with
 /// O_DIRECT: Linux's direct I/O pins the user's pages (get_user_pages),
 /// which secretmem refuses, where the host would take the mermap's pages.

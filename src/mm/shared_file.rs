@@ -195,18 +195,13 @@ impl SharedFilePages {
     /// past the file's end. The caller holds [`lock_io`](Self::lock_io)
     /// across the change and this.
     pub fn refresh(&self, off: u64, len: u64) {
-        let fd = self.reader.as_fd();
         for (at, frame, n) in self.held_parts(off, off.saturating_add(len)) {
             let range = GuestRange::new(frame, n).expect("held pages lie in physical memory");
-            let mut got = 0;
-            while got < n {
-                match crate::host::fs::pread(fd, range.skip(got), (at + got as u64) as i64) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => got += k,
+            // A host error leaves the pages as they were.
+            if let Ok(got) = crate::host::fs::pread_full(self.reader.as_fd(), range, at) {
+                if got < n {
+                    crate::host::physmem::PhysMem::get().zero(frame + got, n - got);
                 }
-            }
-            if got < n {
-                crate::host::physmem::PhysMem::get().zero(frame + got, n - got);
             }
         }
     }
@@ -246,13 +241,7 @@ impl SharedFilePages {
         let Ok(st) = crate::host::fs::fstat(fd.as_fd()) else { return };
         for (at, frame, n) in self.held_parts(off, off.saturating_add(len).min(st.st_size as u64)) {
             let range = GuestRange::new(frame, n).expect("held pages lie in physical memory").through_alias();
-            let mut done = 0;
-            while done < n {
-                match crate::host::fs::pwrite(fd.as_fd(), range.skip(done), (at + done as u64) as i64) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => done += k,
-                }
-            }
+            let _ = crate::host::fs::pwrite_full(fd.as_fd(), range, at);
         }
     }
 

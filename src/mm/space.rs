@@ -286,10 +286,19 @@ impl AddressSpace {
         self.vmas.iter().filter(|(_, v)| v.locked).map(|(s, v)| v.end - s).sum()
     }
 
+    /// The bytes of [addr, end) in VMAs that `pick` picks.
+    fn bytes_in(&self, addr: usize, end: usize, pick: impl Fn(&Vma) -> bool) -> usize {
+        let first = self.find(addr).map_or(addr, |(s, _)| s);
+        self.vmas
+            .range(first..end)
+            .filter(|(_, v)| pick(v))
+            .map(|(&s, v)| v.end.min(end).saturating_sub(s.max(addr)))
+            .sum()
+    }
+
     /// Locked bytes in [addr, end) (Linux's count_mm_mlocked_page_nr).
     pub fn locked_in(&self, addr: usize, end: usize) -> usize {
-        let first = self.find(addr).map_or(addr, |(s, _)| s);
-        self.vmas.range(first..end).filter(|(_, v)| v.locked).map(|(&s, v)| v.end.min(end) - s.max(addr)).sum()
+        self.bytes_in(addr, end, |v| v.locked)
     }
 
     /// Mapped bytes (mm->total_vm).
@@ -304,19 +313,13 @@ impl AddressSpace {
 
     /// Mapped bytes in [addr, end) (Linux's count_vma_pages_range).
     pub fn mapped_in(&self, addr: usize, end: usize) -> usize {
-        let first = self.find(addr).map_or(addr, |(s, _)| s);
-        self.vmas.range(first..end).map(|(&s, v)| v.end.min(end).saturating_sub(s.max(addr))).sum()
+        self.bytes_in(addr, end, |_| true)
     }
 
     /// Bytes of [addr, end) that are mapped private, not writable, and not
     /// a stack: data mappings once made writable.
     pub fn becoming_data(&self, addr: usize, end: usize) -> usize {
-        let first = self.find(addr).map_or(addr, |(s, _)| s);
-        self.vmas
-            .range(first..end)
-            .filter(|(_, v)| !v.shared && v.prot & PROT_WRITE == 0 && v.kind != VmaKind::Stack)
-            .map(|(&s, v)| v.end.min(end).saturating_sub(s.max(addr)))
-            .sum()
+        self.bytes_in(addr, end, |v| !v.shared && v.prot & PROT_WRITE == 0 && v.kind != VmaKind::Stack)
     }
 
     /// The program break's start and where it is now.

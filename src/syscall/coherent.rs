@@ -36,7 +36,7 @@ pub fn read(
     let Some(pages) = ctx.kernel().shared_files.held_for(f) else { return read() };
     let n = read()?;
     if n > 0 {
-        pages.overlay(moved_from(f, pos, n)?, &first_bytes(ranges, n));
+        pages.overlay(moved_from(f, pos, n)?, &super::io::first_bytes(ranges, n));
     }
     Ok(n)
 }
@@ -143,17 +143,4 @@ pub fn copied_into(ctx: &Ctx, f: &OpenFile, pos: Option<i64>, n: usize) -> Resul
     let _io = pages.lock_io();
     pages.refresh(at, n as u64);
     Ok(())
-}
-
-/// The first `n` bytes of `ranges`.
-pub(super) fn first_bytes(ranges: &[GuestRange], mut n: usize) -> Vec<GuestRange> {
-    let mut out = Vec::with_capacity(ranges.len());
-    for r in ranges {
-        if n == 0 {
-            break;
-        }
-        out.push(r.take(n));
-        n -= r.len().min(n);
-    }
-    out
 }

@@ -176,6 +176,19 @@ fn file_too_large(ctx: &Ctx) {
     ctx.kernel().signal_thread(&ctx.t.thread, info);
 }
 
+/// The first `n` bytes of `ranges`.
+pub(super) fn first_bytes(ranges: &[GuestRange], mut n: usize) -> Vec<GuestRange> {
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        if n == 0 {
+            break;
+        }
+        out.push(r.take(n));
+        n -= r.len().min(n);
+    }
+    out
+}
+
 pub fn sys_pread64(ctx: &mut Ctx, fd: Fd, OutBuf(buf): OutBuf, len: usize, pos: i64) -> SysResult {
     // Linux checks pos before the descriptor (ksys_pread64).
     if pos < 0 {
@@ -301,7 +314,7 @@ fn limited_ranges(
     if allowed == len {
         return Ok(ranges);
     }
-    Ok(IoRanges { ranges: coherent::first_bytes(&ranges.ranges, allowed), _pins: ranges._pins })
+    Ok(IoRanges { ranges: first_bytes(&ranges.ranges, allowed), _pins: ranges._pins })
 }
 
 pub fn sys_sendfile(ctx: &mut Ctx, out_fd: Fd, in_fd: Fd, UserPtr(offset): UserPtr, len: usize) -> SysResult {
