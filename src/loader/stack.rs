@@ -87,7 +87,7 @@ pub fn build(
     // mapped there): its writes went into the cached file, and every stack
     // placed over a view of the same frames was one memory.
     phys.restore(base, size);
-    phys.zero(base, size);
+    phys.zero_stack(base, size);
     let protected =
         phys.set_prot(base, PAGE_SIZE, 0).and_then(|_| phys.set_prot(base + PAGE_SIZE, size - PAGE_SIZE, prot));
     if let Err(e) = protected {
