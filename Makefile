@@ -29,7 +29,8 @@ GLIBC_CFLAGS := $(GUEST_CFLAGS) -Wno-stringop-overflow -Wno-stringop-overread -W
 # the physical window), and one far outside any physical memory.
 NOMU_SRC     := $(wildcard tests/nomu/*.c)
 NOMU_BINS    := $(patsubst tests/nomu/%.c,$(BUILD)/nomu-tests/%,$(NOMU_SRC))
-EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high $(BUILD)/guest/exec/far_exit
+EXEC_BINS    := $(BUILD)/guest/exec/hello $(BUILD)/guest/exec/hello_high $(BUILD)/guest/exec/far_exit \
+                $(BUILD)/guest/exec/fixed_fork
 BENCH_BINS   := $(BUILD)/bench/syscall_bench $(BUILD)/bench/secret_populate
 DEMO         := $(BUILD)/guest/static/demo
 
@@ -82,6 +83,10 @@ $(BUILD)/guest/exec/hello: tests/guest/hello.c
 $(BUILD)/guest/exec/hello_high: tests/guest/hello.c
 	@mkdir -p $(@D)
 	musl-gcc -static -no-pie -Wl,-Ttext-segment=0x40000000 $(GUEST_CFLAGS) $< -o $@
+
+$(BUILD)/guest/exec/fixed_fork: tests/nomu/fixed_fork.c
+	@mkdir -p $(@D)
+	musl-gcc -static -no-pie $(GUEST_CFLAGS) $< -o $@
 
 $(BUILD)/guest/exec/far_exit: tests/nomu/far_exit.S
 	@mkdir -p $(@D)

@@ -223,6 +223,23 @@ fn fixed_address_program_runs_when_its_range_is_free(e: Entry) {
     assert_eq!(text(&out.stdout), "hello from a nomu guest\n");
 }
 
+/// The range fixed-address programs are linked at is kept for them: one
+/// started by a shell (a PIE, whose image and libraries are placed lowest
+/// first) finds it free and runs in nomu's process, so its forks copy on
+/// access (tests/nomu/fixed_fork.c: four children of a program that
+/// touched 40 MiB, under --mem 128M). Regression: it ran in a host process
+/// of its own, where a fork copies everything at once, and its second fork
+/// was ENOMEM.
+fn fixed_address_program_started_by_a_shell_finds_its_range_free(e: Entry) {
+    let path = bin("guest/exec/fixed_fork");
+    let prog = s(&path);
+    for args in [vec!["--mem", "128M", "--", prog], vec!["--mem", "128M", "--", "/bin/sh", "-c", prog]] {
+        let out = e.run(&args);
+        assert_eq!(text(&out.stdout), "forked 4, 4 exited well\n", "{args:?}: {}", text(&out.stderr));
+        assert!(out.status.success());
+    }
+}
+
 /// A fixed-address program linked far above physical memory (0x7e0000000000)
 /// runs in a host process of its own, as the first program and started by
 /// another, two at once; its syscalls trap there by syscall user dispatch
@@ -1151,6 +1168,7 @@ entry_matrix!(
     files_written_before_exit_are_kept,
     guest_closing_its_stdio_leaves_nomus_alone,
     fixed_address_program_runs_when_its_range_is_free,
+    fixed_address_program_started_by_a_shell_finds_its_range_free,
     fixed_address_program_outside_memory_runs_in_a_host_process_of_its_own,
     fixed_address_program_above_mem_runs_inside_the_window,
     reservations_are_free_and_access_is_charged_to_mem,

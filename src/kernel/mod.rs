@@ -122,6 +122,12 @@ const FORWARDED_SIGNALS: [i32; 9] = [
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
 
+/// Where x86-64 non-PIE programs are linked (ld's default), and how much
+/// after it is kept for them: their images and heaps (python3.11's image
+/// ends at 11 MiB).
+const FIXED_ADDRESS_BASE: usize = 0x40_0000;
+const FIXED_ADDRESS_ROOM: usize = 60 << 20;
+
 /// Sets up physical memory, the root and the entry path. Once per process.
 pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let root = Root::open(&config.root).map_err(|e| format!("--root {e}"))?;
@@ -132,6 +138,14 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let phys: &'static PhysicalMemory = Box::leak(Box::new(PhysicalMemory::new(mem, config.mem)));
     phys.set_unmapped_policy(config.unmapped);
     phys.commit().set_strict_fork(config.strict_fork);
+    // Where fixed-address programs are linked is kept for them when the
+    // window has room beyond --mem (it has but under a host limit): else
+    // the first program's image and libraries, placed lowest first, take
+    // it, and a non-PIE program it starts (python3.11, gawk, gcc's cc1)
+    // runs in a host process of its own, every syscall handed over.
+    if config.fork && mem.size() >= config.mem.saturating_add(FIXED_ADDRESS_ROOM) {
+        phys.keep_for_fixed_addresses(FIXED_ADDRESS_BASE, FIXED_ADDRESS_ROOM);
+    }
     // Signals the host sends nomu (a terminal's Ctrl-C, a `kill` of nomu)
     // are the guest's: a forwarder thread takes them; every other thread,
     // guest code included, keeps them blocked.

@@ -128,6 +128,50 @@ struct Pages {
     /// Secret pages (memfd_secret) in use, and pages unmapped one by one
     /// (the per-page policy).
     secret: usize,
+    /// Page ranges [start, end) held back for fixed-address programs
+    /// ([`PhysicalMemory::keep_for_fixed_addresses`]): taken from the
+    /// allocator, so nothing else lands there, and given up page by page
+    /// to whoever asks for those very addresses (`alloc_at`).
+    kept: Vec<(usize, usize)>,
+}
+
+impl Pages {
+    /// Gives the kept pages of [pfn, pfn+n) back to the allocator, for an
+    /// `alloc_at` of them. They were never handed out: nothing to zero.
+    fn give_up_kept(&mut self, pfn: usize, n: usize) {
+        let (lo, hi) = (pfn, pfn + n);
+        let mut rest = Vec::with_capacity(self.kept.len() + 1);
+        for &(s, e) in &self.kept {
+            let (a, b) = (s.max(lo), e.min(hi));
+            if a >= b {
+                rest.push((s, e));
+                continue;
+            }
+            self.buddy.free(a, b - a);
+            if s < a {
+                rest.push((s, a));
+            }
+            if b < e {
+                rest.push((b, e));
+            }
+        }
+        self.kept = rest;
+    }
+
+    /// Whether every page of [pfn, pfn+n) is free or kept.
+    fn free_or_kept(&self, pfn: usize, n: usize) -> bool {
+        let mut at = pfn;
+        let end = pfn + n;
+        let mut kept: Vec<(usize, usize)> = self.kept.iter().filter(|&&(s, e)| s < end && e > pfn).copied().collect();
+        kept.sort_unstable();
+        for (s, e) in kept {
+            if s > at && !self.buddy.range_is_free(at, s - at) {
+                return false;
+            }
+            at = at.max(e);
+        }
+        at >= end || self.buddy.range_is_free(at, end - at)
+    }
 }
 
 /// How `Pages::prot` stores a protection.
@@ -253,6 +297,7 @@ impl PhysicalMemory {
             prot: vec![0; npages],
             pending: Vec::new(),
             secret: 0,
+            kept: Vec::new(),
         };
         PhysicalMemory {
             mem,
@@ -766,17 +811,20 @@ impl PhysicalMemory {
         self.populated(addr, len).iter().map(|&(_, n)| n).sum()
     }
 
-    /// Claims the pages of [addr, addr+len) if they all are free.
+    /// Claims the pages of [addr, addr+len) if they all are free (or kept
+    /// for fixed addresses: such a claim is what they were kept for).
     pub fn alloc_at(&self, addr: usize, len: usize, fresh: Fresh) -> Result<(), Errno> {
         if !self.mem.contains(addr, len) {
             return Err(Errno::ENOMEM);
         }
-        let pfn = self.pfn(addr);
+        let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let mut pages = self.buddy.lock().unwrap();
         // Pages of UNMAPPED pageblocks are only ever secret memory's.
-        if pages.buddy.any_pageblock(pfn, len / PAGE_SIZE, |t| t.unmapped())
-            || !pages.buddy.alloc_at(pfn, len / PAGE_SIZE)
-        {
+        if pages.buddy.any_pageblock(pfn, n, |t| t.unmapped()) || !pages.free_or_kept(pfn, n) {
+            return Err(Errno::ENOMEM);
+        }
+        pages.give_up_kept(pfn, n);
+        if !pages.buddy.alloc_at(pfn, n) {
             return Err(Errno::ENOMEM);
         }
         self.make_fresh(&mut pages, pfn, len / PAGE_SIZE, fresh, RW)
@@ -790,7 +838,36 @@ impl PhysicalMemory {
         }
         let (pfn, n) = (self.pfn(addr), len / PAGE_SIZE);
         let pages = self.buddy.lock().unwrap();
-        pages.buddy.range_is_free(pfn, n) && !pages.buddy.any_pageblock(pfn, n, |t| t.unmapped())
+        pages.free_or_kept(pfn, n) && !pages.buddy.any_pageblock(pfn, n, |t| t.unmapped())
+    }
+
+    /// Keeps [addr, addr+len) (the part inside physical memory) from
+    /// everything but requests for those very addresses: where
+    /// fixed-address (non-PIE) programs are linked, 0x400000 on, which
+    /// position-independent images, libraries and mappings placed lowest
+    /// first would otherwise take, leaving a non-PIE program started by
+    /// another (python3.11 by a shell) only a host process of its own.
+    /// Pages already taken are left out.
+    pub fn keep_for_fixed_addresses(&self, addr: usize, len: usize) {
+        let lo = addr.max(self.mem.base());
+        let hi = (addr + len).min(self.mem.end());
+        if lo >= hi {
+            return;
+        }
+        let mut pages = self.buddy.lock().unwrap();
+        let (first, last) = (self.pfn(lo), self.pfn(hi));
+        let mut pfn = first;
+        while pfn < last {
+            // A pageblock at a time: what is free of it is kept.
+            let end = ((pfn / 512 + 1) * 512).min(last);
+            if pages.buddy.range_is_free(pfn, end - pfn) && pages.buddy.alloc_at(pfn, end - pfn) {
+                match pages.kept.last_mut() {
+                    Some(k) if k.1 == pfn => k.1 = end,
+                    _ => pages.kept.push((pfn, end)),
+                }
+            }
+            pfn = end;
+        }
     }
 
     /// Returns pages to the allocator (zeroed when next allocated; their
@@ -1064,6 +1141,7 @@ mod tests {
             prot: vec![],
             pending: Vec::new(),
             secret: 0,
+            kept: Vec::new(),
         };
         let mut model = vec![false; npages];
         let mut seed = 12345u64;
