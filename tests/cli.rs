@@ -240,6 +240,26 @@ fn fixed_address_program_started_by_a_shell_finds_its_range_free(e: Entry) {
     }
 }
 
+/// Two guest processes each raise their soft RLIMIT_NOFILE and hold 2000
+/// descriptors at once (tests/nomu/many_fds.c), natively and under nomu
+/// started with a soft limit of 256. Regression: nomu kept the soft limit
+/// it was started with, and every guest's descriptors are nomu's host
+/// descriptors, so all guests together got EMFILE after ~250.
+fn guests_hold_descriptors_beyond_the_soft_limit_nomu_was_started_with(e: Entry) {
+    let prog = bin("nomu-tests/many_fds");
+    let low = "ulimit -Sn 256 && exec \"$@\"";
+    let native = Command::new("sh").args(["-c", low, "sh", s(&prog)]).output().unwrap();
+    assert_eq!(text(&native.stdout), "two processes held 2000 descriptors each\n", "natively");
+    let nomu = env!("CARGO_BIN_EXE_nomu");
+    let out = Command::new("sh")
+        .args(["-c", low, "sh", nomu, "run", "--entry", e.0, "--", s(&prog)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "two processes held 2000 descriptors each\n", "{}", text(&out.stderr));
+    assert!(out.status.success());
+}
+
 /// A fixed-address program linked far above physical memory (0x7e0000000000)
 /// runs in a host process of its own, as the first program and started by
 /// another, two at once; its syscalls trap there by syscall user dispatch
@@ -1169,6 +1189,7 @@ entry_matrix!(
     guest_closing_its_stdio_leaves_nomus_alone,
     fixed_address_program_runs_when_its_range_is_free,
     fixed_address_program_started_by_a_shell_finds_its_range_free,
+    guests_hold_descriptors_beyond_the_soft_limit_nomu_was_started_with,
     fixed_address_program_outside_memory_runs_in_a_host_process_of_its_own,
     fixed_address_program_above_mem_runs_inside_the_window,
     reservations_are_free_and_access_is_charged_to_mem,

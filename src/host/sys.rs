@@ -75,6 +75,60 @@ pub fn getrlimit(resource: u32) -> libc::rlimit {
     r
 }
 
+/// The limits the first guest gets: those nomu was started with, taken
+/// at the first call, but for RLIMIT_NOFILE once [`raise_own_nofile`] has
+/// run (a hard limit that leaves nomu room for its own descriptors).
+pub fn guest_rlimit(resource: u32) -> libc::rlimit {
+    if resource == libc::RLIMIT_NOFILE {
+        if let Some(&r) = GUEST_NOFILE.get() {
+            return r;
+        }
+    }
+    started_with(resource)
+}
+
+fn started_with(resource: u32) -> libc::rlimit {
+    static LIMITS: std::sync::OnceLock<[libc::rlimit; 16]> = std::sync::OnceLock::new();
+    let limits = LIMITS.get_or_init(|| std::array::from_fn(|r| getrlimit(r as u32)));
+    limits.get(resource as usize).copied().unwrap_or_else(|| getrlimit(resource))
+}
+
+static GUEST_NOFILE: std::sync::OnceLock<libc::rlimit> = std::sync::OnceLock::new();
+
+/// Descriptors of nomu's own a guest's RLIMIT_NOFILE leaves room for when
+/// nomu cannot raise its hard limit above the guest's: physical memory,
+/// the root, event and signal descriptors, the files behind mappings
+/// (about 50 with a python running).
+const OWN_DESCRIPTORS: libc::rlim_t = 256;
+
+/// Raises nomu's own RLIMIT_NOFILE as far as the host lets it: to fs.nr_open
+/// with the right to (CAP_SYS_RESOURCE), else to its hard limit. Every
+/// guest's descriptors are host descriptors of nomu's one process, so under
+/// the soft limit nomu was started with (1024 on Debian) all guests
+/// together got EMFILE after about that many, however high each had set
+/// its own; each guest's own limit is nomu's to enforce (its descriptor
+/// table). Where the hard limit stays, the guests' is lowered by
+/// [`OWN_DESCRIPTORS`], so one that raises its soft limit to the hard one
+/// and fills it does not run into nomu's own (CPython's
+/// test_selectors.test_above_fd_setsize).
+pub fn raise_own_nofile() {
+    let start = started_with(libc::RLIMIT_NOFILE);
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<libc::rlim_t>().ok())
+        .unwrap_or(1 << 20);
+    for max in [nr_open.max(start.rlim_max), start.rlim_max] {
+        let r = libc::rlimit { rlim_cur: max, rlim_max: max };
+        // SAFETY: setrlimit reads a valid struct; a refusal changes nothing.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+            break;
+        }
+    }
+    let own = getrlimit(libc::RLIMIT_NOFILE).rlim_cur;
+    let hard = start.rlim_max.min(own.saturating_sub(OWN_DESCRIPTORS).max(own / 2));
+    let _ = GUEST_NOFILE.set(libc::rlimit { rlim_cur: start.rlim_cur.min(hard), rlim_max: hard });
+}
+
 /// nomu's own credentials when it started: the first guest's.
 #[derive(Clone, Debug)]
 pub struct HostCred {

@@ -131,6 +131,7 @@ const FIXED_ADDRESS_ROOM: usize = 60 << 20;
 /// Sets up physical memory, the root and the entry path. Once per process.
 pub fn boot(config: Config) -> Result<&'static Kernel, String> {
     let root = Root::open(&config.root).map_err(|e| format!("--root {e}"))?;
+    crate::host::sys::raise_own_nofile();
     // A window larger than --mem, for reservations (mm::commit); where
     // the host will not map that much (an RLIMIT_AS, a small address
     // space), --mem alone, with no room for reservations beyond it.

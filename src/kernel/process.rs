@@ -170,10 +170,10 @@ impl Process {
         (u, s)
     }
 
-    /// The first process: nomu's own limits and umask, an empty address
-    /// space.
+    /// The first process: the limits and umask nomu was started with, an
+    /// empty address space.
     pub fn new_init(pid: u32, phys: &'static PhysicalMemory) -> Process {
-        let rlimits = std::array::from_fn(|r| crate::host::sys::getrlimit(r as u32));
+        let rlimits = std::array::from_fn(|r| crate::host::sys::guest_rlimit(r as u32));
         let mm = crate::mm::space::new_shared(phys);
         let umask = crate::host::sys::guest_umask();
         Process::with(pid, mm, FdTable::default(), b"/".to_vec(), umask, SignalActions::default(), rlimits, Vec::new())
