@@ -200,10 +200,34 @@ fn epoll_wait(ctx: &Ctx, epfd: Fd, events: u64, maxevents: i32, deadline: Option
                     Err(e) => return Err(e),
                 }
             };
-            for e in host_buf[..got].iter().copied() {
-                let (events, data) = (e.events, e.u64);
-                let room = (max - out.n).min(layer_buf.len());
-                host_event(ctx, ep, &mut out, events, data, &mut layer_buf[..room]);
+            let mut passed: Option<std::collections::HashSet<u64>> = None;
+            let mut got = got;
+            loop {
+                let batch = &host_buf[..got];
+                for e in batch.iter().copied() {
+                    let key = e.u64;
+                    if passed.as_ref().is_some_and(|p| p.contains(&key)) {
+                        continue;
+                    }
+                    let room = (max - out.n).min(layer_buf.len());
+                    host_event(ctx, ep, &mut out, e.events, e.u64, &mut layer_buf[..room]);
+                }
+                // A full batch: more may be ready, and Linux hands them all
+                // out in one call, each once (Python's selectors ask for
+                // as many as they watch). The host puts a level-triggered
+                // item back behind the rest of its ready list, so one seen
+                // again means every ready one was fetched.
+                let wrapped = passed.as_ref().is_some_and(|p| batch.iter().any(|e| p.contains(&{ e.u64 })));
+                if got < host_buf.len() || wrapped || out.n >= max || out.faulted {
+                    break;
+                }
+                passed.get_or_insert_with(Default::default).extend(batch.iter().map(|e| e.u64));
+                let room = (max - out.n).min(host_buf.len());
+                // What was passed on already goes out whatever this says.
+                match hostev::epoll_wait_now(ep.host(), &mut host_buf[..room]) {
+                    Ok(n) => got = n,
+                    Err(_) => break,
+                }
             }
         }
         if out.n > 0 {
