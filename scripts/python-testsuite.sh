@@ -3,8 +3,11 @@
 # and under nomu, and prints per module the counts of ok/FAIL/ERROR/skipped tests
 # and the tests whose outcome differs. See docs/python-testsuite.md.
 #
-#   scripts/python-testsuite.sh [-e ENTRY] [-m MEM] [-t SECONDS] [-o OUTDIR] MODULE...
+#   scripts/python-testsuite.sh [-e ENTRY] [-m MEM] [-t SECONDS] [-o OUTDIR] [-s] MODULE...
 #
+# -s starts python3 under nomu from /bin/sh -c (not exec'd), as a program
+# another started: a non-PIE program then runs where nomu keeps its range
+# free (not as the first program).
 # MEM is nomu's --mem (default 1G): test_multiprocessing_fork's 100 forked
 # children of the test process each hold ~10 MiB of copies (natively ~1.5 MiB
 # shared copy-on-write), 2G is what it needs.
@@ -19,12 +22,14 @@ entry=seccomp
 mem=1G
 limit=600
 out=/tmp/python-testsuite
-while getopts e:m:t:o: opt; do
+via_shell=
+while getopts e:m:t:o:s opt; do
 	case $opt in
 	e) entry=$OPTARG ;;
 	m) mem=$OPTARG ;;
 	t) limit=$OPTARG ;;
 	o) out=$OPTARG ;;
+	s) via_shell=1 ;;
 	*) exit 2 ;;
 	esac
 done
@@ -50,8 +55,13 @@ for spec in "$@"; do
 	# shellcheck disable=SC2086
 	TMPDIR=$PWD/tmp.$m.native timeout -k 10 "$limit" /usr/bin/python3 -m test -v $opts "$m" >"$m.native.log" 2>&1
 	echo "native rc=$?" >>"$m.native.log"
+	if [ -n "$via_shell" ]; then
+		set -- /bin/sh -c '/usr/bin/python3 "$@"; exit $?' sh
+	else
+		set -- /usr/bin/python3
+	fi
 	# shellcheck disable=SC2086
-	TMPDIR=$PWD/tmp.$m.nomu timeout -k 10 "$limit" "$nomu" run --entry "$entry" --mem "$mem" -- /usr/bin/python3 -m test -v $opts "$m" >"$m.nomu.log" 2>&1
+	TMPDIR=$PWD/tmp.$m.nomu timeout -k 10 "$limit" "$nomu" run --entry "$entry" --mem "$mem" -- "$@" -m test -v $opts "$m" >"$m.nomu.log" 2>&1
 	echo "nomu rc=$?" >>"$m.nomu.log"
 	outcomes "$m.native.log" >"$m.native.res"
 	outcomes "$m.nomu.log" >"$m.nomu.res"
