@@ -112,6 +112,7 @@ pub enum PidEntry {
     Exe,
     Fd,
     FdInfo,
+    Limits,
     Maps,
     MountInfo,
     Mounts,
@@ -123,7 +124,7 @@ pub enum PidEntry {
 }
 
 /// A process's directory, with Linux's modes.
-const PID_ENTRIES: [(&str, PidEntry, u32); 15] = [
+const PID_ENTRIES: [(&str, PidEntry, u32); 16] = [
     ("cmdline", PidEntry::Cmdline, REG | 0o444),
     ("comm", PidEntry::Comm, REG | 0o644),
     ("cwd", PidEntry::Cwd, LNK | 0o777),
@@ -131,6 +132,7 @@ const PID_ENTRIES: [(&str, PidEntry, u32); 15] = [
     ("exe", PidEntry::Exe, LNK | 0o777),
     ("fd", PidEntry::Fd, DIR | 0o500),
     ("fdinfo", PidEntry::FdInfo, DIR | 0o555),
+    ("limits", PidEntry::Limits, REG | 0o444),
     ("maps", PidEntry::Maps, REG | 0o444),
     ("mountinfo", PidEntry::MountInfo, REG | 0o444),
     ("mounts", PidEntry::Mounts, REG | 0o444),
@@ -669,6 +671,7 @@ pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
                 PidEntry::Stat => stat_line(kernel, &p, None),
                 PidEntry::Statm => statm(&p),
                 PidEntry::Status => status(kernel, &p, None),
+                PidEntry::Limits => limits(&p),
                 _ => return Err(Errno::EINVAL),
             }
         }
@@ -731,6 +734,36 @@ fn statm(p: &Process) -> Vec<u8> {
     let pages = |b: u64| b / 4096;
     format!("{} {} {} {} 0 {} 0\n", pages(u.size), pages(u.size), pages(u.file), pages(u.text), pages(u.data))
         .into_bytes()
+}
+
+/// /proc/PID/limits, as Linux's proc_pid_limits prints it.
+fn limits(p: &Process) -> Vec<u8> {
+    const NAMES: [(&str, &str); 16] = [
+        ("Max cpu time", "seconds"),
+        ("Max file size", "bytes"),
+        ("Max data size", "bytes"),
+        ("Max stack size", "bytes"),
+        ("Max core file size", "bytes"),
+        ("Max resident set", "bytes"),
+        ("Max processes", "processes"),
+        ("Max open files", "files"),
+        ("Max locked memory", "bytes"),
+        ("Max address space", "bytes"),
+        ("Max file locks", "locks"),
+        ("Max pending signals", "signals"),
+        ("Max msgqueue size", "bytes"),
+        ("Max nice priority", ""),
+        ("Max realtime priority", ""),
+        ("Max realtime timeout", "us"),
+    ];
+    let value = |v: u64| if v == libc::RLIM_INFINITY { "unlimited".to_string() } else { v.to_string() };
+    let mut out = format!("{:<25} {:<20} {:<20} {:<10}\n", "Limit", "Soft Limit", "Hard Limit", "Units");
+    for (r, (name, unit)) in NAMES.iter().enumerate() {
+        let l = p.rlimit(r as u32);
+        out += &format!("{name:<25} {:<20} {:<20} ", value(l.rlim_cur), value(l.rlim_max));
+        out += &if unit.is_empty() { "\n".to_string() } else { format!("{unit:<10}\n") };
+    }
+    out.into_bytes()
 }
 
 /// /proc/PID/status, or with `thread` its /proc/PID/task/TID/status (the

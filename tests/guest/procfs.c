@@ -4,7 +4,8 @@
  * CPython's subprocess closes all but pass_fds), maps,
  * mountinfo and mounts, cpuinfo, stat, sys/kernel, status's signal
  * masks (SigBlk, SigIgn, SigCgt: CPython's test_subprocess reads SigIgn,
- * which nomu left out), and the errors for
+ * which nomu left out), limits (as Linux prints them, after a setrlimit),
+ * and the errors for
  * what /proc refuses.  Run with argv[1] = "child" it is the program
  * execve'd through /proc/self/exe and fexecve.  Prints section names
  * and facts that hold on every run, never numbers that differ. */
@@ -17,6 +18,7 @@
 #include <spawn.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -592,6 +594,37 @@ static void on_usr2(int sig)
 	(void)sig;
 }
 
+/* /proc/self/limits: Linux's table, following setrlimit. */
+static void limits_file(void)
+{
+	struct rlimit old, r;
+	CHECK_OK(getrlimit(RLIMIT_NOFILE, &old));
+	r.rlim_max = old.rlim_max;
+	r.rlim_cur = old.rlim_max < 77 ? old.rlim_max : 77;
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &r));
+	static char buf[8192];
+	CHECK(slurp("/proc/self/limits", buf, sizeof buf) > 0);
+	char want[200];
+	snprintf(want, sizeof want, "%-25s %-20s %-20s %-10s\n", "Limit", "Soft Limit", "Hard Limit", "Units");
+	CHECK(strncmp(buf, want, strlen(want)) == 0);
+	char hard[32];
+	if (r.rlim_max == RLIM_INFINITY)
+		snprintf(hard, sizeof hard, "unlimited");
+	else
+		snprintf(hard, sizeof hard, "%llu", (unsigned long long)r.rlim_max);
+	snprintf(want, sizeof want, "\nMax open files            %-20llu %-20s files     \n",
+		 (unsigned long long)r.rlim_cur, hard);
+	CHECK(strstr(buf, want) != NULL);
+	/* A limit without a unit ends at its hard value's padding. */
+	char *nice = strstr(buf, "\nMax nice priority ");
+	CHECK(nice != NULL && strchr(nice + 1, '\n') - (nice + 1) == 25 + 1 + 20 + 1 + 20 + 1);
+	int lines = 0;
+	for (char *c = buf; *c; c++)
+		lines += *c == '\n';
+	CHECK_EQ(lines, 17);
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &old));
+}
+
 static void signal_masks(void)
 {
 	printf("== status signal masks\n");
@@ -632,6 +665,7 @@ int main(int argc, char **argv)
 	system_files();
 	process_files(argc, argv);
 	refusals();
+	limits_file();
 	signal_masks();
 	exec_self(argv);
 	return checks_done();
