@@ -755,7 +755,7 @@ impl PhysicalMemory {
         let _pages = self.buddy.lock().unwrap(); // the host seeks the shared memfd
         let Some(first) = self.mem.first_data(inner_s, inner_e - inner_s) else { return };
         if inner_e - first <= SPARSE_ZERO_MAX {
-            // The usual stack: a few pages at its top.
+            // Data only near the end: zeroed in place.
             return self.mem.zero(first, inner_e - first);
         }
         // A hole at or just past the end stops every walk; else one is

@@ -6,7 +6,7 @@
 //! mappings wrote, a write or a truncation reaches what they show, and a
 //! copy the host makes from the file gets the mappings' bytes first. While
 //! no file has a shared mapping, this costs an atomic load per call; while
-//! some has, two, for a file none of whose bucket has (mm::shared_file).
+//! some has, two for a file whose bucket (mm::shared_file) has none.
 
 use super::Ctx;
 use crate::abi::errno::Errno;
