@@ -11,7 +11,8 @@
 //!   own path is what getsockname, getpeername, accept and recvfrom give.
 //! - an abstract name gets this nomu's private prefix on the host, so it
 //!   never meets the host's abstract names (nor another nomu's), and loses
-//!   it on the way back.
+//!   it on the way back. A name too long to take the prefix (Linux allows
+//!   107 bytes) is a hash of it on the host, remembered for the way back.
 
 use crate::host::net as hostnet;
 use std::collections::HashMap;
@@ -146,13 +147,42 @@ fn abstract_prefix() -> &'static [u8] {
     PREFIX.get_or_init(|| format!("nomu.{}/", hostnet::host_pid()).into_bytes())
 }
 
-/// A guest abstract name (the bytes after sun_path's NUL) as the host's.
+/// The longest abstract name: sun_path's bytes after its leading NUL.
+const ABSTRACT_MAX: usize = SOCKADDR_UN_LEN - SUN_PATH_OFFSET - 1;
+
+/// Guest abstract names too long to take the prefix, by the name (after
+/// the prefix) they have on the host instead: what the way back gives.
+/// At most [`LONG_NAMES_MAX`] are remembered (a guest making names without
+/// end would grow it); one past that reads back as its host form.
+fn long_names() -> &'static Mutex<HashMap<Vec<u8>, Vec<u8>>> {
+    static NAMES: OnceLock<Mutex<HashMap<Vec<u8>, Vec<u8>>>> = OnceLock::new();
+    NAMES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+const LONG_NAMES_MAX: usize = 4096;
+
+/// A guest abstract name (the bytes after sun_path's NUL) as the host's:
+/// the prefix and the name, or, where the two do not fit, the prefix and
+/// `~` with a 64-bit hash of the name (the same name always the same).
 pub fn host_abstract(name: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; SUN_PATH_OFFSET];
     out[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
     out.push(0);
-    out.extend_from_slice(abstract_prefix());
-    out.extend_from_slice(name);
+    let prefix = abstract_prefix();
+    out.extend_from_slice(prefix);
+    if prefix.len() + name.len() <= ABSTRACT_MAX {
+        out.extend_from_slice(name);
+        return out;
+    }
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    let short = format!("~{:016x}", h.finish()).into_bytes();
+    let mut names = long_names().lock().unwrap();
+    if names.len() < LONG_NAMES_MAX || names.contains_key(&short) {
+        names.insert(short.clone(), name.to_vec());
+    }
+    out.extend_from_slice(&short);
     out
 }
 
@@ -169,7 +199,10 @@ pub fn guest_unix_addr(host: &[u8], root: &super::path::Root) -> Vec<u8> {
         match path[1..].strip_prefix(abstract_prefix()) {
             Some(name) => {
                 out.push(0);
-                out.extend_from_slice(name);
+                match long_names().lock().unwrap().get(name) {
+                    Some(long) => out.extend_from_slice(long),
+                    None => out.extend_from_slice(name),
+                }
             }
             None => out.extend_from_slice(path),
         }

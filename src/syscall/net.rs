@@ -156,12 +156,7 @@ fn host_addr(ctx: &Ctx, f: &OpenFile, guest: Vec<u8>, how: Use) -> Result<HostAd
     }
     let path = &guest[SUN_PATH_OFFSET..];
     if path[0] == 0 {
-        let host = socket::host_abstract(&path[1..]);
-        if host.len() > SOCKADDR_UN_LEN {
-            ctx.note("an abstract name too long for nomu's prefix");
-            return Err(Errno::EINVAL);
-        }
-        return plain(host);
+        return plain(socket::host_abstract(&path[1..]));
     }
     let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
     let p = &path[..end];

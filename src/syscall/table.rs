@@ -216,8 +216,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(47, net::sys_recvmsg(Fd, UserPtr, Hex<u32>))
         .partial("SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid"),
     sys!(48, net::sys_shutdown(Fd, i32)),
-    sys!(49, net::sys_bind(Fd, UserPtr, i32))
-        .partial("an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL"),
+    sys!(49, net::sys_bind(Fd, UserPtr, i32)),
     sys!(50, net::sys_listen(Fd, i32)),
     sys!(51, net::sys_getsockname(Fd, UserPtr, UserPtr)),
     sys!(52, net::sys_getpeername(Fd, UserPtr, UserPtr)),

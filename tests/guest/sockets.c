@@ -2,7 +2,8 @@
  * poll and epoll, bind/listen/connect/accept by path and by abstract name
  * between this process and a spawned copy of it, SCM_RIGHTS of a pipe and
  * of an eventfd (the very description arrives), MSG_CTRUNC, SO_PEERCRED,
- * sendmmsg/recvmmsg, and blocking calls a signal interrupts. */
+ * sendmmsg/recvmmsg, blocking calls a signal interrupts, and abstract
+ * names of the longest length (107 bytes: nomu gave EINVAL past ~95). */
 #define _GNU_SOURCE
 #include "nomu_test.h"
 #include <poll.h>
@@ -437,6 +438,50 @@ static void interrupts(void)
 	close(dummy[1]);
 }
 
+/* Abstract names of 107 bytes, the most sun_path holds after its NUL:
+ * bound, reached, read back, and told apart by their last byte. */
+static void long_abstract(void)
+{
+	struct sockaddr_un a, b, got;
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "nomu-long-%d-", getpid());
+	memset(a.sun_path + 1 + n, 'h', sizeof(a.sun_path) - 1 - n);
+	b = a;
+	b.sun_path[sizeof(b.sun_path) - 1] = 'i';
+	socklen_t len = sizeof(a);
+	int srv = socket(AF_UNIX, SOCK_STREAM, 0), cli = socket(AF_UNIX, SOCK_STREAM, 0);
+	int again = socket(AF_UNIX, SOCK_STREAM, 0), other = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK_OK(bind(srv, (struct sockaddr *)&a, len));
+	CHECK_ERR(bind(again, (struct sockaddr *)&a, len), EADDRINUSE);
+	CHECK_OK(bind(other, (struct sockaddr *)&b, len));
+	socklen_t glen = sizeof(got);
+	CHECK_OK(getsockname(srv, (struct sockaddr *)&got, &glen));
+	CHECK(glen == len && memcmp(&got, &a, len) == 0);
+	glen = sizeof(got);
+	CHECK_OK(getsockname(other, (struct sockaddr *)&got, &glen));
+	CHECK(glen == len && memcmp(&got, &b, len) == 0);
+	CHECK_OK(listen(srv, 1));
+	CHECK_OK(connect(cli, (struct sockaddr *)&a, len));
+	int conn = accept(srv, NULL, NULL);
+	CHECK(conn >= 0);
+	glen = sizeof(got);
+	CHECK_OK(getpeername(cli, (struct sockaddr *)&got, &glen));
+	CHECK(glen == len && memcmp(&got, &a, len) == 0);
+	CHECK_EQ(write(cli, "long", 4), 4);
+	char buf[4];
+	CHECK_EQ(read(conn, buf, 4), 4);
+	/* The other name is no listener: refused, not the first one's. */
+	int cli2 = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK_ERR(connect(cli2, (struct sockaddr *)&b, len), ECONNREFUSED);
+	close(cli2);
+	close(conn);
+	close(cli);
+	close(other);
+	close(again);
+	close(srv);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3)
@@ -499,6 +544,7 @@ int main(int argc, char **argv)
 	CHECK_EQ(recv(other, abuf, sizeof(abuf), 0), 4);
 	close(ab);
 	close(other);
+	long_abstract();
 	interrupts();
 	return checks_done();
 }

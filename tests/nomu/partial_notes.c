@@ -692,21 +692,6 @@ static void check_recvmmsg(void)
 	check_credentials(1);
 }
 
-/* An abstract name of 100 bytes: no room for nomu's prefix. */
-static void check_bind(void)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "nomu-partial-%d-", getpid());
-	memset(a.sun_path + 1 + n, 'x', 100 - n);
-	int s = socket(AF_UNIX, SOCK_STREAM, 0);
-	int r = bind(s, (struct sockaddr *)&a, offsetof(struct sockaddr_un, sun_path) + 101);
-	if (on_linux)
-		EXPECT(r == 0, "a 100-byte abstract name");
-	else
-		EXPECT(FAILS_WITH(r, EINVAL), "a 100-byte abstract name: EINVAL");
-	close(s);
-}
-
 static const struct note {
 	const char *syscall;
 	const char *note;
@@ -754,7 +739,6 @@ static const struct note {
 	  "Linux answers it in an NLMSG_ERROR acknowledgement",
 	  check_sendmsg },
 	{ "recvmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid", check_recvmsg },
-	{ "bind", "an abstract name takes nomu's private prefix on the host: one over 90 bytes may be EINVAL", check_bind },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
 	{ "prctl", "PR_SET/GET_NAME, PDEATHSIG (recorded), DUMPABLE, NO_NEW_PRIVS, KEEPCAPS, CAPBSET_READ/DROP, CAP_AMBIENT, GET_SECUREBITS", check_prctl },
 	{ "setrlimit", "limits are recorded; NOFILE, NPROC, CPU, FSIZE, AS, DATA and MEMLOCK are enforced, STACK at exec only", check_setrlimit },
