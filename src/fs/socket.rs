@@ -163,7 +163,8 @@ const LONG_NAMES_MAX: usize = 4096;
 
 /// A guest abstract name (the bytes after sun_path's NUL) as the host's:
 /// the prefix and the name, or, where the two do not fit, the prefix and
-/// `~` with a 64-bit hash of the name (the same name always the same).
+/// `~` with a 64-bit hash of the name (the same name always the same in
+/// one nomu).
 pub fn host_abstract(name: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; SUN_PATH_OFFSET];
     out[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
@@ -174,10 +175,10 @@ pub fn host_abstract(name: &[u8]) -> Vec<u8> {
         out.extend_from_slice(name);
         return out;
     }
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut h);
-    let short = format!("~{:016x}", h.finish()).into_bytes();
+    // Keyed at random once per nomu: a guest cannot make two names meet.
+    static KEYS: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    let hash = std::hash::BuildHasher::hash_one(KEYS.get_or_init(Default::default), name);
+    let short = format!("~{hash:016x}").into_bytes();
     let mut names = long_names().lock().unwrap();
     if names.len() < LONG_NAMES_MAX || names.contains_key(&short) {
         names.insert(short.clone(), name.to_vec());
