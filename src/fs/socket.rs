@@ -200,10 +200,11 @@ pub fn guest_unix_addr(host: &[u8], root: &super::path::Root) -> Vec<u8> {
         match path[1..].strip_prefix(abstract_prefix()) {
             Some(name) => {
                 out.push(0);
-                match long_names().lock().unwrap().get(name) {
-                    Some(long) => out.extend_from_slice(long),
-                    None => out.extend_from_slice(name),
-                }
+                // Only a hashed name (`~` and 16 digits) is looked up.
+                let long = (name.len() == 17 && name[0] == b'~')
+                    .then(|| long_names().lock().unwrap().get(name).cloned())
+                    .flatten();
+                out.extend_from_slice(long.as_deref().unwrap_or(name));
             }
             None => out.extend_from_slice(path),
         }

@@ -158,13 +158,12 @@ impl Pages {
         self.kept = rest;
     }
 
-    /// Whether every page of [pfn, pfn+n) is free or kept.
+    /// Whether every page of [pfn, pfn+n) is free or kept (`kept` is in
+    /// order: made so, and give_up_kept keeps it so).
     fn free_or_kept(&self, pfn: usize, n: usize) -> bool {
         let mut at = pfn;
         let end = pfn + n;
-        let mut kept: Vec<(usize, usize)> = self.kept.iter().filter(|&&(s, e)| s < end && e > pfn).copied().collect();
-        kept.sort_unstable();
-        for (s, e) in kept {
+        for &(s, e) in self.kept.iter().filter(|&&(s, e)| s < end && e > pfn) {
             if s > at && !self.buddy.range_is_free(at, s - at) {
                 return false;
             }
@@ -859,7 +858,7 @@ impl PhysicalMemory {
         let mut pfn = first;
         while pfn < last {
             // A pageblock at a time: what is free of it is kept.
-            let end = ((pfn / 512 + 1) * 512).min(last);
+            let end = ((pfn / PAGEBLOCK_PAGES + 1) * PAGEBLOCK_PAGES).min(last);
             if pages.buddy.range_is_free(pfn, end - pfn) && pages.buddy.alloc_at(pfn, end - pfn) {
                 match pages.kept.last_mut() {
                     Some(k) if k.1 == pfn => k.1 = end,
