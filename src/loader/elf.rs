@@ -329,7 +329,11 @@ fn load_one(
                 }
                 at = at.max(e);
             }
-            phys.zero(at, start + span + heap_reserve - at);
+            // The heap room is zeroed as the break grows over it (see
+            // AddressSpace::init_brk).
+            if start + span > at {
+                phys.zero(at, start + span - at);
+            }
         }
         Ok(())
     });
@@ -353,7 +357,7 @@ fn load_one(
         phys.set_prot(start, span, 0)?;
     }
     if with_brk {
-        space.init_brk(start + span, start + span + heap_reserve);
+        space.init_brk(start + span, start + span + heap_reserve, unzeroed);
     }
     // Each piece between segment edges once, with the protections of every
     // segment covering it (a page two segments share gets both).

@@ -208,6 +208,11 @@ pub struct AddressSpace {
     brk: usize,
     /// End of the pages owned for the heap (mapped or reserved).
     brk_owned_end: usize,
+    /// The reservation's pages [start, end) above the break that may still
+    /// hold an earlier owner's bytes: the loader leaves them (an exec's
+    /// 1 MiB room cost ~4 host seeks to zero, and most programs never grow
+    /// into most of it), and the break zeroes them as it grows over them.
+    brk_stale: (usize, usize),
     /// Guest ranges a copy or a host call is using right now (see
     /// [`crate::mm::uaccess::Pinned`]), one entry per user.
     pins: Vec<(usize, usize)>,
@@ -264,6 +269,7 @@ impl AddressSpace {
             brk_start: 0,
             brk: 0,
             brk_owned_end: 0,
+            brk_stale: (0, 0),
             pins: Vec::new(),
             deferred: Vec::new(),
             committed: 0,
@@ -1197,16 +1203,18 @@ impl AddressSpace {
     }
 
     /// Sets up the heap after a freshly loaded image: `owned_end` is the end
-    /// of the pages the loader allocated for the heap reservation.
-    pub fn init_brk(&mut self, start: usize, owned_end: usize) {
+    /// of the pages the loader allocated for the heap reservation, which it
+    /// zeroed unless `stale`.
+    pub fn init_brk(&mut self, start: usize, owned_end: usize, stale: bool) {
         self.brk_start = start;
         self.brk = start;
         self.brk_owned_end = owned_end;
+        self.brk_stale = if stale { (start, owned_end) } else { (0, 0) };
     }
 
-    /// Frees the pages of the heap's reservation above the break (they
-    /// hold nothing: the loader zeroed them, a shrinking break scrubs
-    /// them); the break grows again only where the next pages are free.
+    /// Frees the pages of the heap's reservation above the break (freed
+    /// pages may hold data, as any: the allocator zeroes them for their
+    /// next owner); the break grows again only where the next pages are free.
     /// Whether there were any.
     fn give_back_heap_reserve(&mut self) -> bool {
         let Some(end) = page_up(self.brk) else { return false };
@@ -1216,6 +1224,7 @@ impl AddressSpace {
         }
         self.phys.free(end, self.brk_owned_end - end);
         self.brk_owned_end = end;
+        self.brk_stale.1 = self.brk_stale.1.min(end);
         true
     }
 
@@ -1244,6 +1253,11 @@ impl AddressSpace {
             if self.vmas.range(old_end..new_end).next().is_some() || self.charge(new_end - old_end, 0).is_err() {
                 return self.brk;
             }
+            let (stale_s, stale_e) = (self.brk_stale.0.max(old_end), self.brk_stale.1.min(new_end));
+            if stale_s < stale_e {
+                self.phys.zero(stale_s, stale_e - stale_s);
+            }
+            self.brk_stale.0 = self.brk_stale.0.max(new_end);
             let heap = Vma { charged: true, ..Vma::new(new_end, PROT_READ | PROT_WRITE, VmaKind::Heap) };
             self.vmas.insert(old_end, heap);
         } else if new_end < old_end {
@@ -1293,7 +1307,7 @@ impl AddressSpace {
         // What it charged is free for guests again.
         self.uncharge(self.committed);
         let (heap_s, heap_e) = (self.brk_start, self.brk_owned_end);
-        (self.brk_start, self.brk, self.brk_owned_end) = (0, 0, 0);
+        (self.brk_start, self.brk, self.brk_owned_end, self.brk_stale) = (0, 0, 0, (0, 0));
         // Nothing is pinned any more: a pin borrows the address space.
         let deferred = std::mem::take(&mut self.deferred);
         let own = |v: &Vma| v.shm.is_none();

@@ -559,7 +559,7 @@ impl AddressSpace {
             if owned > 0 {
                 self.phys.free(self.brk_start, owned);
             }
-            (self.brk_start, self.brk, self.brk_owned_end) = (brk, brk, brk);
+            (self.brk_start, self.brk, self.brk_owned_end, self.brk_stale) = (brk, brk, brk, (0, 0));
         }
         self.moved_image = true;
     }
@@ -812,5 +812,6 @@ impl AddressSpace {
         self.brk_start = 0;
         self.brk = 0;
         self.brk_owned_end = 0;
+        self.brk_stale = (0, 0);
     }
 }
