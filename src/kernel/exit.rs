@@ -188,7 +188,8 @@ impl<'a> Released<'a> {
     fn leave_group(self) -> Option<LastThread<'a>> {
         let Exiting { kernel, thread, status } = self.exiting;
         let process = &thread.process;
-        let (user, system) = thread.cpu_time();
+        let mut rusage = thread.rusage();
+        let (user, system) = thread.cpu_time_in(&rusage);
         let last = {
             let mut threads = process.threads.lock().unwrap();
             threads.retain(|t| !Arc::ptr_eq(t, thread));
@@ -228,7 +229,6 @@ impl<'a> Released<'a> {
             kernel.log(&format!("[{}] +++ {what} +++", thread.tid()));
         }
         // The zombie's usage is its process's: every thread's CPU time.
-        let mut rusage = thread.rusage();
         rusage.ru_utime = super::process::duration_timeval(ended_user);
         rusage.ru_stime = super::process::duration_timeval(ended_system);
         Some(LastThread { kernel, thread, status, rusage })

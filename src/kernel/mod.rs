@@ -327,6 +327,9 @@ impl Kernel {
         envp: Vec<Vec<u8>>,
         ids: crate::loader::AuxIds,
     ) -> Result<crate::loader::Prepared, crate::loader::ExecError> {
+        use crate::loader::ArgStrings;
+        let argv: ArgStrings = argv.iter().map(Vec::as_slice).collect();
+        let envp: ArgStrings = envp.iter().map(Vec::as_slice).collect();
         if path.is_empty() || path.contains(&b'/') {
             return crate::loader::prepare(self, process, path, argv, envp, ids);
         }

@@ -446,11 +446,28 @@ impl Thread {
     /// Its user and system time so far, as [`Thread::rusage`] counts them,
     /// asked from any host thread.
     pub fn cpu_time(&self) -> (Duration, Duration) {
-        let on_own = self.host_tid.load(Ordering::Relaxed) == crate::host::sys::gettid();
-        if on_own {
+        if self.on_own_host_thread() {
             let r = self.rusage();
             return (timeval_duration(r.ru_utime), timeval_duration(r.ru_stime));
         }
+        self.cpu_time_elsewhere()
+    }
+
+    /// [`cpu_time`](Self::cpu_time), `usage` being what
+    /// [`rusage`](Self::rusage) just returned: no second host call on its
+    /// own host thread (an exit wants both).
+    pub fn cpu_time_in(&self, usage: &libc::rusage) -> (Duration, Duration) {
+        if self.on_own_host_thread() {
+            return (timeval_duration(usage.ru_utime), timeval_duration(usage.ru_stime));
+        }
+        self.cpu_time_elsewhere()
+    }
+
+    fn on_own_host_thread(&self) -> bool {
+        self.host_tid.load(Ordering::Relaxed) == crate::host::sys::gettid()
+    }
+
+    fn cpu_time_elsewhere(&self) -> (Duration, Duration) {
         let st = self.state.lock().unwrap();
         let (base_u, base_s) = (timeval_duration(st.cpu_base.0), timeval_duration(st.cpu_base.1));
         let (u, s) = match st.cpu_end {

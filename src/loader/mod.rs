@@ -2,6 +2,7 @@
 //! when its fixed range is free) and `#!` scripts, plus the Linux initial
 //! stack.
 
+mod args;
 mod elf;
 pub mod sites;
 mod stack;
@@ -15,6 +16,7 @@ use crate::host::fs as hostfs;
 use crate::kernel::process::Process;
 use crate::kernel::Kernel;
 use crate::mm::space::AddressSpace;
+pub use args::ArgStrings;
 pub use stack::AuxIds;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -144,8 +146,8 @@ pub fn prepare(
     kernel: &Kernel,
     process: &Process,
     file: &[u8],
-    argv: Vec<Vec<u8>>,
-    envp: Vec<Vec<u8>>,
+    argv: ArgStrings,
+    envp: ArgStrings,
     ids: AuxIds,
 ) -> Result<Prepared, ExecError> {
     prepare_named(kernel, process, file, file, argv, envp, ids)
@@ -158,8 +160,8 @@ pub fn prepare_named(
     process: &Process,
     file: &[u8],
     execfn: &[u8],
-    mut argv: Vec<Vec<u8>>,
-    envp: Vec<Vec<u8>>,
+    mut argv: ArgStrings,
+    envp: ArgStrings,
     ids: AuxIds,
 ) -> Result<Prepared, ExecError> {
     if argv.iter().chain(envp.iter()).any(|s| s.len() + 1 > MAX_ARG_STRLEN) {
@@ -181,10 +183,13 @@ pub fn prepare_named(
             let line = &head[..n.min(BINPRM_BUF_SIZE)];
             let (interp, arg) = parse_shebang(line).ok_or(ExecError::new(Errno::ENOEXEC, "bad #! line"))?;
             // argv becomes: interpreter [arg] script original-args...
-            let mut new_argv = vec![interp.clone()];
-            new_argv.extend(arg);
-            new_argv.push(target.clone());
-            new_argv.extend(argv.drain(..).skip(1));
+            let mut new_argv = ArgStrings::with_capacity(argv.count() + 2);
+            new_argv.push(&interp);
+            if let Some(arg) = &arg {
+                new_argv.push(arg);
+            }
+            new_argv.push(&target);
+            argv.iter().skip(1).for_each(|a| new_argv.push(a));
             argv = new_argv;
             target = interp;
             drop(program);
@@ -199,23 +204,13 @@ pub fn prepare_named(
         // /proc/PID/exe names the file itself, as Linux's d_path of it:
         // symlinks resolved, inside the root (worked out when read).
         let exe_file = crate::kernel::process::ExeFile::Open(f.clone(), abs.as_slice().into());
-        // A copy per string, not per byte (a byte iterator took ~2 us of
-        // every exec of a program with the usual environment).
-        let nul_separated = |v: &[Vec<u8>]| {
-            let mut out = Vec::with_capacity(v.iter().map(|a| a.len() + 1).sum());
-            for a in v {
-                out.extend_from_slice(a);
-                out.push(0);
-            }
-            out
-        };
         return Ok(Prepared {
             space,
             program,
             exe: abs,
             exe_file,
-            cmdline: nul_separated(&argv),
-            environ: nul_separated(&envp),
+            cmdline: argv.into_bytes(),
+            environ: envp.into_bytes(),
             start: StartState { regs, fs_base: 0, gs_base: 0, xstate: None, host_thread: None },
         });
     }

@@ -4,7 +4,7 @@
 //! argc, argv[], NULL, envp[], NULL and the auxiliary vector.
 
 use super::elf::Image;
-use super::ExecError;
+use super::{ArgStrings, ExecError};
 use crate::abi::errno::Errno;
 use crate::host::{cpu, safecopy, sys as hostsys};
 use crate::kernel::Kernel;
@@ -63,15 +63,15 @@ pub struct AuxIds {
 pub fn build(
     space: &mut AddressSpace,
     image: &Image,
-    argv: &[Vec<u8>],
-    envp: &[Vec<u8>],
+    argv: &ArgStrings,
+    envp: &ArgStrings,
     execfn: &[u8],
     ids: AuxIds,
     stack_limit: u64,
     kernel: &Kernel,
 ) -> Result<(usize, usize), ExecError> {
     let size = stack_size(stack_limit);
-    let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
+    let strings = argv.bytes().len() + envp.bytes().len() + execfn.len() + 1;
     if strings > size / 4 {
         return Err(Errno::E2BIG.into());
     }
@@ -108,21 +108,21 @@ pub fn build(
 fn write_frame(
     top: usize,
     image: &Image,
-    argv: &[Vec<u8>],
-    envp: &[Vec<u8>],
+    argv: &ArgStrings,
+    envp: &ArgStrings,
     execfn: &[u8],
     ids: AuxIds,
 ) -> Result<usize, Errno> {
     // Laid out in a local copy of the stack's top, then copied in one go.
-    let strings: usize = argv.iter().chain(envp).map(|s| s.len() + 1).sum::<usize>() + execfn.len() + 1;
+    let strings = argv.bytes().len() + envp.bytes().len() + execfn.len() + 1;
     let strings_start = top - 8 - strings;
     let platform = (strings_start & !15) - PLATFORM.len();
     let random = platform - 16;
     let rnd = hostsys::random16()?;
     // Strings, lowest first: argv, envp, execfn; then the 8-byte end marker.
-    let mut ptrs = Vec::with_capacity(argv.len() + envp.len() + 1);
+    let mut ptrs = Vec::with_capacity(argv.count() + envp.count() + 1);
     let mut at = strings_start;
-    for s in argv.iter().chain(envp).map(|s| s.as_slice()).chain(std::iter::once(execfn)) {
+    for s in argv.iter().chain(envp.iter()).chain(std::iter::once(execfn)) {
         ptrs.push(at as u64);
         at += s.len() + 1;
     }
@@ -148,11 +148,11 @@ fn write_frame(
         (AT_EXECFN, execfn_addr),
         (AT_PLATFORM, platform as u64),
     ];
-    let mut words: Vec<u64> = Vec::with_capacity(argv.len() + envp.len() + 3 + 2 * auxv.len() + 2);
-    words.push(argv.len() as u64);
-    words.extend(&ptrs[..argv.len()]);
+    let mut words: Vec<u64> = Vec::with_capacity(argv.count() + envp.count() + 3 + 2 * auxv.len() + 2);
+    words.push(argv.count() as u64);
+    words.extend(&ptrs[..argv.count()]);
     words.push(0);
-    words.extend(&ptrs[argv.len()..]);
+    words.extend(&ptrs[argv.count()..]);
     words.push(0);
     for (k, v) in auxv {
         words.push(k);
@@ -169,10 +169,11 @@ fn write_frame(
     buf[off(random)..off(random) + 16].copy_from_slice(&rnd);
     buf[off(platform)..off(platform) + PLATFORM.len()].copy_from_slice(PLATFORM);
     let mut at = off(strings_start);
-    for s in argv.iter().chain(envp).map(|s| s.as_slice()).chain(std::iter::once(execfn)) {
+    for s in [argv.bytes(), envp.bytes(), execfn] {
         buf[at..at + s.len()].copy_from_slice(s);
-        at += s.len() + 1; // the NUL is already there
+        at += s.len();
     }
+    // execfn's NUL is already there.
     if safecopy::copy_to_guest(sp, &buf) != buf.len() {
         return Err(Errno::EFAULT);
     }

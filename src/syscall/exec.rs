@@ -11,6 +11,7 @@ use crate::kernel::nproc::NprocLimit;
 use crate::kernel::process::{ExitStatus, Process, Thread};
 use crate::kernel::task::{Task, WaitFor, WaitQuery, WaitResult, Zombie};
 use crate::kernel::waiter::Wake;
+use crate::loader::ArgStrings;
 use crate::mm::PAGE_SIZE;
 use std::sync::Arc;
 
@@ -398,9 +399,9 @@ fn read_pointers(ctx: &Ctx, mut ptr: u64) -> Result<Vec<u64>, Errno> {
 /// the caller's stack), so the rest of a guest page is copied once and
 /// serves every string that starts and ends in it; any other string is
 /// read alone (with the exact EFAULT or E2BIG that gives).
-fn read_strings(ctx: &Ctx, ptrs: &[u64], total: &mut usize) -> Result<Vec<Vec<u8>>, Errno> {
+fn read_strings(ctx: &Ctx, ptrs: &[u64], total: &mut usize) -> Result<ArgStrings, Errno> {
     let mem = ctx.mem();
-    let mut out = Vec::with_capacity(ptrs.len());
+    let mut out = ArgStrings::with_capacity(ptrs.len());
     let mut page = [0u8; PAGE_SIZE];
     // The guest bytes held in `page`: [at, at + len).
     let (mut at, mut len) = (0u64, 0usize);
@@ -414,25 +415,31 @@ fn read_strings(ctx: &Ctx, ptrs: &[u64], total: &mut usize) -> Result<Vec<Vec<u8
         }
         let held = if (at..at + len as u64).contains(&s) { &page[(s - at) as usize..len] } else { &[][..] };
         // memchr's word-at-a-time search (a byte loop was 4% of an exec).
-        let string = match std::ffi::CStr::from_bytes_until_nul(held) {
-            Ok(s) => s.to_bytes().to_vec(),
-            Err(_) => mem.read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
-                Errno::ENAMETOOLONG => Errno::E2BIG,
-                e => e,
-            })?,
+        let len = match std::ffi::CStr::from_bytes_until_nul(held) {
+            Ok(s) => {
+                out.push_with_nul(s);
+                s.count_bytes()
+            }
+            Err(_) => {
+                let string = mem.read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
+                    Errno::ENAMETOOLONG => Errno::E2BIG,
+                    e => e,
+                })?;
+                out.push(&string);
+                string.len()
+            }
         };
-        *total += string.len() + 1 + 8;
+        *total += len + 1 + 8;
         if *total > ARG_MAX {
             return Err(Errno::E2BIG);
         }
-        out.push(string);
     }
     Ok(out)
 }
 
 /// argv and envp in Linux's order (do_execveat_common): both arrays are
 /// counted before any string is read, and envp's strings are read first.
-fn read_args(ctx: &Ctx, argv: u64, envp: u64) -> Result<[Vec<Vec<u8>>; 2], Errno> {
+fn read_args(ctx: &Ctx, argv: u64, envp: u64) -> Result<[ArgStrings; 2], Errno> {
     let (argv, envp) = (read_pointers(ctx, argv)?, read_pointers(ctx, envp)?);
     let mut total = 0;
     let envp = read_strings(ctx, &envp, &mut total)?;

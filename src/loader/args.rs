@@ -1,0 +1,85 @@
+//! argv or envp as an exec hands them to the new program: the strings back
+//! to back, each with its NUL, as the new stack and /proc/PID/cmdline and
+//! environ hold them. One buffer, not one per string: an exec with the
+//! usual environment (~40 strings) spent ~1 us allocating and freeing them.
+
+use std::ffi::CStr;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ArgStrings {
+    bytes: Vec<u8>,
+    count: usize,
+}
+
+impl ArgStrings {
+    pub fn with_capacity(count: usize) -> ArgStrings {
+        // A guess at the bytes: most strings are short.
+        ArgStrings { bytes: Vec::with_capacity(count * 32), count: 0 }
+    }
+
+    /// Appends a string (without NUL; it ends at the first NUL if it has one).
+    pub fn push(&mut self, s: &[u8]) {
+        let s = s.iter().position(|&b| b == 0).map_or(s, |n| &s[..n]);
+        self.bytes.extend_from_slice(s);
+        self.bytes.push(0);
+        self.count += 1;
+    }
+
+    /// Appends a string given with its NUL (and nothing after it).
+    pub fn push_with_nul(&mut self, s: &CStr) {
+        self.bytes.extend_from_slice(s.to_bytes_with_nul());
+        self.count += 1;
+    }
+
+    /// How many strings.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The strings, each followed by its NUL.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    /// The strings, without their NULs.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = self.bytes.as_slice();
+        std::iter::from_fn(move || {
+            // memchr's word-at-a-time search, not a byte loop.
+            let s = CStr::from_bytes_until_nul(rest).ok()?;
+            rest = &rest[s.to_bytes_with_nul().len()..];
+            Some(s.to_bytes())
+        })
+    }
+}
+
+impl<'a> FromIterator<&'a [u8]> for ArgStrings {
+    fn from_iter<I: IntoIterator<Item = &'a [u8]>>(iter: I) -> ArgStrings {
+        let mut out = ArgStrings::default();
+        for s in iter {
+            out.push(s);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ArgStrings;
+
+    #[test]
+    fn strings_back_to_back() {
+        let mut a: ArgStrings = [&b"sh"[..], b"", b"-c"].into_iter().collect();
+        a.push_with_nul(c"echo hi");
+        a.push(b"cut\0here");
+        assert_eq!(a.count(), 5);
+        assert_eq!(a.bytes(), b"sh\0\0-c\0echo hi\0cut\0");
+        let back: Vec<&[u8]> = a.iter().collect();
+        assert_eq!(back, [&b"sh"[..], b"", b"-c", b"echo hi", b"cut"]);
+        assert!(ArgStrings::default().iter().next().is_none());
+    }
+}
