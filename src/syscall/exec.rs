@@ -414,13 +414,13 @@ fn read_strings(ctx: &Ctx, ptrs: &[u64], total: &mut usize) -> Result<ArgStrings
             }
         }
         let held = if (at..at + len as u64).contains(&s) { &page[(s - at) as usize..len] } else { &[][..] };
-        // memchr's word-at-a-time search (a byte loop was 4% of an exec).
-        let len = match std::ffi::CStr::from_bytes_until_nul(held) {
-            Ok(s) => {
-                out.push_with_nul(s);
-                s.count_bytes()
+        // A SIMD search (core's was a byte loop for most strings, ~4% of an exec).
+        let len = match memchr::memchr(0, held) {
+            Some(n) => {
+                out.push_with_nul(&held[..=n]);
+                n
             }
-            Err(_) => {
+            None => {
                 let string = mem.read_cstring(s, 32 * 4096 - 1).map_err(|e| match e {
                     Errno::ENAMETOOLONG => Errno::E2BIG,
                     e => e,
