@@ -701,6 +701,13 @@ impl PhysMem {
     pub fn populated_from(&self, mut data: usize, end: usize) -> Vec<(usize, usize)> {
         let mut runs = Vec::new();
         loop {
+            if end - data == PAGE_SIZE {
+                // Its last page: the run is that page, no need to ask
+                // (a one-page mapping given a page freed by the last user
+                // was two lseeks; it is one).
+                runs.push((data, PAGE_SIZE));
+                return runs;
+            }
             // SAFETY: lseek on our own memfd.
             let hole =
                 unsafe { libc::lseek(self.memfd.as_raw_fd(), (data - self.base) as libc::off_t, libc::SEEK_HOLE) };
