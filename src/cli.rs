@@ -242,6 +242,9 @@ fn run(m: &ArgMatches) -> i32 {
         set_env(&mut envp, kv);
     }
 
+    // The caller waits for the front, which exits as the first program
+    // did, also when that leaves processes running (host::front).
+    let front = crate::host::front::fork_front(&kernel::SIGNALS_FOR_GUESTS);
     let kernel = match kernel::boot(Config { root, mem, trace, entry, unmapped, fork, strict_fork }) {
         Ok(k) => k,
         Err(e) => {
@@ -262,7 +265,7 @@ fn run(m: &ArgMatches) -> i32 {
             return if e.errno == crate::abi::errno::Errno::ENOENT { 127 } else { 126 };
         }
     };
-    match status {
+    let code = match status {
         ExitStatus::Code(c) => c,
         ExitStatus::Signal { signo, core } => {
             // What bash prints for a job the signal ended: nothing for
@@ -272,7 +275,18 @@ fn run(m: &ArgMatches) -> i32 {
             }
             128 + signo
         }
-    }
+    };
+    // What the first program left running goes on; the caller does not
+    // wait for it (the front exits now), unless there is no front.
+    let detached = match front {
+        Some(front) if kernel.any_guest_alive() => {
+            front.release(code);
+            true
+        }
+        _ => false,
+    };
+    kernel.wait_for_background(detached && !trace);
+    code
 }
 
 /// Sets `kv` (K=V) in an environment as setenv does: in the place of the

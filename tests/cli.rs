@@ -616,7 +616,7 @@ fn a_forked_childs_host_process_killed_from_the_host_kills_its_guest(e: Entry) {
         assert_eq!(line, "ready\n", "{place}");
         let mut victims = Vec::new();
         for _ in 0..200 {
-            victims = forked_host_children(nomu.id());
+            victims = forked_host_children(nomu_behind(nomu.id()));
             if !victims.is_empty() {
                 break;
             }
@@ -818,6 +818,65 @@ fn first_program_is_signalled_as_when_run_directly(e: Entry) {
     }
     let native = Command::new(&busybox).args(["sh", "-c", killed]).output().unwrap();
     assert_eq!((text(&native.stdout).as_str(), native.status.signal()), ("before\n", Some(libc::SIGTERM)));
+}
+
+/// The process `nomu run` starts as (the front, src/host/front.rs, which
+/// only waits) has nomu itself as its one child.
+fn nomu_behind(front: u32) -> u32 {
+    for _ in 0..500 {
+        let kids = std::fs::read_to_string(format!("/proc/{front}/task/{front}/children")).unwrap_or_default();
+        if let Some(back) = kids.split_whitespace().find_map(|p| p.parse().ok()) {
+            return back;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("nomu run (pid {front}) has no child");
+}
+
+/// What the first program leaves running goes on, and `nomu run` returns
+/// with the first program's status meanwhile, as the program run directly
+/// does (regression: nomu waited for every guest, so `gpg` never returned:
+/// its agent runs until killed).
+fn first_program_returns_while_what_it_left_running_goes_on(e: Entry) {
+    let dir = scratch("left-running", e);
+    let late = dir.join("late");
+    let script = format!("(sleep 5; echo late > {}) </dev/null >/dev/null 2>&1 & echo started; exit 3", s(&late));
+    let out = e.run(&["--", "/bin/sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "started\n");
+    assert!(!late.exists(), "nomu run returned only after the background job ended");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !late.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read_to_string(&late).ok().as_deref(), Some("late\n"), "the background job did not go on");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Until the first program ends, nomu dies with `nomu run`: SIGKILL sent
+/// to it (a `timeout -k` running out) ends every guest and nomu itself.
+fn killing_nomu_run_ends_every_guest(e: Entry) {
+    let dir = scratch("killed-run", e);
+    let alive = dir.join("alive");
+    let script = format!("sleep 3; echo alive > {}", s(&alive));
+    let mut run = e.command().args(["--", "/bin/sh", "-c", &script]).stdin(Stdio::null()).spawn().expect("run nomu");
+    let back = nomu_behind(run.id());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    // Gone, or a zombie nobody reaped (its parent is gone).
+    let running = || {
+        let stat = std::fs::read_to_string(format!("/proc/{back}/stat")).unwrap_or_default();
+        stat.rfind(')').is_some_and(|close| stat[close + 1..].split_whitespace().next() != Some("Z"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!running(), "nomu (pid {back}) outlived nomu run");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(!alive.exists(), "a guest outlived nomu");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn i386_syscall_instructions_fault_and_harm_no_later_guest(e: Entry) {
@@ -1220,6 +1279,8 @@ entry_matrix!(
     garbage_sigreturn_frames_kill_only_the_guest,
     garbage_process_syscalls_never_bring_nomu_down,
     first_program_is_signalled_as_when_run_directly,
+    first_program_returns_while_what_it_left_running_goes_on,
+    killing_nomu_run_ends_every_guest,
     exit_and_exec_end_threads_in_every_kind_of_wait,
     i386_syscall_instructions_fault_and_harm_no_later_guest,
     fuzzing_leaves_nomu_and_everything_outside_the_root_intact,

@@ -94,6 +94,7 @@ fn srso_safe_ret() -> bool {
 pub mod blocking;
 pub mod cpu;
 pub mod events;
+pub mod front;
 pub mod fs;
 pub mod mermap;
 pub mod net;

@@ -562,7 +562,7 @@ pub fn sleep_until(clock: i32, deadline: &libc::timespec) -> R<()> {
     unsafe { super::blocking::syscall(libc::SYS_clock_nanosleep, call) }.map(drop)
 }
 
-fn sigset(sigs: &[i32]) -> libc::sigset_t {
+pub fn sigset(sigs: &[i32]) -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill our own set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();

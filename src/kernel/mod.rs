@@ -105,20 +105,23 @@ struct Worker {
 
 const MAX_IDLE_WORKERS: usize = 64;
 
-/// Host signals nomu passes on to its guests: a terminal's or a `kill` of
-/// nomu's, and the host's word that a guest's O_ASYNC descriptor is ready
-/// (fs::sigio: HOST_SIGIO, or a plain SIGIO when its queue overflowed).
-const FORWARDED_SIGNALS: [i32; 9] = [
-    libc::SIGINT,
-    libc::SIGQUIT,
-    libc::SIGTSTP,
-    libc::SIGWINCH,
-    libc::SIGTERM,
-    libc::SIGHUP,
-    libc::SIGCONT,
-    libc::SIGIO,
-    crate::host::fs::HOST_SIGIO,
-];
+/// Signals a terminal or a `kill` of nomu's sends it that it passes on to
+/// its guests (`nomu run`'s front passes them on to nomu: host::front).
+pub const SIGNALS_FOR_GUESTS: [i32; 7] =
+    [libc::SIGINT, libc::SIGQUIT, libc::SIGTSTP, libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGCONT];
+
+/// Host signals nomu passes on to its guests: those, and the host's word
+/// that a guest's O_ASYNC descriptor is ready (fs::sigio: HOST_SIGIO, or a
+/// plain SIGIO when its queue overflowed).
+const FORWARDED_SIGNALS: [i32; 9] = {
+    let mut all = [libc::SIGIO, crate::host::fs::HOST_SIGIO, 0, 0, 0, 0, 0, 0, 0];
+    let mut i = 0;
+    while i < SIGNALS_FOR_GUESTS.len() {
+        all[2 + i] = SIGNALS_FOR_GUESTS[i];
+        i += 1;
+    }
+    all
+};
 
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
 
@@ -272,7 +275,9 @@ impl Kernel {
         crate::host::sys::write_all(self.log.as_raw_fd(), &buf);
     }
 
-    /// Starts the first guest process and waits until it ends.
+    /// Starts the first guest process and waits until it ends (what it
+    /// leaves running goes on: see [`wait_for_background`]
+    /// (Self::wait_for_background)).
     pub fn run_init(
         &'static self,
         path: &[u8],
@@ -307,12 +312,28 @@ impl Kernel {
         let thread = Arc::new(Thread::first(pid, process));
         self.spawn_thread(thread, start)
             .map_err(|errno| StartError { errno, message: "cannot start a host thread".into() })?;
-        let status = self.tasks.wait_for_exit(pid);
-        // What it left running in the background goes on to its end, as
-        // when the program runs directly (not killed as a pid namespace is
-        // when its init ends).
+        Ok(self.tasks.wait_for_exit(pid))
+    }
+
+    /// Whether any guest process is alive (once the first program has
+    /// ended: what it left running in the background).
+    pub fn any_guest_alive(&self) -> bool {
+        self.tasks.any_live(|_| true)
+    }
+
+    /// Waits until what the first program left running in the background
+    /// has ended: it goes on as when the program runs directly (not killed
+    /// as a pid namespace is when its init ends). With `quiet`, nomu's own
+    /// messages go nowhere meanwhile (its caller has gone: host::front).
+    pub fn wait_for_background(&self, quiet: bool) {
+        if quiet {
+            // The caller's terminal or pipes stay open only as long as a
+            // guest holds them (its own duplicates), as with no nomu between.
+            for fd in [0, 1, 2, self.log.as_raw_fd()] {
+                crate::host::fs::point_at_null(fd);
+            }
+        }
         self.tasks.wait_until_none_alive();
-        Ok(status)
     }
 
     /// Loads the first program: `path` as given if it has a '/', else
