@@ -82,15 +82,20 @@ pub fn fork_front(forwarded: &[i32]) -> Option<Front> {
 fn wait_for_back(back: i32, link: OwnedFd, forwarded: &libc::sigset_t) -> ! {
     // SAFETY: a signalfd for the signals blocked above.
     let sfd = unsafe { libc::signalfd(-1, forwarded, libc::SFD_CLOEXEC) };
+    // The back's end, seen directly: the link's write end may live on a
+    // moment in host processes the back cloned (split's children).
+    // SAFETY: pidfd_open of our own child, no pointers.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, back, 0) } as i32;
     let mut link = std::fs::File::from(link);
     loop {
+        // A negative fd is skipped by poll.
         let mut fds = [
             libc::pollfd { fd: link.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
         ];
-        let nfds = if sfd >= 0 { 2 } else { 1 };
-        // SAFETY: valid pollfd array of nfds entries.
-        if unsafe { libc::poll(fds.as_mut_ptr(), nfds, -1) } < 0 {
+        // SAFETY: valid pollfd array of 3 entries.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) } < 0 {
             continue;
         }
         if fds[1].revents & libc::POLLIN != 0 {
@@ -105,6 +110,10 @@ fn wait_for_back(back: i32, link: OwnedFd, forwarded: &libc::sigset_t) -> ! {
                 // SAFETY: kill of our own child.
                 unsafe { libc::kill(back, info.ssi_signo as i32) };
             }
+        }
+        if fds[0].revents == 0 && fds[2].revents != 0 {
+            // Gone without a word: the first program's end was its own.
+            exit_as(back);
         }
         if fds[0].revents != 0 {
             let mut code = [0u8; 4];
