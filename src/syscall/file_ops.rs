@@ -303,7 +303,7 @@ impl FileOps for SocketOps {
     /// only (unix_dgram_sendmsg, which seqpacket shares, raises none).
     fn writev(&self, ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> SysResult {
         if super::net::domain_of(f) == libc::AF_NETLINK {
-            let data = super::net::netlink_request(ctx, ranges)?;
+            let data = super::net::netlink_request(ctx, f, ranges)?;
             return ctx
                 .t
                 .block_in_host(|| crate::host::net::sendmsg_copy(f.fd(), &[], &data, &[], 0))

@@ -22,6 +22,7 @@ const SOCK_TYPE_MASK: i32 = 0xf;
 /// sizeof(struct sockaddr_storage).
 const SOCKADDR_MAX: usize = 128;
 const NETLINK_ROUTE: i32 = 0;
+const NETLINK_SOCK_DIAG: i32 = 4;
 
 /// A socket descriptor's open file, or ENOTSOCK.
 fn socket_file(ctx: &Ctx, fd: Fd) -> Result<Arc<OpenFile>, Errno> {
@@ -54,14 +55,15 @@ fn new_socket_file(host: OwnedFd, domain: i32, ty: i32, protocol: i32) -> Arc<Op
 
 /// Which families a guest may have: AF_UNIX (whose names nomu keeps
 /// inside the root), AF_INET, AF_INET6 and AF_PACKET (passed through: the
-/// host judges raw and packet sockets by nomu's own privileges), and
-/// NETLINK_ROUTE (read by getifaddrs and if_nameindex). Other families,
-/// and other netlink protocols (audit, uevents...), are refused as a
-/// kernel without them refuses them.
+/// host judges raw and packet sockets by nomu's own privileges),
+/// NETLINK_ROUTE (read by getifaddrs and if_nameindex) and
+/// NETLINK_SOCK_DIAG (read by ss; guests' sockets are host sockets). Other
+/// families, and other netlink protocols (audit, uevents...), are refused
+/// as a kernel without them refuses them.
 fn check_family(domain: i32, protocol: i32) -> Result<(), Errno> {
     match domain {
         libc::AF_UNIX | libc::AF_INET | libc::AF_INET6 | libc::AF_PACKET => Ok(()),
-        libc::AF_NETLINK if protocol == NETLINK_ROUTE => Ok(()),
+        libc::AF_NETLINK if protocol == NETLINK_ROUTE || protocol == NETLINK_SOCK_DIAG => Ok(()),
         libc::AF_NETLINK => Err(Errno::EPROTONOSUPPORT),
         _ => Err(Errno::EAFNOSUPPORT),
     }
@@ -566,7 +568,7 @@ fn send_one(ctx: &Ctx, f: &OpenFile, m: &MsgHdr, flags: i32) -> SysResult {
     let control = host_control(ctx, &control, &mut sent)?;
     let ranges = iov_ranges(ctx, m.iov, m.iovlen as u32, false)?;
     let addr = name.as_ref().map_or(&[][..], |n| &n.addr[..]);
-    let checked = if domain_of(f) == libc::AF_NETLINK { Some(netlink_request(ctx, &ranges)?) } else { None };
+    let checked = if domain_of(f) == libc::AF_NETLINK { Some(netlink_request(ctx, f, &ranges)?) } else { None };
     socket::sending(&sent);
     let r = ctx
         .t
@@ -627,15 +629,32 @@ fn recv_one(ctx: &Ctx, f: &OpenFile, at: u64, m: &MsgHdr, flags: i32) -> SysResu
 /// netlink's own message types (NLMSG_NOOP...NLMSG_OVERRUN) lie below
 /// this; rtnetlink's start here, in fours: NEW, DEL, GET, SET.
 const NLMSG_MIN_TYPE: u16 = 16;
+/// sock_diag's requests that read: TCPDIAG_GETSOCK, DCCPDIAG_GETSOCK and
+/// SOCK_DIAG_BY_FAMILY (SOCK_DESTROY, 21, closes another's socket).
+const SOCK_DIAG_READS: [u16; 3] = [18, 19, 20];
 
-/// A guest's message to the host's rtnetlink, copied (so the guest cannot
-/// change it after the check) and checked: it may only read (RTM_GET*,
-/// which getifaddrs, if_nameindex and `ip addr` send, and netlink's own
-/// control messages). One that would change the host's links, addresses,
-/// routes, rules or queues is EPERM, whatever nomu's own privileges, as
-/// for a process without CAP_NET_ADMIN: a guest changes nothing outside
-/// its root.
-pub(super) fn netlink_request(ctx: &Ctx, ranges: &[GuestRange]) -> Result<Vec<u8>, Errno> {
+/// Whether a netlink message of type `ty` to `protocol` only reads.
+fn netlink_reads(protocol: i32, ty: u16) -> bool {
+    ty < NLMSG_MIN_TYPE
+        || match protocol {
+            NETLINK_SOCK_DIAG => SOCK_DIAG_READS.contains(&ty),
+            _ => ty % 4 == 2,
+        }
+}
+
+/// A guest's message to the host's rtnetlink or sock_diag, copied (so the
+/// guest cannot change it after the check) and checked: it may only read
+/// (RTM_GET*, which getifaddrs, if_nameindex and `ip addr` send; sock_diag
+/// dumps, which ss sends; netlink's own control messages). One that would
+/// change the host's links, addresses, routes, rules or queues, or close a
+/// socket (SOCK_DESTROY), is EPERM, whatever nomu's own privileges, as for
+/// a process without CAP_NET_ADMIN: a guest changes nothing outside its
+/// root.
+pub(super) fn netlink_request(ctx: &Ctx, f: &OpenFile, ranges: &[GuestRange]) -> Result<Vec<u8>, Errno> {
+    let protocol = match f.socket() {
+        Some(s) => s.protocol,
+        None => hostnet::getsockopt_int(f.fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL).unwrap_or(NETLINK_ROUTE),
+    };
     let mut data = Vec::new();
     for r in ranges {
         data.extend_from_slice(&ctx.mem().read_bytes(r.addr() as u64, r.len())?);
@@ -644,7 +663,7 @@ pub(super) fn netlink_request(ctx: &Ctx, ranges: &[GuestRange]) -> Result<Vec<u8
     while at + 16 <= data.len() {
         let len = u32::from_ne_bytes(data[at..at + 4].try_into().unwrap()) as usize;
         let ty = u16::from_ne_bytes(data[at + 4..at + 6].try_into().unwrap());
-        if ty >= NLMSG_MIN_TYPE && ty % 4 != 2 {
+        if !netlink_reads(protocol, ty) {
             return Err(Errno::EPERM);
         }
         if len < 16 {
@@ -684,7 +703,7 @@ pub fn sys_sendto(
         _ => return Err(Errno::EFAULT),
     };
     let a = name.as_ref().map_or(&[][..], |n| &n.addr[..]);
-    let checked = if domain_of(&f) == libc::AF_NETLINK { Some(netlink_request(ctx, &ranges)?) } else { None };
+    let checked = if domain_of(&f) == libc::AF_NETLINK { Some(netlink_request(ctx, &f, &ranges)?) } else { None };
     let r = ctx
         .t
         .block_in_host(|| match &checked {

@@ -206,7 +206,7 @@ pub static SYSCALLS: &[SyscallDef] = &[
     // Sockets (net.rs): SIGPIPE is raised by the sending calls themselves,
     // which know MSG_NOSIGNAL.
     sys!(41, net::sys_socket(i32, Hex<i32>, i32)).partial(
-        "AF_UNIX, AF_INET, AF_INET6, AF_PACKET and NETLINK_ROUTE only: other families are EAFNOSUPPORT, other netlink protocols EPROTONOSUPPORT",
+        "AF_UNIX, AF_INET, AF_INET6, AF_PACKET, NETLINK_ROUTE and NETLINK_SOCK_DIAG only: other families are EAFNOSUPPORT, other netlink protocols EPROTONOSUPPORT",
     ),
     sys!(42, net::sys_connect(Fd, UserPtr, i32)),
     sys!(43, net::sys_accept(Fd, UserPtr, UserPtr)),
@@ -446,7 +446,7 @@ const SETSOCKOPT_NOTE: &str = "netfilter table changes (iptables' IPT_SO_SET_*..
 
 /// A guest never changes the host's network configuration, whatever
 /// nomu's privileges (syscall::net::netlink_request).
-const NETLINK_NOTE: &str = "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; Linux answers it in an NLMSG_ERROR acknowledgement";
+const NETLINK_NOTE: &str = "an rtnetlink request that would change the host's network (anything but RTM_GET*), or a sock_diag SOCK_DESTROY, is EPERM, even for root; Linux answers it in an NLMSG_ERROR acknowledgement";
 
 /// shmat's difference from Linux with an MMU (src/kernel/ipc/shm.rs).
 const SHMAT_NOTE: &str = "a segment has one address, the same in every process (no MMU): shmat at another address, or \

@@ -598,6 +598,9 @@ static void check_socket(void)
 	fd = socket(AF_NETLINK, SOCK_DGRAM, 0 /* NETLINK_ROUTE */);
 	EXPECT(fd >= 0, "NETLINK_ROUTE works on both");
 	close(fd);
+	fd = socket(AF_NETLINK, SOCK_DGRAM, 4 /* NETLINK_SOCK_DIAG */);
+	EXPECT(fd >= 0, "NETLINK_SOCK_DIAG works on both");
+	close(fd);
 }
 
 /* A datagram with credentials from an unconnected sender: its pid. */
@@ -672,14 +675,43 @@ static void check_setsockopt(void)
 	close(s);
 }
 
+/* A sock_diag SOCK_DESTROY of a TCP socket no one has (all ports and
+ * addresses zero, so Linux finds none to close: nothing changes either
+ * way) is sent on Linux, which answers in an acknowledgement; nomu refuses
+ * to send it. */
+static void check_sock_destroy(int use_sendmsg)
+{
+	int s = socket(AF_NETLINK, SOCK_RAW, 4 /* NETLINK_SOCK_DIAG */);
+	EXPECT(s >= 0, "a NETLINK_SOCK_DIAG socket on both");
+	/* nlmsghdr (len 72, type 21 = SOCK_DESTROY, flags NLM_F_REQUEST|NLM_F_ACK),
+	 * then struct inet_diag_req_v2: AF_INET, IPPROTO_TCP, every state, an
+	 * all-zero inet_diag_sockid but for its cookie (INET_DIAG_NOCOOKIE). */
+	uint32_t msg[18] = { 72, 21 | (5u << 16), 1, 0, 2 | (6 << 8), 0xffffffffu };
+	msg[16] = msg[17] = 0xffffffffu;
+	struct sockaddr_nl_ {
+		unsigned short family, pad;
+		uint32_t pid, groups;
+	} kernel = { AF_NETLINK, 0, 0, 0 };
+	struct iovec iov = { msg, sizeof(msg) };
+	struct msghdr m = { .msg_name = &kernel, .msg_namelen = sizeof(kernel), .msg_iov = &iov, .msg_iovlen = 1 };
+	long r = use_sendmsg ? sendmsg(s, &m, 0) : sendto(s, msg, sizeof(msg), 0, (void *)&kernel, sizeof(kernel));
+	if (on_linux)
+		EXPECT(r == (long)sizeof(msg), "sent, answered in an acknowledgement");
+	else
+		EXPECT(FAILS_WITH(r, EPERM), "SOCK_DESTROY: EPERM");
+	close(s);
+}
+
 static void check_sendto(void)
 {
 	check_netlink_change(0);
+	check_sock_destroy(0);
 }
 
 static void check_sendmsg(void)
 {
 	check_netlink_change(1);
+	check_sock_destroy(1);
 }
 
 static void check_recvmsg(void)
@@ -723,20 +755,20 @@ static const struct note {
 	  "CLONE_CLEAR_SIGHAND, CLONE_INTO_CGROUP and set_tid: EINVAL",
 	  check_clone3 },
 	{ "socket",
-	  "AF_UNIX, AF_INET, AF_INET6, AF_PACKET and NETLINK_ROUTE only: other families are EAFNOSUPPORT, other netlink "
-	  "protocols EPROTONOSUPPORT",
+	  "AF_UNIX, AF_INET, AF_INET6, AF_PACKET, NETLINK_ROUTE and NETLINK_SOCK_DIAG only: other families are "
+	  "EAFNOSUPPORT, other netlink protocols EPROTONOSUPPORT",
 	  check_socket },
 	{ "setsockopt",
 	  "netfilter table changes (iptables' IPT_SO_SET_*...), multicast routing (MRT_*) and IPVS settings are EPERM, "
 	  "even for root",
 	  check_setsockopt },
 	{ "sendto",
-	  "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; "
-	  "Linux answers it in an NLMSG_ERROR acknowledgement",
+	  "an rtnetlink request that would change the host's network (anything but RTM_GET*), or a sock_diag "
+	  "SOCK_DESTROY, is EPERM, even for root; Linux answers it in an NLMSG_ERROR acknowledgement",
 	  check_sendto },
 	{ "sendmsg",
-	  "an rtnetlink request that would change the host's network (anything but RTM_GET*) is EPERM, even for root; "
-	  "Linux answers it in an NLMSG_ERROR acknowledgement",
+	  "an rtnetlink request that would change the host's network (anything but RTM_GET*), or a sock_diag "
+	  "SOCK_DESTROY, is EPERM, even for root; Linux answers it in an NLMSG_ERROR acknowledgement",
 	  check_sendmsg },
 	{ "recvmsg", "SCM_CREDENTIALS from a datagram sender other than the socket's peer carry a host pid", check_recvmsg },
 	{ "getrusage", "CPU times only for RUSAGE_CHILDREN", check_getrusage },
