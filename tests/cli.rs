@@ -879,6 +879,39 @@ fn killing_nomu_run_ends_every_guest(e: Entry) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// SIGTERM sent to `nomu run`, or to its process group (timeout's way,
+/// and a shell's kill of a job), reaches the first program once: its trap
+/// runs once, every time. Regression: sent to the group, it reached nomu
+/// twice (directly and passed on by the front), merged into one pending
+/// signal, and that one was dropped as the direct copy half the time.
+fn sigterm_to_nomu_run_or_its_group_reaches_the_first_program_once(e: Entry) {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::CommandExt;
+    let script = "trap 'echo trapped' TERM; echo ready; sleep 5 >/dev/null & wait; echo done";
+    for (round, group) in [false, true, false, true, true, true].into_iter().enumerate() {
+        let mut run = e
+            .command()
+            .args(["--", "/bin/sh", "-c", script])
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run nomu");
+        let mut out = BufReader::new(run.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let target = if group { -(run.id() as i32) } else { run.id() as i32 };
+        // SAFETY: kill has no memory arguments.
+        assert_eq!(unsafe { libc::kill(target, libc::SIGTERM) }, 0);
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        let status = run.wait().unwrap();
+        assert_eq!(rest, "trapped\ndone\n", "round {round}, sent to the group: {group}");
+        assert!(status.success(), "round {round}: {status:?}");
+    }
+}
+
 fn i386_syscall_instructions_fault_and_harm_no_later_guest(e: Entry) {
     let out = e.run(&["--", s(&bin("nomu-tests/i386_entry"))]);
     assert!(out.status.success(), "{:?} {} {}", out.status, text(&out.stdout), text(&out.stderr));
@@ -1281,6 +1314,7 @@ entry_matrix!(
     first_program_is_signalled_as_when_run_directly,
     first_program_returns_while_what_it_left_running_goes_on,
     killing_nomu_run_ends_every_guest,
+    sigterm_to_nomu_run_or_its_group_reaches_the_first_program_once,
     exit_and_exec_end_threads_in_every_kind_of_wait,
     i386_syscall_instructions_fault_and_harm_no_later_guest,
     fuzzing_leaves_nomu_and_everything_outside_the_root_intact,

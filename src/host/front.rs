@@ -14,10 +14,33 @@
 //! that SIGKILLs nomu ends every guest, as before), and the front passes
 //! on the signals nomu forwards to its guests when someone sends them to
 //! it (kill, timeout's SIGTERM); a terminal's signals reach the back
-//! itself (both are in the caller's process group).
+//! itself (both are in the caller's process group). Both get a signal
+//! sent to the group (timeout's, a shell's kill of a job) or to every
+//! `nomu` (pkill): meanwhile the back takes such signals only as the front
+//! passes them on ([`passes_on`]), so each comes once. The front passes a
+//! signal on as [`PASSED_ON`], a real-time signal with its number as
+//! value: queued, where a second SIGTERM pending in the back would merge
+//! with the first (and timeout's SIGTERM to the group was lost half the
+//! time).
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The front's pid while it waits (0: none, or it has gone).
+static FRONT_PID: AtomicI32 = AtomicI32::new(0);
+
+/// The signal the front passes a signal on as (its number the value).
+pub const PASSED_ON: i32 = 61;
+
+/// Whether a signal `sender` sent the back (kill, sigqueue, tkill) also
+/// reaches it through the front, which passes it on: one sent to the
+/// caller's process group, or to every nomu, reaches both. The back's own
+/// and the front's are its.
+pub fn passes_on(sender: i32) -> bool {
+    let front = FRONT_PID.load(Ordering::Relaxed);
+    front != 0 && sender != front && sender != std::process::id() as i32
+}
 
 /// The back's end of the link to the front.
 pub struct Front {
@@ -29,6 +52,7 @@ impl Front {
     /// exits with it) and stops dying with the front: what the first
     /// program left running goes on here.
     pub fn release(mut self, code: i32) {
+        FRONT_PID.store(0, Ordering::Relaxed);
         // SAFETY: prctl with integer arguments.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) };
         let _ = self.link.write_all(&code.to_le_bytes());
@@ -68,9 +92,14 @@ pub fn fork_front(forwarded: &[i32]) -> Option<Front> {
                 // The front is gone already: so is the caller's wait.
                 libc::_exit(1);
             }
-            libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            // PASSED_ON stays blocked: nomu takes it from the start
+            // (its default action would end nomu).
+            let mut mask = old;
+            libc::sigaddset(&mut mask, PASSED_ON);
+            libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
         }
         drop(read_end);
+        FRONT_PID.store(front_pid, Ordering::Relaxed);
         return Some(Front { link: std::fs::File::from(write_end) });
     }
     drop(write_end);
@@ -107,8 +136,9 @@ fn wait_for_back(back: i32, link: OwnedFd, forwarded: &libc::sigset_t) -> ! {
             // Sent by someone (kill, sigqueue, tkill: codes <= 0), not a
             // terminal's, which the back got itself.
             if n == size as isize && info.ssi_code <= 0 {
-                // SAFETY: kill of our own child.
-                unsafe { libc::kill(back, info.ssi_signo as i32) };
+                let value = libc::sigval { sival_ptr: info.ssi_signo as usize as *mut libc::c_void };
+                // SAFETY: sigqueue to our own child, no pointers followed.
+                unsafe { libc::sigqueue(back, PASSED_ON, value) };
             }
         }
         if fds[0].revents == 0 && fds[2].revents != 0 {

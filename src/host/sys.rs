@@ -606,10 +606,22 @@ pub fn unblock_signals(sigs: &[i32]) {
     unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
 }
 
-/// Waits for one of `sigs` (which must be blocked) and returns it.
-/// Waits for one of `sigs` (blocked): its number, si_code, and for a
-/// readiness signal (F_SETSIG's) si_fd and si_band.
-pub fn sigwaitinfo(sigs: &[i32]) -> (i32, i32, i32, i64) {
+/// What [`sigwaitinfo`] took.
+pub struct TakenSignal {
+    pub signo: i32,
+    pub code: i32,
+    /// A readiness signal's (F_SETSIG's) si_fd and si_band.
+    pub fd: i32,
+    pub band: i64,
+    /// The sender's pid, for a signal someone sent (code <= 0: kill,
+    /// sigqueue, tkill).
+    pub sender: Option<i32>,
+    /// sigqueue's value (an int).
+    pub value: i32,
+}
+
+/// Waits for one of `sigs` (blocked) and takes it.
+pub fn sigwaitinfo(sigs: &[i32]) -> TakenSignal {
     let set = sigset(sigs);
     let mut info = [0u8; 128];
     loop {
@@ -617,8 +629,16 @@ pub fn sigwaitinfo(sigs: &[i32]) -> (i32, i32, i32, i64) {
         let sig = unsafe { libc::sigwaitinfo(&set, info.as_mut_ptr() as *mut libc::siginfo_t) };
         if sig > 0 {
             let i32_at = |o: usize| i32::from_le_bytes(info[o..o + 4].try_into().unwrap());
-            let band = i64::from_le_bytes(info[16..24].try_into().unwrap());
-            return (sig, i32_at(8), i32_at(24), band);
+            let code = i32_at(8);
+            return TakenSignal {
+                signo: sig,
+                code,
+                fd: i32_at(24),
+                band: i64::from_le_bytes(info[16..24].try_into().unwrap()),
+                // si_pid shares its place with si_band, si_value with si_fd.
+                sender: (code <= 0).then(|| i32_at(16)),
+                value: i32_at(24),
+            };
         }
     }
 }

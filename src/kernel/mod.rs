@@ -110,14 +110,15 @@ const MAX_IDLE_WORKERS: usize = 64;
 pub const SIGNALS_FOR_GUESTS: [i32; 7] =
     [libc::SIGINT, libc::SIGQUIT, libc::SIGTSTP, libc::SIGWINCH, libc::SIGTERM, libc::SIGHUP, libc::SIGCONT];
 
-/// Host signals nomu passes on to its guests: those, and the host's word
-/// that a guest's O_ASYNC descriptor is ready (fs::sigio: HOST_SIGIO, or a
-/// plain SIGIO when its queue overflowed).
-const FORWARDED_SIGNALS: [i32; 9] = {
-    let mut all = [libc::SIGIO, crate::host::fs::HOST_SIGIO, 0, 0, 0, 0, 0, 0, 0];
+/// Host signals nomu passes on to its guests: those (also as the front
+/// passes them on), and the host's word that a guest's O_ASYNC descriptor
+/// is ready (fs::sigio: HOST_SIGIO, or a plain SIGIO when its queue
+/// overflowed).
+const FORWARDED_SIGNALS: [i32; 10] = {
+    let mut all = [libc::SIGIO, crate::host::fs::HOST_SIGIO, crate::host::front::PASSED_ON, 0, 0, 0, 0, 0, 0, 0];
     let mut i = 0;
     while i < SIGNALS_FOR_GUESTS.len() {
-        all[2 + i] = SIGNALS_FOR_GUESTS[i];
+        all[3 + i] = SIGNALS_FOR_GUESTS[i];
         i += 1;
     }
     all
@@ -276,8 +277,8 @@ impl Kernel {
     }
 
     /// Starts the first guest process and waits until it ends (what it
-    /// leaves running goes on: see [`wait_for_background`]
-    /// (Self::wait_for_background)).
+    /// leaves running goes on: see
+    /// [`wait_for_background`](Self::wait_for_background)).
     pub fn run_init(
         &'static self,
         path: &[u8],
@@ -484,10 +485,17 @@ impl Kernel {
     /// a container runtime does), or to every process once it has ended.
     fn forward_host_signals(&self) {
         loop {
-            let (sig, code, fd, band) = crate::host::sys::sigwaitinfo(&FORWARDED_SIGNALS);
+            let taken = crate::host::sys::sigwaitinfo(&FORWARDED_SIGNALS);
+            let (code, band) = (taken.code, taken.band);
+            let sig = match taken.signo {
+                crate::host::front::PASSED_ON if SIGNALS_FOR_GUESTS.contains(&taken.value) => taken.value,
+                crate::host::front::PASSED_ON => continue,
+                _ if taken.sender.is_some_and(crate::host::front::passes_on) => continue,
+                s => s,
+            };
             let targets = match sig {
                 crate::host::fs::HOST_SIGIO => {
-                    self.async_files.notify(self, Some(fd), code, band);
+                    self.async_files.notify(self, Some(taken.fd), code, band);
                     continue;
                 }
                 libc::SIGIO => {
