@@ -634,6 +634,18 @@ static void check_credentials(int use_recvmmsg)
 	close(s);
 }
 
+/* Sends `msg` to the kernel on netlink socket `s`, by sendto or sendmsg. */
+static long send_to_kernel(int s, void *msg, size_t len, int use_sendmsg)
+{
+	struct sockaddr_nl_ {
+		unsigned short family, pad;
+		uint32_t pid, groups;
+	} kernel = { AF_NETLINK, 0, 0, 0 };
+	struct iovec iov = { msg, len };
+	struct msghdr m = { .msg_name = &kernel, .msg_namelen = sizeof(kernel), .msg_iov = &iov, .msg_iovlen = 1 };
+	return use_sendmsg ? sendmsg(s, &m, 0) : sendto(s, msg, len, 0, (void *)&kernel, sizeof(kernel));
+}
+
 /* An rtnetlink request that changes something (RTM_NEWROUTE, with a
  * destination length no route can have, so Linux refuses it after its
  * permission check: nothing changes on the host either way) is sent on
@@ -645,13 +657,7 @@ static void check_netlink_change(int use_sendmsg)
 	/* nlmsghdr (len, type 24 = RTM_NEWROUTE, flags NLM_F_REQUEST|NLM_F_ACK),
 	 * then struct rtmsg: AF_INET, dst_len 33. */
 	uint32_t msg[7] = { 28, 24 | (5u << 16), 1, 0, 2 | (33 << 8) | (0u << 16), 254 | (3 << 8), 1 << 24 };
-	struct sockaddr_nl_ {
-		unsigned short family, pad;
-		uint32_t pid, groups;
-	} kernel = { AF_NETLINK, 0, 0, 0 };
-	struct iovec iov = { msg, sizeof(msg) };
-	struct msghdr m = { .msg_name = &kernel, .msg_namelen = sizeof(kernel), .msg_iov = &iov, .msg_iovlen = 1 };
-	long r = use_sendmsg ? sendmsg(s, &m, 0) : sendto(s, msg, sizeof(msg), 0, (void *)&kernel, sizeof(kernel));
+	long r = send_to_kernel(s, msg, sizeof(msg), use_sendmsg);
 	if (on_linux)
 		EXPECT(r == (long)sizeof(msg), "sent, answered in an acknowledgement");
 	else
@@ -688,13 +694,7 @@ static void check_sock_destroy(int use_sendmsg)
 	 * all-zero inet_diag_sockid but for its cookie (INET_DIAG_NOCOOKIE). */
 	uint32_t msg[18] = { 72, 21 | (5u << 16), 1, 0, 2 | (6 << 8), 0xffffffffu };
 	msg[16] = msg[17] = 0xffffffffu;
-	struct sockaddr_nl_ {
-		unsigned short family, pad;
-		uint32_t pid, groups;
-	} kernel = { AF_NETLINK, 0, 0, 0 };
-	struct iovec iov = { msg, sizeof(msg) };
-	struct msghdr m = { .msg_name = &kernel, .msg_namelen = sizeof(kernel), .msg_iov = &iov, .msg_iovlen = 1 };
-	long r = use_sendmsg ? sendmsg(s, &m, 0) : sendto(s, msg, sizeof(msg), 0, (void *)&kernel, sizeof(kernel));
+	long r = send_to_kernel(s, msg, sizeof(msg), use_sendmsg);
 	if (on_linux)
 		EXPECT(r == (long)sizeof(msg), "sent, answered in an acknowledgement");
 	else
