@@ -184,3 +184,17 @@ fn exit_as(back: i32) -> ! {
     }
     std::process::exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 1 })
 }
+
+/// Makes descriptor `fd` (nomu's own) /dev/null's, keeping its number:
+/// what it held is let go (best effort).
+pub fn point_at_null(fd: i32) {
+    // SAFETY: open of a constant path; dup3 onto a descriptor of nomu's
+    // own, which callers no longer use for anything else; close of ours.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 && null != fd {
+            libc::dup3(null, fd, libc::O_CLOEXEC);
+            libc::close(null);
+        }
+    }
+}

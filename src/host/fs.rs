@@ -431,20 +431,6 @@ pub fn dup_raw(fd: RawFd) -> R<OwnedFd> {
     Ok(owned(new))
 }
 
-/// Makes descriptor `fd` (nomu's own) /dev/null's, keeping its number:
-/// what it held is let go (best effort).
-pub fn point_at_null(fd: RawFd) {
-    // SAFETY: open of a constant path; dup3 onto a descriptor of nomu's
-    // own, which callers no longer use for anything else; close of ours.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
-        if null >= 0 && null != fd {
-            libc::dup3(null, fd, libc::O_CLOEXEC);
-            libc::close(null);
-        }
-    }
-}
-
 /// fcntl with a plain integer argument.
 pub fn fcntl_int(fd: BorrowedFd, cmd: i32, arg: i32) -> R<i32> {
     // SAFETY: callers pass only commands whose argument is an integer.

@@ -331,7 +331,7 @@ impl Kernel {
             // The caller's terminal or pipes stay open only as long as a
             // guest holds them (its own duplicates), as with no nomu between.
             for fd in [0, 1, 2, self.log.as_raw_fd()] {
-                crate::host::fs::point_at_null(fd);
+                crate::host::front::point_at_null(fd);
             }
         }
         self.tasks.wait_until_none_alive();
