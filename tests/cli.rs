@@ -853,6 +853,21 @@ fn first_program_returns_while_what_it_left_running_goes_on(e: Entry) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `nomu run` started with SIGCHLD ignored (inherited across exec from a
+/// caller that ignores it) still exits with the first program's status:
+/// its front resets SIGCHLD to wait for nomu.
+/// (Regression: the host reaped nomu, and `nomu run` exited 1.)
+fn exit_status_survives_an_ignored_sigchld(e: Entry) {
+    let out = Command::new("env")
+        .args(["--ignore-signal=CHLD", env!("CARGO_BIN_EXE_nomu"), "run", "--entry", e.0])
+        .args(["--", "/bin/sh", "-c", "echo ran; exit 7"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ran\n");
+}
+
 /// Until the first program ends, nomu dies with `nomu run`: SIGKILL sent
 /// to it (a `timeout -k` running out) ends every guest and nomu itself.
 fn killing_nomu_run_ends_every_guest(e: Entry) {
@@ -1314,6 +1329,7 @@ entry_matrix!(
     first_program_is_signalled_as_when_run_directly,
     first_program_returns_while_what_it_left_running_goes_on,
     killing_nomu_run_ends_every_guest,
+    exit_status_survives_an_ignored_sigchld,
     sigterm_to_nomu_run_or_its_group_reaches_the_first_program_once,
     exit_and_exec_end_threads_in_every_kind_of_wait,
     i386_syscall_instructions_fault_and_harm_no_later_guest,

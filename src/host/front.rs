@@ -76,17 +76,26 @@ pub fn fork_front(forwarded: &[i32]) -> Option<Front> {
     // SAFETY: valid sets; one thread.
     unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) };
     let front_pid = std::process::id() as i32;
+    // The front must be able to wait for nomu: a SIGCHLD ignored by the
+    // caller (and so by nomu, across exec) would have the host reap it.
+    // SAFETY: setting a default disposition.
+    let caller_sigchld = unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
     // SAFETY: the process has one thread; the child only returns to go on
     // as nomu, the parent never returns.
     let back = unsafe { libc::fork() };
     if back < 0 {
-        // SAFETY: restoring the mask read above.
-        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        // SAFETY: restoring the mask and disposition read above.
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            libc::signal(libc::SIGCHLD, caller_sigchld);
+        }
         return None;
     }
     if back == 0 {
-        // SAFETY: prctl with integer arguments; the saved mask.
+        // SAFETY: prctl with integer arguments; the saved mask and
+        // SIGCHLD disposition (nomu keeps what it had without a front).
         unsafe {
+            libc::signal(libc::SIGCHLD, caller_sigchld);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             if libc::getppid() != front_pid {
                 // The front is gone already: so is the caller's wait.
