@@ -490,7 +490,10 @@ impl Kernel {
             let sig = match taken.signo {
                 crate::host::front::PASSED_ON if SIGNALS_FOR_GUESTS.contains(&taken.value) => taken.value,
                 crate::host::front::PASSED_ON => continue,
-                _ if taken.sender.is_some_and(crate::host::front::passes_on) => continue,
+                // Also passed on by the front: that copy is the one taken.
+                s if SIGNALS_FOR_GUESTS.contains(&s) && taken.sender.is_some_and(crate::host::front::passes_on) => {
+                    continue
+                }
                 s => s,
             };
             let targets = match sig {
