@@ -265,7 +265,10 @@ static void through_signalfd(void)
 }
 
 /* A pending timer signal dropped (its action set to SIG_IGN) does not stop
- * the timer: once caught again, its next expiry is a signal. */
+ * the timer: once caught again, its next expiry is a signal. The period
+ * leaves room between SIG_IGN and sigpending: blocked, a signal is queued
+ * even while ignored, on Linux too, and a 2 ms period expired there again
+ * once in a loaded run on split (each syscall a hand-over). */
 static void ignored_then_caught(void)
 {
 	int sig = SIGRTMIN + 3, id;
@@ -273,7 +276,7 @@ static void ignored_then_caught(void)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	struct ksigevent ev = { .value.sival_int = 3, .signo = sig, .notify = SIGEV_SIGNAL };
 	CHECK_OK(k_create(CLOCK_MONOTONIC, &ev, &id));
-	struct itimerspec s = spec(2000000, 2000000);
+	struct itimerspec s = spec(2000000, 200000000);
 	CHECK_OK(k_settime(id, 0, &s, NULL));
 	nomu_sleep_ms(20);
 	sigset_t pending;
