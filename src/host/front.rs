@@ -155,15 +155,11 @@ fn wait_for_back(back: i32, link: OwnedFd, forwarded: &libc::sigset_t) -> ! {
             exit_as(back);
         }
         if fds[0].revents != 0 {
+            // The status, or the end of the pipe: nomu ended first.
             let mut code = [0u8; 4];
-            match link.read(&mut code) {
-                Ok(4) => std::process::exit(i32::from_le_bytes(code)),
-                Ok(0) | Err(_) => exit_as(back),
-                // Fewer bytes: the rest follows.
-                Ok(n) => {
-                    let _ = link.read_exact(&mut code[n..]);
-                    std::process::exit(i32::from_le_bytes(code));
-                }
+            match link.read_exact(&mut code) {
+                Ok(()) => std::process::exit(i32::from_le_bytes(code)),
+                Err(_) => exit_as(back),
             }
         }
     }

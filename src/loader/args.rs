@@ -8,12 +8,15 @@
 pub struct ArgStrings {
     bytes: Vec<u8>,
     count: usize,
+    /// The longest string's length with its NUL (Linux's MAX_ARG_STRLEN
+    /// bounds it), kept as they come: no pass over them to check it.
+    longest: usize,
 }
 
 impl ArgStrings {
     pub fn with_capacity(count: usize) -> ArgStrings {
         // A guess at the bytes: most strings are short.
-        ArgStrings { bytes: Vec::with_capacity(count * 32), count: 0 }
+        ArgStrings { bytes: Vec::with_capacity(count * 32), count: 0, longest: 0 }
     }
 
     /// Appends a string (without NUL; it ends at the first NUL if it has one).
@@ -22,6 +25,7 @@ impl ArgStrings {
         self.bytes.extend_from_slice(s);
         self.bytes.push(0);
         self.count += 1;
+        self.longest = self.longest.max(s.len() + 1);
     }
 
     /// Appends a string given with its NUL, its only one (and last byte).
@@ -29,11 +33,17 @@ impl ArgStrings {
         debug_assert!(memchr::memchr(0, s) == Some(s.len() - 1));
         self.bytes.extend_from_slice(s);
         self.count += 1;
+        self.longest = self.longest.max(s.len());
     }
 
     /// How many strings.
     pub fn count(&self) -> usize {
         self.count
+    }
+
+    /// The longest string's length, its NUL counted (0 for none).
+    pub fn longest(&self) -> usize {
+        self.longest
     }
 
     /// The strings, each followed by its NUL.
@@ -78,6 +88,7 @@ mod tests {
         a.push_with_nul(b"echo hi\0");
         a.push(b"cut\0here");
         assert_eq!(a.count(), 5);
+        assert_eq!(a.longest(), 8);
         assert_eq!(a.bytes(), b"sh\0\0-c\0echo hi\0cut\0");
         let back: Vec<&[u8]> = a.iter().collect();
         assert_eq!(back, [&b"sh"[..], b"", b"-c", b"echo hi", b"cut"]);

@@ -164,7 +164,7 @@ pub fn prepare_named(
     envp: ArgStrings,
     ids: AuxIds,
 ) -> Result<Prepared, ExecError> {
-    if argv.iter().chain(envp.iter()).any(|s| s.len() + 1 > MAX_ARG_STRLEN) {
+    if argv.longest().max(envp.longest()) > MAX_ARG_STRLEN {
         return Err(Errno::E2BIG.into());
     }
     let cwd = process.cwd.lock().unwrap().clone();
