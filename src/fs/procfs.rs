@@ -23,6 +23,7 @@ use crate::fs::file::OpenFile;
 use crate::host::fs as hostfs;
 use crate::kernel::cred::{Cred, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN};
 use crate::kernel::process::Process;
+use crate::kernel::waiter::Waiting;
 use crate::kernel::Kernel;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -351,7 +352,7 @@ pub fn lookup(kernel: &Kernel, me: u32, norm: &[u8]) -> Result<Lookup, Errno> {
             None => return lookup_top(&parts),
         },
     };
-    let process = kernel.tasks.process(pid).ok_or(Errno::ENOENT)?;
+    let (process, _) = kernel.tasks.process_or_zombie(pid).ok_or(Errno::ENOENT)?;
     let Some((&name, beyond)) = rest.split_first() else { return Ok(Lookup::Node(Node::Pid(pid, PidEntry::Dir))) };
     let entry = PID_ENTRIES.iter().find(|x| x.0.as_bytes() == name).ok_or(Errno::ENOENT)?.1;
     let node = Node::Pid(pid, entry);
@@ -478,7 +479,7 @@ pub fn stat(kernel: &Kernel, node: Node) -> libc::stat {
     st.st_nlink = match node {
         // sysctl directories say 1, as Linux's.
         Node::Top(Top::Sys | Top::SysKernel | Top::SysVm) => 1,
-        Node::Top(Top::Root) => 3 + kernel.tasks.all_live().len() as u64,
+        Node::Top(Top::Root) => 3 + kernel.tasks.all_pids().len() as u64,
         Node::Pid(_, PidEntry::Dir) => 4,
         Node::Pid(pid, PidEntry::Task) => {
             2 + kernel.tasks.process(pid).map_or(0, |p| p.threads.lock().unwrap().len()) as u64
@@ -488,7 +489,7 @@ pub fn stat(kernel: &Kernel, node: Node) -> libc::stat {
     };
     // A process's entries belong to its effective ids (task_dump_owner;
     // nomu's processes are always dumpable).
-    if let Some(p) = node.pid().and_then(|pid| kernel.tasks.process(pid)) {
+    if let Some((p, _)) = node.pid().and_then(|pid| kernel.tasks.process_or_zombie(pid)) {
         let c = p.cred();
         (st.st_uid, st.st_gid) = (c.euid, c.egid);
     }
@@ -611,8 +612,7 @@ pub fn list(kernel: &Kernel, dir: Node) -> Result<Vec<(Vec<u8>, u8, u64)>, Errno
         Node::Top(t) if dir.kind() == Kind::Dir => {
             out.extend(TOP.iter().filter(|e| e.parent == t).map(|e| entry(e.name.as_bytes(), Node::Top(e.node))));
             if t == Top::Root {
-                let mut pids: Vec<u32> = kernel.tasks.all_live().iter().map(|p| p.pid).collect();
-                pids.sort_unstable();
+                let pids = kernel.tasks.all_pids();
                 out.extend(pids.into_iter().map(|p| entry(p.to_string().as_bytes(), Node::Pid(p, PidEntry::Dir))));
             }
         }
@@ -650,14 +650,18 @@ fn thread_of(p: &Process, tid: u32) -> Option<Arc<crate::kernel::process::Thread
     p.threads.lock().unwrap().iter().find(|t| t.tid() == tid).cloned()
 }
 
-/// A file's contents, generated now.
-pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
+/// A file's contents, generated now for the thread `reader`.
+pub fn contents(kernel: &Kernel, node: Node, reader: u32) -> Result<Vec<u8>, Errno> {
     let process = |pid| kernel.tasks.process(pid).ok_or(Errno::ESRCH);
     Ok(match node {
         Node::Top(t) => system::contents(kernel, t)?,
         Node::Pid(pid, e) => {
-            let p = process(pid)?;
+            let (p, zombie) = kernel.tasks.process_or_zombie(pid).ok_or(Errno::ESRCH)?;
+            let state =
+                if zombie { TaskState::Zombie } else { TaskState::of(&p, thread_of(&p, pid).as_deref(), reader) };
             match e {
+                // A zombie's memory is gone: Linux reads nothing there.
+                PidEntry::Cmdline | PidEntry::Environ | PidEntry::Maps if zombie => Vec::new(),
                 PidEntry::Cmdline => p.cmdline.lock().unwrap().to_vec(),
                 PidEntry::Environ => p.environ.lock().unwrap().to_vec(),
                 PidEntry::Comm => {
@@ -668,9 +672,9 @@ pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
                 PidEntry::Maps => maps::maps(kernel, &p),
                 PidEntry::MountInfo => mounts::mountinfo(kernel).into_bytes(),
                 PidEntry::Mounts => mounts::mounts(kernel).into_bytes(),
-                PidEntry::Stat => stat_line(kernel, &p, None),
+                PidEntry::Stat => stat_line(kernel, &p, None, state),
                 PidEntry::Statm => statm(&p),
-                PidEntry::Status => status(kernel, &p, None),
+                PidEntry::Status => status(kernel, &p, None, state),
                 PidEntry::Limits => limits(&p),
                 _ => return Err(Errno::EINVAL),
             }
@@ -678,14 +682,15 @@ pub fn contents(kernel: &Kernel, node: Node) -> Result<Vec<u8>, Errno> {
         Node::Thread(pid, tid, e) => {
             let p = process(pid)?;
             let t = thread_of(&p, tid).ok_or(Errno::ESRCH)?;
+            let state = TaskState::of(&p, Some(&t), reader);
             match e {
                 ThreadEntry::Comm => {
                     let mut c = t.comm();
                     c.push(b'\n');
                     c
                 }
-                ThreadEntry::Stat => stat_line(kernel, &p, Some(&t)),
-                ThreadEntry::Status => status(kernel, &p, Some(&t)),
+                ThreadEntry::Stat => stat_line(kernel, &p, Some(&t), state),
+                ThreadEntry::Status => status(kernel, &p, Some(&t), state),
                 ThreadEntry::Dir => return Err(Errno::EINVAL),
             }
         }
@@ -708,10 +713,56 @@ fn ticks_since_boot(kernel: &Kernel, at: std::time::Instant) -> u128 {
     at.saturating_duration_since(kernel.boot_time).as_millis() / 10
 }
 
+/// A task's state as /proc shows it (Linux's task_state_array).
+#[derive(Clone, Copy)]
+enum TaskState {
+    Running,
+    Sleeping,
+    Stopped,
+    Zombie,
+}
+
+impl TaskState {
+    /// `thread` of the live process `p` (None: its leader has left), as
+    /// the thread `reader` sees it: stopped with its process, asleep while
+    /// it waits in a syscall, else running (in guest code, or in nomu as
+    /// the reader is).
+    fn of(p: &Process, thread: Option<&crate::kernel::process::Thread>, reader: u32) -> TaskState {
+        match thread {
+            _ if p.stopped.load(Ordering::Relaxed) != 0 => TaskState::Stopped,
+            Some(t) if t.tid() == reader || Waiting::of(t) == Waiting::No => TaskState::Running,
+            _ => TaskState::Sleeping,
+        }
+    }
+
+    fn letter(self) -> char {
+        match self {
+            TaskState::Running => 'R',
+            TaskState::Sleeping => 'S',
+            TaskState::Stopped => 'T',
+            TaskState::Zombie => 'Z',
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            TaskState::Running => "R (running)",
+            TaskState::Sleeping => "S (sleeping)",
+            TaskState::Stopped => "T (stopped)",
+            TaskState::Zombie => "Z (zombie)",
+        }
+    }
+}
+
 /// /proc/PID/stat, or with `thread` its /proc/PID/task/TID/stat.
-fn stat_line(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::Thread>) -> Vec<u8> {
+fn stat_line(
+    kernel: &Kernel,
+    p: &Process,
+    thread: Option<&crate::kernel::process::Thread>,
+    state: TaskState,
+) -> Vec<u8> {
     let (pgid, sid) = kernel.tasks.ids(p.pid).unwrap_or((p.pid, p.pid));
-    let state = if p.stopped.load(Ordering::Relaxed) != 0 { 'T' } else { 'S' };
+    let state = state.letter();
     let threads = p.threads.lock().unwrap().len().max(1);
     let usage = maps::usage(p);
     let start = ticks_since_boot(kernel, p.started);
@@ -768,9 +819,9 @@ fn limits(p: &Process) -> Vec<u8> {
 
 /// /proc/PID/status, or with `thread` its /proc/PID/task/TID/status (the
 /// thread's name, id and blocked signals).
-fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::Thread>) -> Vec<u8> {
+fn status(kernel: &Kernel, p: &Process, thread: Option<&crate::kernel::process::Thread>, state: TaskState) -> Vec<u8> {
     let c = p.cred();
-    let state = if p.stopped.load(Ordering::Relaxed) != 0 { "T (stopped)" } else { "S (sleeping)" };
+    let state = state.name();
     let usage = maps::usage(p);
     // Linux separates the groups with spaces and ends the list with one,
     // an empty list too (task_state).

@@ -155,6 +155,17 @@ impl<P: Member> Tasks<P> {
         self.table.lock().unwrap().get(&pid).filter(|t| t.zombie.is_some()).map(|t| t.process.clone())
     }
 
+    /// The process `pid` names, live or zombie, and whether it is a zombie
+    /// (/proc lists zombies until they are reaped).
+    pub fn process_or_zombie(&self, pid: u32) -> Option<(P, bool)> {
+        self.table.lock().unwrap().get(&pid).map(|t| (t.process.clone(), t.zombie.is_some()))
+    }
+
+    /// Every pid in use by a process, live or zombie, in order.
+    pub fn all_pids(&self) -> Vec<u32> {
+        self.table.lock().unwrap().keys().copied().collect()
+    }
+
     /// Whether `pid` exists, alive or as a zombie (kill(pid, 0) succeeds on both).
     pub fn exists(&self, pid: u32) -> bool {
         self.table.lock().unwrap().contains_key(&pid)

@@ -738,7 +738,7 @@ impl ProcFile {
         let Some(p) = &f.proc else { return Ok(()) };
         let at_start = hostfs::lseek(f.fd(), 0, libc::SEEK_CUR)? == 0;
         if p.regenerate() && at_start {
-            hostfs::memfd_refill(f.fd(), &procfs::contents(ctx.kernel(), p.node)?)?;
+            hostfs::memfd_refill(f.fd(), &procfs::contents(ctx.kernel(), p.node, ctx.tid())?)?;
         }
         Ok(())
     }

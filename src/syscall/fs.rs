@@ -167,7 +167,7 @@ impl Ctx<'_, '_> {
             }
             _ if writes => return Err(Errno::EACCES),
             _ if flags & libc::O_PATH != 0 => hostfs::memfd_with(b"", kept)?,
-            _ => hostfs::memfd_with(&procfs::contents(kernel, node)?, kept)?,
+            _ => hostfs::memfd_with(&procfs::contents(kernel, node, self.tid())?, kept)?,
         };
         Ok((fd, Some(node)))
     }
