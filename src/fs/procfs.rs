@@ -723,15 +723,17 @@ enum TaskState {
 }
 
 impl TaskState {
-    /// `thread` of the live process `p` (None: its leader has left), as
-    /// the thread `reader` sees it: stopped with its process, asleep while
-    /// it waits in a syscall, else running (in guest code, or in nomu as
-    /// the reader is).
+    /// `thread` of the live process `p` (None: a leader that has left
+    /// while other threads go on, a zombie to Linux), as the thread
+    /// `reader` sees it: stopped with its process, asleep while it waits
+    /// in a syscall, else running (in guest code, or in nomu as the reader
+    /// is).
     fn of(p: &Process, thread: Option<&crate::kernel::process::Thread>, reader: u32) -> TaskState {
         match thread {
+            None => TaskState::Zombie,
             _ if p.stopped.load(Ordering::Relaxed) != 0 => TaskState::Stopped,
             Some(t) if t.tid() == reader || Waiting::of(t) == Waiting::No => TaskState::Running,
-            _ => TaskState::Sleeping,
+            Some(_) => TaskState::Sleeping,
         }
     }
 

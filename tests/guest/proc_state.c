@@ -1,9 +1,9 @@
 /* The state /proc shows for a process and its threads: R for the thread
  * that reads it and for one running its own code, S for one asleep in a
- * syscall, T for a
- * stopped process, Z for a zombie until it is reaped (listed in /proc, its
- * stat and status still there, its cmdline and environ empty: its memory
- * is gone). ps and top read these. */
+ * syscall, T for a stopped process, Z for a zombie until it is reaped
+ * (listed in /proc, its stat and status still there, its cmdline and
+ * environ empty: its memory is gone) and for a leader that left while
+ * its other threads go on. ps and top read these. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
 #include <dirent.h>
@@ -142,6 +142,26 @@ static pid_t start_child(const char *self, const char *mode)
 	return pid;
 }
 
+/* In a child whose leader left by pthread_exit: the process's stat and
+ * status are its leader's, a zombie (Z) while the other thread goes on.
+ * The child's exit status: 0 when it saw that. */
+static void *after_the_leader(void *arg)
+{
+	(void)arg;
+	int ok = wait_for_state("/proc/self/stat", 'Z') == 'Z' &&
+		 strcmp(status_state("/proc/self/status"), "Z (zombie)") == 0;
+	exit(ok ? 0 : 1);
+}
+
+static void leader_gone(const char *self)
+{
+	int status;
+	pid_t pid = start_child(self, "leader-exits");
+	CHECK(pid > 0);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A child busy in its own code is running (R), whoever looks. */
 static void spinning_child(const char *self)
 {
@@ -204,11 +224,17 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "pause") == 0)
 		for (;;)
 			pause();
+	if (argc > 1 && strcmp(argv[1], "leader-exits") == 0) {
+		pthread_t t;
+		pthread_create(&t, NULL, after_the_leader, NULL);
+		pthread_exit(NULL);
+	}
 	if (argc > 1 && strcmp(argv[1], "spin") == 0)
 		for (volatile int i = 0;; i++)
 			;
 	threads();
 	spinning_child(argv[0]);
+	leader_gone(argv[0]);
 	child_states(argv[0]);
 	return nomu_checks_done("proc_state");
 }
