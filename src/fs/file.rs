@@ -265,6 +265,11 @@ impl OpenFile {
         self.meta().kind
     }
 
+    /// A device file's device number (0 for other files).
+    pub fn rdev(&self) -> u64 {
+        self.meta().rdev
+    }
+
     /// The host's device and inode numbers of the file.
     pub fn key(&self) -> (u64, u64) {
         self.meta().key

@@ -768,11 +768,24 @@ fn stat_line(
     let threads = p.threads.lock().unwrap().len().max(1);
     let usage = maps::usage(p);
     let start = ticks_since_boot(kernel, p.started);
+    // The session's terminal, as ps's TTY and its `+` for the foreground
+    // group read them (none for the one nomu runs on: no guest session's).
+    let (tty_nr, tpgid) = kernel
+        .terminals
+        .of_session(sid)
+        .map_or((0, -1), |c| (crate::kernel::terminal::encode_tty_nr(c.rdev), c.foreground as i64));
+    // The thread's scheduling (the process's: its leader's), as Linux's
+    // task_prio: 20 + nice for normal policies, -1 - priority for real time.
+    let leader = thread_of(p, p.pid);
+    let sched = thread.or(leader.as_deref()).map(|t| t.sched.lock().unwrap().clone()).unwrap_or_default();
+    let realtime = matches!(sched.policy, libc::SCHED_FIFO | libc::SCHED_RR);
+    let prio = if realtime { -1 - sched.rt_priority } else { 20 + sched.nice };
+    let (nice, rt_priority, policy) = (sched.nice, sched.rt_priority, sched.policy);
     let mut line = format!("{} (", thread.map_or(p.pid, |t| t.tid())).into_bytes();
     line.extend(thread.map_or_else(|| comm(p), |t| t.comm()));
     line.extend(
         format!(
-            ") {state} {} {pgid} {sid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 {threads} 0 {start} {} {} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+            ") {state} {} {pgid} {sid} {tty_nr} {tpgid} 0 0 0 0 0 0 0 0 0 {prio} {nice} {threads} 0 {start} {} {} 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 {rt_priority} {policy} 0 0 0 0 0 0 0 0 0 0 0\n",
             kernel.tasks.ppid(p.pid),
             usage.size,
             usage.size / 4096,

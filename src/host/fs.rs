@@ -56,7 +56,9 @@ pub fn openat2(dirfd: BorrowedFd, path: &CStr, flags: i32, mode: u32, resolve: u
     let flags = if flags & libc::O_PATH != 0 {
         flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
     } else {
-        (flags & KNOWN) | libc::O_LARGEFILE
+        // O_NOCTTY always: a guest's terminal is never nomu's on the host
+        // (kernel::terminal keeps whose it is).
+        (flags & KNOWN) | libc::O_LARGEFILE | libc::O_NOCTTY
     };
     let mode = if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE { mode } else { 0 };
     let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u32 as u64, mode: mode as u64, resolve };
@@ -68,7 +70,7 @@ pub fn openat2(dirfd: BorrowedFd, path: &CStr, flags: i32, mode: u32, resolve: u
 
 /// Opens a host path directly (for nomu's own use: the root, host devices).
 pub fn open_host(path: &CStr, flags: i32) -> R<OwnedFd> {
-    let (dir, flags) = (libc::AT_FDCWD as u64, (flags | libc::O_CLOEXEC) as u64);
+    let (dir, flags) = (libc::AT_FDCWD as u64, (flags | libc::O_CLOEXEC | libc::O_NOCTTY) as u64);
     // SAFETY: NUL-terminated path.
     let fd = unsafe { syscall_retry(libc::SYS_openat, args([dir, path.as_ptr() as u64, flags, 0])) }?;
     Ok(owned(fd))
@@ -421,6 +423,21 @@ pub fn isatty(fd: BorrowedFd) -> bool {
     let call = args([raw(fd), libc::TCGETS, &mut termios as *mut libc::termios as u64]);
     // SAFETY: TCGETS writes one termios (isatty's own test).
     unsafe { syscall(libc::SYS_ioctl, call) }.is_ok()
+}
+
+/// The device number of the terminal on nomu's own standard input, output
+/// or error (the first of them that is one).
+pub fn stdio_terminal() -> Option<u64> {
+    (0..3).find_map(|n| {
+        // SAFETY: only borrowed for the two calls below, which only read
+        // the descriptor number: one that is not open fails them (EBADF).
+        let fd = unsafe { BorrowedFd::borrow_raw(n) };
+        if isatty(fd) {
+            fstat(fd).ok().map(|st| st.st_rdev)
+        } else {
+            None
+        }
+    })
 }
 
 /// Duplicates one of nomu's own inherited descriptors (0, 1, 2) by number.

@@ -302,8 +302,15 @@ impl FilesClosed<'_> {
         let zombie = crate::kernel::task::Zombie { status, rusage, uid };
         // A session leader's terminal is its session's no more (Linux's
         // disassociate_ctty at a leader's exit): another may take it, from
-        // before the parent's wait returns.
-        kernel.controlling_ttys.lock().unwrap().remove(&process.pid);
+        // before the parent's wait returns; its foreground group gets
+        // SIGHUP (as a pty's does; guests' terminals are ptys).
+        if let Some(tty) = kernel.terminals.release(process.pid) {
+            for p in kernel.tasks.group_members(tty.foreground) {
+                if p.pid != process.pid {
+                    kernel.signal_process(&p, SigInfo::kernel(libc::SIGHUP));
+                }
+            }
+        }
         kernel.tasks.exit(process.pid, zombie, |parent| {
             kernel.signal_process(parent, info);
         });

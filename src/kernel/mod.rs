@@ -11,6 +11,7 @@ pub mod sched;
 pub mod sigframe;
 pub mod signal;
 pub mod task;
+pub mod terminal;
 pub mod timer;
 pub mod trap;
 pub mod waiter;
@@ -61,10 +62,10 @@ pub struct Kernel {
     pub tasks: Tasks,
     /// The terminal's foreground process group (TIOCSPGRP); 0: init's.
     pub foreground: std::sync::atomic::AtomicU32,
-    /// Each session's controlling terminal (TIOCSCTTY), by session id: the
-    /// terminal's device number. The terminal nomu runs on is no session's
-    /// here (its job control is nomu's, see `foreground`).
-    pub controlling_ttys: std::sync::Mutex<std::collections::HashMap<u32, u64>>,
+    /// The terminals guests made that control their sessions, with their
+    /// foreground groups (the terminal nomu runs on is none of them: its
+    /// job control is `foreground`'s).
+    pub terminals: terminal::Terminals,
     pub timers: timer::Timers,
     /// Descriptions with O_ASYNC, by host descriptor (fs::sigio).
     pub async_files: crate::fs::sigio::AsyncFiles,
@@ -175,7 +176,7 @@ pub fn boot(config: Config) -> Result<&'static Kernel, String> {
         pids: PidAllocator::new(),
         tasks: Tasks::default(),
         foreground: std::sync::atomic::AtomicU32::new(0),
-        controlling_ttys: Default::default(),
+        terminals: terminal::Terminals::new(crate::host::fs::stdio_terminal()),
         timers: timer::Timers::default(),
         async_files: Default::default(),
         pi_futexes: Default::default(),

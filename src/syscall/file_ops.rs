@@ -14,6 +14,7 @@ use crate::fs::procfs;
 use crate::host::fs as hostfs;
 use crate::host::physmem::GuestRange;
 use crate::kernel::poll::PollHead;
+use crate::kernel::terminal::{self, Role};
 use crate::kernel::waiter::Wake;
 use std::sync::Arc;
 
@@ -374,7 +375,7 @@ struct Terminal;
 
 impl FileOps for Terminal {
     fn read(&self, ctx: &Ctx, f: &OpenFile, buf: u64, len: usize) -> SysResult {
-        tty_job_control(ctx, libc::SIGTTIN)?;
+        tty_job_control(ctx, f, libc::SIGTTIN)?;
         Stream.read(ctx, f, buf, len)
     }
 
@@ -400,7 +401,7 @@ impl FileOps for Terminal {
                 Ok(0)
             }
             TCSETS | TCSETSW | TCSETSF => {
-                tty_job_control(ctx, libc::SIGTTOU)?;
+                tty_job_control(ctx, f, libc::SIGTTOU)?;
                 let mut t = [0u8; std::mem::size_of::<Termios>()];
                 mem.read_into(arg, &mut t)?;
                 hostfs::ioctl(f.fd(), req, Some(&mut t), 0).map(|_| 0)
@@ -443,29 +444,47 @@ impl FileOps for Terminal {
             // Flow control, flushing and breaks change the terminal: job
             // control's SIGTTOU first (tty_check_change); a drain may wait.
             TCXONC | TCFLSH | TCSBRK | TCSBRKP | TIOCSBRK | TIOCCBRK => {
-                tty_job_control(ctx, libc::SIGTTOU)?;
+                tty_job_control(ctx, f, libc::SIGTTOU)?;
                 ctx.t.block_in_host(|| hostfs::ioctl(f.fd(), req, None, arg)).map(|_| 0)
             }
             // The host terminal's foreground group is nomu's; the guest's is
-            // kept here, and the terminal's signals go to it.
+            // kept here, and the terminal's signals go to it. A terminal a
+            // guest made answers only its own session (a pty's master:
+            // anyone), as Linux's tiocgpgrp.
             TIOCGPGRP => {
-                mem.write(arg, &(ctx.kernel().foreground_pgrp() as i32))?;
+                let pgrp = match terminal_role(ctx, f, true)? {
+                    Role::Host => ctx.kernel().foreground_pgrp(),
+                    Role::Own(c) => c.foreground,
+                    Role::Other(foreground) if is_pty_master(f) => foreground,
+                    Role::Free if is_pty_master(f) => 0,
+                    Role::Other(_) | Role::Free => return Err(Errno::ENOTTY),
+                };
+                mem.write(arg, &(pgrp as i32))?;
                 Ok(0)
             }
             TIOCSPGRP => {
-                tty_job_control(ctx, libc::SIGTTOU)?;
+                let role = terminal_role(ctx, f, true)?;
+                if !matches!(role, Role::Host | Role::Own(_)) {
+                    return Err(Errno::ENOTTY);
+                }
+                tty_job_control(ctx, f, libc::SIGTTOU)?;
                 let pgrp: i32 = mem.read(arg)?;
-                if pgrp <= 0 {
+                if pgrp < 0 {
                     return Err(Errno::EINVAL);
                 }
                 let tasks = &ctx.kernel().tasks;
                 let my_sid = tasks.ids(ctx.process().pid).map(|(_, s)| s);
-                let in_session =
-                    tasks.group_members(pgrp as u32).iter().any(|p| tasks.ids(p.pid).map(|(_, s)| s) == my_sid);
-                if !in_session {
+                let members = tasks.group_members(pgrp as u32);
+                if members.is_empty() {
+                    return Err(Errno::ESRCH);
+                }
+                if !members.iter().any(|p| tasks.ids(p.pid).map(|(_, s)| s) == my_sid) {
                     return Err(Errno::EPERM);
                 }
-                ctx.kernel().foreground.store(pgrp as u32, std::sync::atomic::Ordering::Relaxed);
+                match role {
+                    Role::Own(_) => ctx.kernel().terminals.set_foreground(my_sid.unwrap_or(0), pgrp as u32),
+                    _ => ctx.kernel().foreground.store(pgrp as u32, std::sync::atomic::Ordering::Relaxed),
+                }
                 Ok(0)
             }
             TIOCSCTTY => tiocsctty(ctx, f, arg),
@@ -478,30 +497,61 @@ impl FileOps for Terminal {
 /// caller's session, which it must lead and which must have none; a
 /// terminal that is another session's is taken from it only by
 /// CAP_SYS_ADMIN asking with 1 (Linux's tiocsctty). login_tty and so
-/// forkpty, script and CPython's pty.fork depend on it.
+/// forkpty, script and CPython's pty.fork depend on it. The terminal nomu
+/// runs on stays nomu's (its job control is already the guests').
 fn tiocsctty(ctx: &Ctx, f: &OpenFile, arg: u64) -> SysResult {
-    let tty = hostfs::fstat(f.fd())?.st_rdev;
     let pid = ctx.process().pid;
     let (_, sid) = ctx.kernel().tasks.ids(pid).ok_or(Errno::ESRCH)?;
     let admin = ctx.t.thread.cred.lock().unwrap().capable(crate::kernel::cred::CAP_SYS_ADMIN);
-    let mut ttys = ctx.kernel().controlling_ttys.lock().unwrap();
-    if sid == pid && ttys.get(&sid) == Some(&tty) {
-        return Ok(0);
-    }
-    if sid != pid || ttys.contains_key(&sid) {
-        return Err(Errno::EPERM);
-    }
-    if let Some(owner) = ttys.iter().find(|&(_, &t)| t == tty).map(|(&s, _)| s) {
-        if arg != 1 || !admin {
-            return Err(Errno::EPERM);
-        }
-        ttys.remove(&owner);
+    let terminals = &ctx.kernel().terminals;
+    match terminal_role(ctx, f, true)? {
+        Role::Host => return Ok(0),
+        Role::Own(_) if sid == pid => return Ok(0),
+        _ if sid != pid || terminals.of_session(sid).is_some() => return Err(Errno::EPERM),
+        Role::Other(_) if arg != 1 || !admin => return Err(Errno::EPERM),
+        _ => {}
     }
     if !f.readable() && !admin {
         return Err(Errno::EPERM);
     }
-    ttys.insert(sid, tty);
-    Ok(0)
+    terminals.acquire(terminal_rdev(f, true)?, sid, true).map(|()| 0)
+}
+
+/// At open without O_NOCTTY: a terminal no session has becomes the
+/// caller's session's, if the caller leads a session that has none
+/// (Linux's tty_open; not a pty's master).
+pub fn acquire_at_open(ctx: &Ctx, f: &OpenFile) {
+    let pid = ctx.process().pid;
+    if f.file_type() != FileType::Terminal || is_pty_master(f) {
+        return;
+    }
+    if ctx.kernel().tasks.ids(pid).is_some_and(|(_, sid)| sid == pid) {
+        // A session with a terminal, or a terminal with a session, is left
+        // as it is.
+        let _ = ctx.kernel().terminals.acquire(f.rdev(), pid, false);
+    }
+}
+
+/// Whether `f` is a pseudo-terminal's master (/dev/ptmx).
+fn is_pty_master(f: &OpenFile) -> bool {
+    f.rdev() == libc::makedev(terminal::TTYAUX_MAJOR, terminal::PTMX_MINOR)
+}
+
+/// The terminal's device number; with `slave_of_master`, a pty master's is
+/// its slave's (the terminal a session has: Linux's tty->link).
+fn terminal_rdev(f: &OpenFile, slave_of_master: bool) -> Result<u64, Errno> {
+    if !slave_of_master || !is_pty_master(f) {
+        return Ok(f.rdev());
+    }
+    let mut n = [0u8; 4];
+    hostfs::ioctl(f.fd(), TIOCGPTN, Some(&mut n), 0)?;
+    Ok(libc::makedev(terminal::UNIX98_PTY_SLAVE_MAJOR, u32::from_ne_bytes(n)))
+}
+
+/// What the terminal `f` is to the caller's session.
+fn terminal_role(ctx: &Ctx, f: &OpenFile, slave_of_master: bool) -> Result<Role, Errno> {
+    let sid = ctx.kernel().tasks.ids(ctx.process().pid).map_or(0, |(_, sid)| sid);
+    Ok(ctx.kernel().terminals.role(terminal_rdev(f, slave_of_master)?, sid))
 }
 
 /// /dev/null, served by nomu without a host call: Linux's read_null and
@@ -829,6 +879,7 @@ const TCSBRKP: u64 = 0x5425;
 const TIOCSBRK: u64 = 0x5427;
 const TIOCCBRK: u64 = 0x5428;
 const TIOCGPTN: u64 = 0x8004_5430;
+
 const TIOCSPTLCK: u64 = 0x4004_5431;
 const TIOCGPTLCK: u64 = 0x8004_5439;
 const TIOCGEXCL: u64 = 0x8004_5440;
@@ -839,11 +890,18 @@ const TIOCSCTTY: u64 = 0x540e;
 /// that reads it (SIGTTIN) or changes its settings (SIGTTOU) gets its group
 /// stopped by that signal, and the call is restarted once it continues; if
 /// the signal is blocked or ignored, reads fail with EIO and settings go
-/// through (Linux's tty_check_change / job_control).
-fn tty_job_control(ctx: &Ctx, sig: i32) -> Result<(), Errno> {
+/// through (Linux's tty_check_change / job_control). Only on the terminal
+/// nomu runs on and on the caller's session's own: another session's
+/// terminal, or no session's, is read and set by anyone.
+fn tty_job_control(ctx: &Ctx, f: &OpenFile, sig: i32) -> Result<(), Errno> {
     let kernel = ctx.kernel();
     let Some((pgid, _)) = kernel.tasks.ids(ctx.process().pid) else { return Ok(()) };
-    if pgid == kernel.foreground_pgrp() {
+    let foreground = match terminal_role(ctx, f, false)? {
+        Role::Host => kernel.foreground_pgrp(),
+        Role::Own(c) => c.foreground,
+        Role::Other(_) | Role::Free => return Ok(()),
+    };
+    if pgid == foreground {
         return Ok(());
     }
     let blocked = ctx.t.thread.state.lock().unwrap().sigmask & crate::kernel::signal::bit(sig) != 0;

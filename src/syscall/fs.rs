@@ -104,6 +104,10 @@ impl Ctx<'_, '_> {
     /// The same, with the node when it opened a /proc file or directory.
     fn open_abs_node(&self, abs: &[u8], flags: i32, mode: u32) -> Result<(OwnedFd, Option<Node>), Errno> {
         match path::special(abs) {
+            Some(Special::HostDevice("/dev/tty")) if self.own_terminal().is_some() => {
+                let path = self.own_terminal().unwrap();
+                hostfs::open_host(&path, flags & !libc::O_CREAT).map(|fd| (fd, None))
+            }
             Some(Special::HostDevice(dev)) => {
                 hostfs::open_host(&CString::new(dev).unwrap(), flags & !libc::O_CREAT).map(|fd| (fd, None))
             }
@@ -113,6 +117,16 @@ impl Ctx<'_, '_> {
             Some(Special::Proc(norm)) => self.open_proc(&norm, flags, mode),
             None => self.kernel().root.open_path(abs, flags, mode).map(|fd| (fd, None)),
         }
+    }
+
+    /// The host path of the pty a guest made that is the caller's
+    /// session's terminal, which /dev/tty names for it (else /dev/tty is
+    /// the terminal nomu runs on).
+    fn own_terminal(&self) -> Option<CString> {
+        let (_, sid) = self.kernel().tasks.ids(self.process().pid)?;
+        let tty = self.kernel().terminals.of_session(sid)?;
+        (libc::major(tty.rdev) == crate::kernel::terminal::UNIX98_PTY_SLAVE_MAJOR)
+            .then(|| CString::new(format!("/dev/pts/{}", libc::minor(tty.rdev))).unwrap())
     }
 
     /// Opens an open file again, as a new description (/proc/PID/fd/N,
@@ -338,9 +352,15 @@ fn do_open(ctx: &mut Ctx, dirfd: DirFd, pathname: Path, flags: i32, mode: u32) -
     } else {
         ctx.open_abs_node(&abs, flags & !libc::O_CLOEXEC, mode)?
     };
+    // A terminal (a device: looked at only there, an open of any other file
+    // pays no fstat for it) may become the session's.
+    let may_take_terminal = flags & (libc::O_NOCTTY | libc::O_PATH) == 0 && abs.starts_with(b"/dev/");
     let mut file = OpenFile::new(host, abs, flags & libc::O_PATH != 0);
     file.writing = writing;
     file.proc = node.map(procfs::ProcOpen::new);
+    if may_take_terminal {
+        super::file_ops::acquire_at_open(ctx, &file);
+    }
     ctx.install_fd(Arc::new(file), flags & libc::O_CLOEXEC != 0)
 }
 

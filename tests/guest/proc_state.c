@@ -8,7 +8,9 @@
 #include "nomu_test.h"
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,6 +80,30 @@ static void *inspector(void *arg)
 	own_state = stat_state(path);
 	leader_state = wait_for_state("/proc/self/stat", 'S');
 	return NULL;
+}
+
+/* Field `n` of a stat file, numbered as proc(5) does (the state is 3). */
+static long stat_field(const char *path, int n)
+{
+	const char *p = strrchr(slurp(path), ')');
+	long v = -999;
+	for (int i = 3; p && i <= n; i++) {
+		p = strchr(p, ' ');
+		if (p && i == n)
+			sscanf(p + 1, "%ld", &v);
+		if (p)
+			p++;
+	}
+	return v;
+}
+
+/* The priority and nice value (fields 18 and 19) follow setpriority. */
+static void scheduling(void)
+{
+	CHECK_OK(setpriority(PRIO_PROCESS, 0, 5));
+	CHECK_EQ(stat_field("/proc/self/stat", 18), 25);
+	CHECK_EQ(stat_field("/proc/self/stat", 19), 5);
+	CHECK_EQ(stat_field("/proc/self/stat", 41), SCHED_OTHER);
 }
 
 static int listed_in_proc(pid_t pid)
@@ -235,6 +261,7 @@ int main(int argc, char **argv)
 	threads();
 	spinning_child(argv[0]);
 	leader_gone(argv[0]);
+	scheduling();
 	child_states(argv[0]);
 	return nomu_checks_done("proc_state");
 }
