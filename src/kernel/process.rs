@@ -13,10 +13,23 @@ use std::time::Duration;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ExitStatus {
     Code(i32),
-    Signal { signo: i32, core: bool },
+    /// Killed by `signo`; `core`: a core file was written (wait's
+    /// WCOREDUMP, CLD_DUMPED).
+    Signal {
+        signo: i32,
+        core: bool,
+    },
 }
 
 impl ExitStatus {
+    /// Killed by `signo`, a signal whose default action dumps core or not:
+    /// nomu writes no core file, and Linux reports a core only when it
+    /// wrote one (never with Debian's RLIMIT_CORE of 0), so none is
+    /// reported. bash printed "Quit (core dumped)" where Linux says "Quit".
+    pub fn killed(signo: i32) -> ExitStatus {
+        ExitStatus::Signal { signo, core: false }
+    }
+
     /// A non-zero word for [`GroupExit`]: code or signal, tagged.
     fn encode(self) -> u64 {
         match self {

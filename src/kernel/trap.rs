@@ -416,8 +416,7 @@ impl ThreadCtx {
                     }
                     DefaultAction::Terminate | DefaultAction::CoreDump => {
                         self.trace_signal(&info);
-                        let core = signal::default_action(sig) == DefaultAction::CoreDump;
-                        self.exit_group(ExitStatus::Signal { signo: sig, core });
+                        self.exit_group(ExitStatus::killed(sig));
                         return;
                     }
                 },
@@ -430,7 +429,7 @@ impl ThreadCtx {
                     let mem = UserMem::new(&self.mm);
                     if sigframe::push(&mem, frame, &act, &info, blocked, &mut alt, fault).is_err() {
                         // No room for the frame: Linux kills with SIGSEGV.
-                        self.exit_group(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
+                        self.exit_group(ExitStatus::killed(libc::SIGSEGV));
                         return;
                     }
                     self.thread.state.lock().unwrap().altstack = alt;

@@ -412,7 +412,7 @@ pub fn sys_rt_sigreturn(ctx: &mut Ctx) -> SysResult {
         }
         Err(_) => {
             // A corrupt frame: Linux kills the process with SIGSEGV.
-            ctx.t.exit_group(ExitStatus::Signal { signo: libc::SIGSEGV, core: true });
+            ctx.t.exit_group(ExitStatus::killed(libc::SIGSEGV));
             Ok(0)
         }
     }
