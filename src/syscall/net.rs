@@ -142,10 +142,12 @@ struct HostAddr {
     addr: Vec<u8>,
     keep: Option<OwnedFd>,
     guest_path: Option<Vec<u8>>,
+    /// For a bind to a path: the new name in `keep`, the directory.
+    entry: Option<std::ffi::CString>,
 }
 
 fn host_addr(ctx: &Ctx, f: &OpenFile, guest: Vec<u8>, how: Use) -> Result<HostAddr, Errno> {
-    let plain = |addr| Ok(HostAddr { addr, keep: None, guest_path: None });
+    let plain = |addr| Ok(HostAddr { addr, keep: None, guest_path: None, entry: None });
     let family = guest.get(..2).map(|b| u16::from_ne_bytes([b[0], b[1]]) as i32);
     // Only AF_UNIX names are the guest's own; anything else (an autobind,
     // AF_UNSPEC to disconnect, a bad length) the host judges as Linux.
@@ -163,24 +165,24 @@ fn host_addr(ctx: &Ctx, f: &OpenFile, guest: Vec<u8>, how: Use) -> Result<HostAd
     let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
     let p = &path[..end];
     let abs = if p.starts_with(b"/") { p.to_vec() } else { crate::fs::path::join(&ctx.base_dir(DirFd::CWD)?, p) };
-    let (keep, name) = match how {
+    let (keep, name, entry) = match how {
         Use::Bind => {
-            let (dir, name) = super::fs::entry_of(ctx, &abs)?;
-            let name = format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), String::from_utf8_lossy(name.as_bytes()));
+            let (dir, entry) = super::fs::entry_of(ctx, &abs)?;
+            let name = format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), String::from_utf8_lossy(entry.as_bytes()));
             if name.contains('\u{fffd}') && !p.is_ascii() {
                 // Names are bytes; build them as bytes.
                 let (_, last) = p.split_at(p.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1));
                 let mut n = format!("/proc/self/fd/{}/", dir.as_raw_fd()).into_bytes();
                 n.extend_from_slice(last);
-                (dir, n)
+                (dir, n, Some(entry))
             } else {
-                (dir, name.into_bytes())
+                (dir, name.into_bytes(), Some(entry))
             }
         }
         Use::Reach => {
             let fd = ctx.open_abs(&abs, libc::O_PATH, 0)?;
             let name = format!("/proc/self/fd/{}", fd.as_raw_fd()).into_bytes();
-            (fd, name)
+            (fd, name, None)
         }
     };
     if name.len() >= SOCKADDR_UN_LEN - SUN_PATH_OFFSET {
@@ -189,7 +191,7 @@ fn host_addr(ctx: &Ctx, f: &OpenFile, guest: Vec<u8>, how: Use) -> Result<HostAd
     let mut addr = guest[..SUN_PATH_OFFSET].to_vec();
     addr.extend_from_slice(&name);
     addr.push(0);
-    Ok(HostAddr { addr, keep: Some(keep), guest_path: Some(p.to_vec()) })
+    Ok(HostAddr { addr, keep: Some(keep), guest_path: Some(p.to_vec()), entry })
 }
 
 /// A host address as the guest's (only AF_UNIX names differ).
@@ -233,6 +235,11 @@ pub fn sys_bind(ctx: &mut Ctx, fd: Fd, UserPtr(addr): UserPtr, len: i32) -> SysR
     }
     let host = host_addr(ctx, &f, guest, Use::Bind)?;
     hostnet::bind(f.fd(), &host.addr).map_err(|e| if e == Errno::EEXIST { Errno::EADDRINUSE } else { e })?;
+    // The socket file's mode is 0777 less the guest's umask, as Linux's
+    // unix_bind makes it (nomu's own umask is 0: a moment's wider mode).
+    if let (Some(dir), Some(entry)) = (&host.keep, &host.entry) {
+        crate::host::fs::fchmodat(dir.as_fd(), entry, 0o777 & !ctx.umask())?;
+    }
     if let Some(s) = f.socket() {
         s.named.store(true, Relaxed);
     }

@@ -502,10 +502,20 @@ int main(int argc, char **argv)
 	server(self, "path", abs);
 	unlink("srv.sock");
 	unlink(abs);
-	/* Connecting to a path that is no socket, or to nothing. */
+	/* The socket file's mode is 0777 less the umask (regression: 0777). */
 	struct sockaddr_un a;
-	socklen_t len = un_addr(&a, "nothing", 0);
+	socklen_t len = un_addr(&a, "masked.sock", 0);
+	mode_t old_mask = umask(027);
 	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK_OK(bind(s, (struct sockaddr *)&a, len));
+	CHECK_OK(stat("masked.sock", &st));
+	CHECK_EQ(st.st_mode & 07777, 0750);
+	umask(old_mask);
+	close(s);
+	unlink("masked.sock");
+	/* Connecting to a path that is no socket, or to nothing. */
+	len = un_addr(&a, "nothing", 0);
+	s = socket(AF_UNIX, SOCK_STREAM, 0);
 	CHECK_ERR(connect(s, (struct sockaddr *)&a, len), ENOENT);
 	close(open("plain", O_CREAT | O_WRONLY, 0600));
 	len = un_addr(&a, "plain", 0);
