@@ -4,7 +4,9 @@ use super::args::{Hex, UserPtr};
 use super::{Ctx, SysResult};
 use crate::abi::errno::Errno;
 use crate::host::sys as hostsys;
-use crate::kernel::process::RLIM_NLIMITS;
+use crate::kernel::cred::CAP_SYS_RESOURCE;
+use crate::kernel::process::{Process, RLIM_NLIMITS};
+use std::sync::Arc;
 
 pub fn sys_uname(ctx: &mut Ctx, UserPtr(name): UserPtr) -> SysResult {
     ctx.mem().write(name, &ctx.kernel().uname())?;
@@ -77,20 +79,15 @@ pub fn sys_getrandom(ctx: &mut Ctx, UserPtr(ubuf): UserPtr, len: usize, Hex(flag
     Ok(done as u64)
 }
 
-fn check_pid(ctx: &Ctx, pid: i32) -> Result<(), Errno> {
-    if pid != 0 && pid as u32 != ctx.process().pid {
-        return Err(Errno::ESRCH);
-    }
-    Ok(())
-}
-
 /// The new limit the caller gave, read first: Linux reads it before it
 /// finds the process or judges the resource (prlimit64, setrlimit).
 fn read_limit(ctx: &Ctx, ptr: u64) -> Result<Option<libc::rlimit>, Errno> {
     Ok(if ptr != 0 { Some(ctx.mem().read(ptr)?) } else { None })
 }
 
-fn do_prlimit(ctx: &Ctx, resource: u32, new: Option<libc::rlimit>, old: u64) -> SysResult {
+/// Reads and sets a limit of `target` (Linux's do_prlimit): raising a hard
+/// limit takes CAP_SYS_RESOURCE.
+fn do_prlimit(ctx: &Ctx, target: &Arc<Process>, resource: u32, new: Option<libc::rlimit>, old: u64) -> SysResult {
     if resource as usize >= RLIM_NLIMITS {
         return Err(Errno::EINVAL);
     }
@@ -103,13 +100,18 @@ fn do_prlimit(ctx: &Ctx, resource: u32, new: Option<libc::rlimit>, old: u64) -> 
         }
     }
     let prev = {
-        let mut limits = ctx.process().rlimits.lock().unwrap();
+        let mut limits = target.rlimits.lock().unwrap();
         let prev = limits[resource as usize];
-        limits[resource as usize] = new.unwrap_or(prev);
+        if let Some(r) = new {
+            if r.rlim_max > prev.rlim_max && !ctx.t.thread.cred.lock().unwrap().capable(CAP_SYS_RESOURCE) {
+                return Err(Errno::EPERM);
+            }
+            limits[resource as usize] = r;
+        }
         prev
     };
     if new.is_some() && resource == libc::RLIMIT_CPU {
-        ctx.kernel().timers.watch_cpu(ctx.process());
+        ctx.kernel().timers.watch_cpu(target);
     }
     // The old limit is written once the new one is in place.
     if old != 0 {
@@ -126,15 +128,38 @@ pub fn sys_prlimit64(
     UserPtr(old_rlim): UserPtr,
 ) -> SysResult {
     let new = read_limit(ctx, new_rlim)?;
-    check_pid(ctx, pid)?;
-    do_prlimit(ctx, resource, new, old_rlim)
+    let target = prlimit_target(ctx, pid)?;
+    do_prlimit(ctx, &target, resource, new, old_rlim)
+}
+
+/// The process whose limits prlimit64 reads or sets: the caller's (pid 0),
+/// or the one with thread `pid`, if the caller's real ids are all of its
+/// ids or it has CAP_SYS_RESOURCE (Linux's check_prlimit_permission).
+fn prlimit_target(ctx: &Ctx, pid: i32) -> Result<Arc<Process>, Errno> {
+    if pid < 0 {
+        return Err(Errno::ESRCH);
+    }
+    if pid == 0 || pid as u32 == ctx.tid() {
+        return Ok(ctx.process().clone());
+    }
+    let target = ctx.kernel().find_thread(pid as u32).ok_or(Errno::ESRCH)?.process.clone();
+    if Arc::ptr_eq(&target, ctx.process()) {
+        return Ok(target);
+    }
+    let (me, them) = (ctx.t.thread.cred(), target.cred());
+    let same_ids = [them.uid, them.euid, them.suid].iter().all(|&u| u == me.uid)
+        && [them.gid, them.egid, them.sgid].iter().all(|&g| g == me.gid);
+    if !same_ids && !me.capable(CAP_SYS_RESOURCE) {
+        return Err(Errno::EPERM);
+    }
+    Ok(target)
 }
 
 pub fn sys_getrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
-    do_prlimit(ctx, resource, None, rlim)
+    do_prlimit(ctx, &ctx.process().clone(), resource, None, rlim)
 }
 
 pub fn sys_setrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
     let new = read_limit(ctx, rlim)?;
-    do_prlimit(ctx, resource, new, 0)
+    do_prlimit(ctx, &ctx.process().clone(), resource, new, 0)
 }
