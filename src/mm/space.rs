@@ -1008,8 +1008,10 @@ impl AddressSpace {
     }
 
     /// MADV_DONTNEED: private anonymous pages read as zero again, private
-    /// file pages as the file's contents.
-    pub fn discard(&mut self, addr: usize, len: usize) -> Result<(), Errno> {
+    /// file pages as the file's contents; shared mappings keep theirs
+    /// (Linux zaps only the page tables: the data is the shared pages').
+    /// MADV_REMOVE (`remove`) frees a shared anonymous mapping's too.
+    pub fn discard(&mut self, addr: usize, len: usize, remove: bool) -> Result<(), Errno> {
         let end = addr.saturating_add(len);
         self.settle_copies(addr, end);
         let mut p = addr;
@@ -1017,7 +1019,8 @@ impl AddressSpace {
             let Some((s, v)) = self.find(p) else { return Err(Errno::ENOMEM) };
             let run_end = v.end.min(end);
             let (prot, backing) = (v.prot, v.backing.clone());
-            if v.shm.is_some() || (v.frames.is_some() && !Self::pages_own_in(self.own_host, v)) {
+            if v.shm.is_some() || (v.shared && !remove) || (v.frames.is_some() && !Self::pages_own_in(self.own_host, v))
+            {
                 // Shared memory keeps its contents (Linux zaps only the
                 // page tables; the segment's pages hold the data); a frames
                 // VMA's pages are its source's (a private file mapping's

@@ -536,7 +536,7 @@ pub fn sys_madvise(ctx: &mut Ctx, UserPtr(addr): UserPtr, len: usize, advice: i3
     match advice {
         libc::MADV_DONTNEED | libc::MADV_REMOVE => {
             if len > 0 {
-                ctx.space().lock().unwrap().discard(addr, len)?;
+                ctx.space().lock().unwrap().discard(addr, len, advice == libc::MADV_REMOVE)?;
             }
             Ok(0)
         }

@@ -4,7 +4,9 @@
  * page included, and that guard must still fault afterwards. Also: a
  * read-only page stays read-only and reads zero, a read-only private file
  * mapping reads the file again and stays unwritable, and the dropped guard
- * opened again reads zero. */
+ * opened again reads zero. Shared mappings keep their data through
+ * MADV_DONTNEED (only MADV_REMOVE frees it); regression: a shared
+ * anonymous mapping read zero. */
 #define _GNU_SOURCE
 #include "nomu_test.h"
 #include <fcntl.h>
@@ -106,6 +108,36 @@ static void file_read_only(void)
 	CHECK_OK(unlink(path));
 }
 
+static void shared(void)
+{
+	uint8_t *a = mmap(NULL, 2 * PG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(a != MAP_FAILED);
+	memset(a, 0x6b, 2 * PG);
+	CHECK_OK(madvise(a, 2 * PG, MADV_DONTNEED));
+	CHECK(all_bytes(a, 2 * PG, 0x6b));
+	CHECK_OK(madvise(a, PG, MADV_REMOVE));
+	CHECK(all_bytes(a, PG, 0));
+	CHECK(all_bytes(a + PG, PG, 0x6b));
+	CHECK_OK(munmap(a, 2 * PG));
+
+	/* A file's shared mapping: what was written through it stays. */
+	char path[] = "/tmp/nomu-madvise-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	CHECK_OK(ftruncate(fd, PG));
+	uint8_t *m = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	memset(m, 0x3c, PG);
+	CHECK_OK(madvise(m, PG, MADV_DONTNEED));
+	CHECK(all_bytes(m, PG, 0x3c));
+	uint8_t b = 0;
+	CHECK_EQ(pread(fd, &b, 1, 7), 1);
+	CHECK_EQ(b, 0x3c);
+	CHECK_OK(munmap(m, PG));
+	CHECK_OK(close(fd));
+	CHECK_OK(unlink(path));
+}
+
 int main(void)
 {
 	struct sigaction sa = {0};
@@ -114,5 +146,6 @@ int main(void)
 	CHECK_OK(sigaction(SIGSEGV, &sa, NULL));
 	anonymous();
 	file_read_only();
+	shared();
 	return checks_done();
 }
