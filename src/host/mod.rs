@@ -109,6 +109,7 @@ pub mod pod;
 pub mod safecopy;
 pub mod sys;
 pub mod syscall;
+pub mod terminal_agent;
 
 use crate::abi::errno::Errno;
 use std::sync::atomic::{AtomicU8, Ordering};

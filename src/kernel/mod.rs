@@ -115,11 +115,23 @@ pub const SIGNALS_FOR_GUESTS: [i32; 7] =
 /// passes them on), and the host's word that a guest's O_ASYNC descriptor
 /// is ready (fs::sigio: HOST_SIGIO, or a plain SIGIO when its queue
 /// overflowed).
-const FORWARDED_SIGNALS: [i32; 10] = {
-    let mut all = [libc::SIGIO, crate::host::fs::HOST_SIGIO, crate::host::front::PASSED_ON, 0, 0, 0, 0, 0, 0, 0];
+const FORWARDED_SIGNALS: [i32; 11] = {
+    let mut all = [
+        libc::SIGIO,
+        crate::host::fs::HOST_SIGIO,
+        crate::host::front::PASSED_ON,
+        crate::host::terminal_agent::TERMINAL_PASSED_ON,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
     let mut i = 0;
     while i < SIGNALS_FOR_GUESTS.len() {
-        all[3 + i] = SIGNALS_FOR_GUESTS[i];
+        all[4 + i] = SIGNALS_FOR_GUESTS[i];
         i += 1;
     }
     all
@@ -488,6 +500,10 @@ impl Kernel {
         loop {
             let taken = crate::host::sys::sigwaitinfo(&FORWARDED_SIGNALS);
             let (code, band) = (taken.code, taken.band);
+            if taken.signo == crate::host::terminal_agent::TERMINAL_PASSED_ON {
+                self.pass_on_terminal_signal(taken.sender, taken.value);
+                continue;
+            }
             let sig = match taken.signo {
                 crate::host::front::PASSED_ON if SIGNALS_FOR_GUESTS.contains(&taken.value) => taken.value,
                 crate::host::front::PASSED_ON => continue,
@@ -519,6 +535,26 @@ impl Kernel {
             for p in targets {
                 self.signal_process(&p, SigInfo::kernel(sig));
             }
+        }
+    }
+
+    /// A signal a guest's terminal sent its agent (`agent`: the host pid
+    /// that passed it on): to the foreground group of the session the
+    /// terminal controls, and for a hangup to the session's leader too
+    /// (Linux's tty_signal_session_leader and __tty_hangup).
+    fn pass_on_terminal_signal(&self, agent: Option<i32>, sig: i32) {
+        let Some((sid, tty)) = agent.and_then(|a| self.terminals.of_agent(a)) else { return };
+        if !(1..=64).contains(&sig) {
+            return;
+        }
+        let mut targets = self.tasks.group_members(tty.foreground);
+        if matches!(sig, libc::SIGHUP | libc::SIGCONT) {
+            if let Some(leader) = self.tasks.process(sid).filter(|l| !targets.iter().any(|p| p.pid == l.pid)) {
+                targets.push(leader);
+            }
+        }
+        for p in targets {
+            self.signal_process(&p, SigInfo::kernel(sig));
         }
     }
 

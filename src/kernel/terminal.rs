@@ -8,11 +8,15 @@
 //! from /dev/ptmx: script, tmux, ssh, expect) becomes a session's when
 //! the session's leader opens it without O_NOCTTY or asks with TIOCSCTTY;
 //! from then on job control on it is that session's, and other sessions
-//! reading it are not stopped. The host sees none of this: nomu opens
-//! every terminal with O_NOCTTY.
+//! reading it are not stopped. nomu opens every terminal with O_NOCTTY;
+//! a taken terminal's keys reach the session through an agent, a host
+//! process for which the terminal is the host's controlling terminal
+//! (host::terminal_agent).
 
 use crate::abi::errno::Errno;
+use crate::host::terminal_agent::Agent;
 use std::collections::HashMap;
+use std::os::fd::BorrowedFd;
 use std::sync::Mutex;
 
 /// The major device number of the ptys' slaves (/dev/pts/N).
@@ -35,8 +39,9 @@ pub struct Controlling {
 pub struct Terminals {
     /// The device number of the terminal nomu runs on, if any.
     host: Option<u64>,
-    /// By session id.
-    by_session: Mutex<HashMap<u32, Controlling>>,
+    /// By session id, with the terminal's agent (if the host let one
+    /// start).
+    by_session: Mutex<HashMap<u32, (Controlling, Option<Agent>)>>,
 }
 
 /// What a terminal is to a caller in session `sid`.
@@ -64,11 +69,11 @@ impl Terminals {
             return Role::Host;
         }
         let sessions = self.by_session.lock().unwrap();
-        if let Some(&c) = sessions.get(&sid).filter(|c| c.rdev == rdev) {
+        if let Some(&(c, _)) = sessions.get(&sid).filter(|(c, _)| c.rdev == rdev) {
             return Role::Own(c);
         }
-        match sessions.values().find(|c| c.rdev == rdev) {
-            Some(c) => Role::Other(c.foreground),
+        match sessions.values().find(|(c, _)| c.rdev == rdev) {
+            Some((c, _)) => Role::Other(c.foreground),
             None => Role::Free,
         }
     }
@@ -82,7 +87,14 @@ impl Terminals {
 
     /// Session `sid`'s controlling terminal.
     pub fn of_session(&self, sid: u32) -> Option<Controlling> {
-        self.by_session.lock().unwrap().get(&sid).copied()
+        self.by_session.lock().unwrap().get(&sid).map(|&(c, _)| c)
+    }
+
+    /// The session whose terminal's agent has host pid `agent`, and that
+    /// terminal.
+    pub fn of_agent(&self, agent: i32) -> Option<(u32, Controlling)> {
+        let sessions = self.by_session.lock().unwrap();
+        sessions.iter().find(|(_, (_, a))| a.as_ref().is_some_and(|a| a.pid() == agent)).map(|(&s, &(c, _))| (s, c))
     }
 
     /// Terminal `rdev` becomes the controlling terminal of session `sid`
@@ -90,29 +102,32 @@ impl Terminals {
     /// Linux's tiocsctty and the acquisition at open. A session that has
     /// one keeps it (EPERM, unless it is this one); a terminal that is
     /// another session's is taken from it only when `steal` (EPERM).
-    pub fn acquire(&self, rdev: u64, sid: u32, steal: bool) -> Result<(), Errno> {
+    /// `terminal` is an open descriptor of it, for its agent.
+    pub fn acquire(&self, rdev: u64, sid: u32, steal: bool, terminal: BorrowedFd) -> Result<(), Errno> {
         if self.is_host(rdev) {
             return Err(Errno::EPERM);
         }
         let mut sessions = self.by_session.lock().unwrap();
         match sessions.get(&sid) {
-            Some(c) if c.rdev == rdev => return Ok(()),
+            Some((c, _)) if c.rdev == rdev => return Ok(()),
             Some(_) => return Err(Errno::EPERM),
             None => {}
         }
-        if let Some(owner) = sessions.iter().find(|(_, c)| c.rdev == rdev).map(|(&s, _)| s) {
+        if let Some(owner) = sessions.iter().find(|(_, (c, _))| c.rdev == rdev).map(|(&s, _)| s) {
             if !steal {
                 return Err(Errno::EPERM);
             }
+            // Its agent is gone (killed and reaped) before the next one
+            // takes the terminal on the host.
             sessions.remove(&owner);
         }
-        sessions.insert(sid, Controlling { rdev, foreground: sid });
+        sessions.insert(sid, (Controlling { rdev, foreground: sid }, Agent::start(terminal)));
         Ok(())
     }
 
     /// TIOCSPGRP on session `sid`'s terminal.
     pub fn set_foreground(&self, sid: u32, pgrp: u32) {
-        if let Some(c) = self.by_session.lock().unwrap().get_mut(&sid) {
+        if let Some((c, _)) = self.by_session.lock().unwrap().get_mut(&sid) {
             c.foreground = pgrp;
         }
     }
@@ -120,7 +135,8 @@ impl Terminals {
     /// The session led by `sid` ends (its leader exits): its terminal is
     /// free for another, and what its foreground group was is returned.
     pub fn release(&self, sid: u32) -> Option<Controlling> {
-        self.by_session.lock().unwrap().remove(&sid)
+        let released = self.by_session.lock().unwrap().remove(&sid);
+        released.map(|(c, _agent)| c)
     }
 }
 

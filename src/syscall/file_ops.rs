@@ -514,7 +514,7 @@ fn tiocsctty(ctx: &Ctx, f: &OpenFile, arg: u64) -> SysResult {
     if !f.readable() && !admin {
         return Err(Errno::EPERM);
     }
-    terminals.acquire(terminal_rdev(f, true)?, sid, true).map(|()| 0)
+    terminals.acquire(terminal_rdev(f, true)?, sid, true, f.fd()).map(|()| 0)
 }
 
 /// At open without O_NOCTTY: a terminal no session has becomes the
@@ -528,7 +528,7 @@ pub fn acquire_at_open(ctx: &Ctx, f: &OpenFile) {
     if ctx.kernel().tasks.ids(pid).is_some_and(|(_, sid)| sid == pid) {
         // A session with a terminal, or a terminal with a session, is left
         // as it is.
-        let _ = ctx.kernel().terminals.acquire(f.rdev(), pid, false);
+        let _ = ctx.kernel().terminals.acquire(f.rdev(), pid, false, f.fd());
     }
 }
 

@@ -5,9 +5,12 @@
  * another session reads it freely and gets ENOTTY asking its foreground
  * group; a background group of its session is stopped by SIGTTIN (EIO
  * when ignored) until tcsetpgrp moves it to the foreground; its
- * leader's exit hangs up the foreground group (SIGHUP). (Regression: all
- * terminals shared one foreground group, that of the terminal nomu runs
- * on, so `echo x | script -qc "head -1"` stopped head for good.) */
+ * leader's exit hangs up the foreground group (SIGHUP). The terminal's
+ * keys and resizes signal its foreground group: a window size set through
+ * the master sends SIGWINCH, a Ctrl-C typed there SIGINT. (Regressions:
+ * all terminals shared one foreground group, that of the terminal nomu
+ * runs on, so `echo x | script -qc "head -1"` stopped head for good; and
+ * a Ctrl-C typed into script or tmux reached nobody.) */
 #define _GNU_SOURCE
 #include "nomu_test.h"
 #include <pty.h>
@@ -43,6 +46,12 @@ static void stat_tty(long *tty_nr, long *tpgid)
 		sscanf(p + 2, "%*c %*d %*d %*d %ld %ld", tty_nr, tpgid);
 }
 
+static void on_winch(int sig)
+{
+	(void)sig;
+	_exit(7);
+}
+
 static void on_hangup(int sig)
 {
 	(void)sig;
@@ -69,8 +78,19 @@ static int background(int tty, const char *mode)
 		for (;;)
 			sigsuspend(&none);
 	}
+	if (strcmp(mode, "winch") == 0) {
+		/* SIGWINCH was blocked before the fork, as SIGHUP below. */
+		sigset_t none;
+		sigemptyset(&none);
+		signal(SIGWINCH, on_winch);
+		for (;;)
+			sigsuspend(&none);
+	}
+	if (strcmp(mode, "interrupted") == 0)
+		for (;;)
+			pause();
 	/* Stopped by SIGTTIN, then read in the foreground. */
-	return read_line(tty, "two\n") ? 0 : 2;
+	return read_line(tty, "three\n") ? 0 : 2;
 }
 
 static pid_t start_background(int tty, const char *mode)
@@ -134,6 +154,27 @@ static int session(int report)
 	if (tcsetpgrp(tty, getpid()) != 0)
 		return 14;
 
+	/* The test resizes the terminal, then types Ctrl-C: each reaches the
+	 * foreground group of the moment. */
+	sigset_t winch;
+	sigemptyset(&winch);
+	sigaddset(&winch, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &winch, NULL);
+	bg = start_background(tty, "winch");
+	setpgid(bg, bg);
+	if (tcsetpgrp(tty, bg) != 0 || write(report, "W", 1) != 1)
+		return 16;
+	if (waitpid(bg, &status, 0) != bg || !WIFEXITED(status) || WEXITSTATUS(status) != 7)
+		return 17;
+	bg = start_background(tty, "interrupted");
+	setpgid(bg, bg);
+	if (tcsetpgrp(tty, bg) != 0 || write(report, "C", 1) != 1)
+		return 18;
+	if (waitpid(bg, &status, 0) != bg || !WIFSIGNALED(status) || WTERMSIG(status) != SIGINT)
+		return 19;
+	if (tcsetpgrp(tty, getpid()) != 0)
+		return 20;
+
 	/* Its exit hangs up the foreground group it leaves. */
 	sigset_t hup;
 	sigemptyset(&hup);
@@ -173,12 +214,19 @@ int main(void)
 	 * without job control. */
 	CHECK_EQ(tcgetpgrp(master), c);
 	CHECK_ERR(tcgetpgrp(slave), ENOTTY);
+	CHECK(read_line(slave, "two\n"));
 	CHECK_EQ(write(report[0], "A", 1), 1);
+	struct winsize ws = {.ws_row = 33, .ws_col = 99};
+	CHECK_EQ(read(report[0], &r, 1), 1);
+	CHECK_EQ(r, 'W');
+	CHECK_OK(ioctl(master, TIOCSWINSZ, &ws));
+	CHECK_EQ(read(report[0], &r, 1), 1);
+	CHECK_EQ(r, 'C');
+	CHECK_EQ(write(master, "\003", 1), 1);
 	int status;
 	CHECK_EQ(waitpid(c, &status, 0), c);
 	CHECK(WIFEXITED(status));
 	CHECK_EQ(WEXITSTATUS(status), 0);
-	CHECK(read_line(slave, "three\n"));
 	/* The hung-up group's SIGHUP, and the terminal free again. */
 	char h = 0;
 	CHECK_EQ(read(hup_pipe[0], &h, 1), 1);
