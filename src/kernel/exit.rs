@@ -311,9 +311,16 @@ impl FilesClosed<'_> {
                 }
             }
         }
-        kernel.tasks.exit(process.pid, zombie, |parent| {
+        let orphaned = kernel.tasks.exit(process.pid, zombie, |parent| {
             kernel.signal_process(parent, info);
         });
+        for pgid in orphaned {
+            for sig in [libc::SIGHUP, libc::SIGCONT] {
+                for p in kernel.tasks.group_members(pgid) {
+                    kernel.signal_process(&p, SigInfo::kernel(sig));
+                }
+            }
+        }
         Exited { process: process.clone() }
     }
 }

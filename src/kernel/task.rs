@@ -25,6 +25,10 @@ pub trait Member: Clone {
     fn reaps_children(&self) -> bool;
     /// It exited, or it is gone from the table (its pidfds' polls change).
     fn exited_or_reaped(&self) {}
+    /// It is stopped by job control.
+    fn stopped(&self) -> bool {
+        false
+    }
 }
 
 impl Member for Arc<Process> {
@@ -38,6 +42,10 @@ impl Member for Arc<Process> {
 
     fn exited_or_reaped(&self) {
         self.pidfd_wait.notify();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::Relaxed) != 0
     }
 }
 
@@ -236,15 +244,23 @@ impl<P: Member> Tasks<P> {
     /// zombie until reaped.
     /// `notify_parent` runs (under the table lock, as Linux sends SIGCHLD
     /// under tasklist_lock) before any waiter can see the zombie.
-    pub fn exit(&self, pid: u32, zombie: Zombie, notify_parent: impl FnOnce(&P)) {
+    /// Returns the process groups the exit orphans that have a stopped
+    /// member: POSIX has them sent SIGHUP, then SIGCONT (nothing would ever
+    /// continue them: no process outside them in their session is a
+    /// parent of theirs any more; Linux's kill_orphaned_pgrp). A shell
+    /// that exits with stopped jobs so ends them.
+    pub fn exit(&self, pid: u32, zombie: Zombie, notify_parent: impl FnOnce(&P)) -> Vec<u32> {
         let mut table = self.table.lock().unwrap();
         let first_alive = pid != FIRST_PID && table.get(&FIRST_PID).is_some_and(|t| t.zombie.is_none());
         let heir = if first_alive { FIRST_PID } else { NOMU };
+        let mut children_groups = Vec::new();
         for t in table.values_mut() {
             if t.ppid == pid {
                 t.ppid = heir;
+                children_groups.push((t.pgid, t.sid));
             }
         }
+        let orphaned = Self::orphaned_by_exit(&table, pid, children_groups);
         // nomu reaps what it inherited dead.
         let mut gone: Vec<P> = Vec::new();
         table.retain(|&p, t| {
@@ -275,6 +291,35 @@ impl<P: Member> Tasks<P> {
             p.exited_or_reaped();
         }
         self.changed.notify();
+        orphaned
+    }
+
+    /// The groups `pid`'s exit orphans (its children already reparented)
+    /// that have a stopped member: its own, if its parent was its link
+    /// outside it in its session, and each child's group that it was such
+    /// a link for (`children_groups`: their (pgid, sid)).
+    fn orphaned_by_exit(table: &BTreeMap<u32, Task<P>>, pid: u32, children_groups: Vec<(u32, u32)>) -> Vec<u32> {
+        let Some(me) = table.get(&pid) else { return Vec::new() };
+        let mut candidates = Vec::new();
+        if table.get(&me.ppid).is_some_and(|p| p.pgid != me.pgid && p.sid == me.sid) {
+            candidates.push(me.pgid);
+        }
+        for (pgid, sid) in children_groups {
+            if pgid != me.pgid && sid == me.sid && !candidates.contains(&pgid) {
+                candidates.push(pgid);
+            }
+        }
+        // The members that are left: live, and not the one exiting.
+        let members = |pgid: u32| table.iter().filter(move |&(&p, t)| t.pgid == pgid && p != pid && t.zombie.is_none());
+        candidates.retain(|&pgid| {
+            let linked = members(pgid).any(|(_, t)| {
+                table.get(&t.ppid).is_some_and(|parent| {
+                    parent.zombie.is_none() && t.ppid != pid && parent.pgid != pgid && parent.sid == t.sid
+                })
+            });
+            !linked && members(pgid).any(|(_, t)| t.process.stopped())
+        });
+        candidates
     }
 
     /// Removes `pid`, a child whose first thread could not start: it never
@@ -421,6 +466,7 @@ mod tests {
     struct Proc {
         pid: u32,
         ignores_sigchld: bool,
+        stopped: bool,
     }
 
     impl Member for Proc {
@@ -430,13 +476,16 @@ mod tests {
         fn reaps_children(&self) -> bool {
             self.ignores_sigchld
         }
+        fn stopped(&self) -> bool {
+            self.stopped
+        }
     }
 
     /// (pid, ppid, pgid, sid) rows.
     fn table(rows: &[(u32, u32, u32, u32)]) -> Tasks<Proc> {
         let tasks = Tasks::default();
         for &(pid, ppid, pgid, sid) in rows {
-            let process = Proc { pid, ignores_sigchld: false };
+            let process = Proc { pid, ignores_sigchld: false, stopped: false };
             tasks.insert(Task { process, ppid, pgid, sid, zombie: None, stop_event: None });
         }
         tasks
@@ -518,11 +567,43 @@ mod tests {
         assert!(matches!(t.wait_for_exit(FIRST_PID), ExitStatus::Code(3)));
     }
 
+    /// (pid, ppid, pgid, stopped) rows, all in session 10 but the first
+    /// program's (session 1).
+    fn stopped_table(rows: &[(u32, u32, u32, bool)]) -> Tasks<Proc> {
+        let tasks = Tasks::default();
+        for &(pid, ppid, pgid, stopped) in rows {
+            let sid = if pid == FIRST_PID { 1 } else { 10 };
+            let process = Proc { pid, ignores_sigchld: false, stopped };
+            tasks.insert(Task { process, ppid, pgid, sid, zombie: None, stop_event: None });
+        }
+        tasks
+    }
+
+    #[test]
+    fn an_exit_that_orphans_a_group_with_a_stopped_member_names_it() {
+        // A shell (10, leading session 10) with a stopped job (11) and a
+        // running one (12); the first program (1) is in another session.
+        let rows = [(1, 0, 1, false), (10, 1, 10, false), (11, 10, 11, true), (12, 10, 12, false)];
+        assert_eq!(stopped_table(&rows).exit(10, zombie(0), |_| {}), [11]);
+        // Group 20: 20 (the shell's child, its link) and its stopped child
+        // 21. 21's exit leaves the link; 20's leaves 21 with a parent (1)
+        // in another session.
+        let rows = [(1, 0, 1, false), (10, 1, 10, false), (20, 10, 20, false), (21, 20, 20, true)];
+        assert!(stopped_table(&rows).exit(21, zombie(0), |_| {}).is_empty());
+        assert_eq!(stopped_table(&rows).exit(20, zombie(0), |_| {}), [20]);
+        // 20 in a group of its own (30) was the link of its child's group.
+        let rows = [(1, 0, 1, false), (10, 1, 10, false), (20, 10, 30, false), (21, 20, 20, true)];
+        assert_eq!(stopped_table(&rows).exit(20, zombie(0), |_| {}), [20]);
+        // Nothing stopped: nothing to name.
+        let rows = [(1, 0, 1, false), (10, 1, 10, false), (11, 10, 11, false)];
+        assert!(stopped_table(&rows).exit(10, zombie(0), |_| {}).is_empty());
+    }
+
     #[test]
     fn a_parent_that_ignores_sigchld_leaves_no_zombies() {
         let t = Tasks::default();
         for (pid, ppid, ignores_sigchld) in [(1, 0, true), (2, 1, false)] {
-            let process = Proc { pid, ignores_sigchld };
+            let process = Proc { pid, ignores_sigchld, stopped: false };
             t.insert(Task { process, ppid, pgid: 1, sid: 1, zombie: None, stop_event: None });
         }
         t.exit(2, zombie(0), |_| {});
