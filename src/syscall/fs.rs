@@ -103,11 +103,13 @@ impl Ctx<'_, '_> {
 
     /// The same, with the node when it opened a /proc file or directory.
     fn open_abs_node(&self, abs: &[u8], flags: i32, mode: u32) -> Result<(OwnedFd, Option<Node>), Errno> {
-        match path::special(abs) {
-            Some(Special::HostDevice("/dev/tty")) if self.own_terminal().is_some() => {
-                let path = self.own_terminal().unwrap();
-                hostfs::open_host(&path, flags & !libc::O_CREAT).map(|fd| (fd, None))
+        let special = path::special(abs);
+        if matches!(special, Some(Special::HostDevice("/dev/tty"))) {
+            if let Some(own) = self.own_terminal() {
+                return hostfs::open_host(&own, flags & !libc::O_CREAT).map(|fd| (fd, None));
             }
+        }
+        match special {
             Some(Special::HostDevice(dev)) => {
                 hostfs::open_host(&CString::new(dev).unwrap(), flags & !libc::O_CREAT).map(|fd| (fd, None))
             }

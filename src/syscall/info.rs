@@ -156,10 +156,10 @@ fn prlimit_target(ctx: &Ctx, pid: i32) -> Result<Arc<Process>, Errno> {
 }
 
 pub fn sys_getrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
-    do_prlimit(ctx, &ctx.process().clone(), resource, None, rlim)
+    do_prlimit(ctx, ctx.process(), resource, None, rlim)
 }
 
 pub fn sys_setrlimit(ctx: &mut Ctx, resource: u32, UserPtr(rlim): UserPtr) -> SysResult {
     let new = read_limit(ctx, rlim)?;
-    do_prlimit(ctx, &ctx.process().clone(), resource, new, 0)
+    do_prlimit(ctx, ctx.process(), resource, new, 0)
 }
