@@ -33,8 +33,8 @@ static void stop_self(void)
 		pause();
 }
 
-/* A session leader with a stopped job in a group of its own: exits. */
-static int shell_with_stopped_job(void)
+/* A job in a group of its own, stopped once this returns; -1 if not. */
+static pid_t stopped_job(void)
 {
 	pid_t job = fork();
 	if (job == 0) {
@@ -44,8 +44,14 @@ static int shell_with_stopped_job(void)
 	setpgid(job, job);
 	int status;
 	if (waitpid(job, &status, WUNTRACED) != job || !WIFSTOPPED(status))
-		return 1;
-	return 0;
+		return -1;
+	return job;
+}
+
+/* A session leader with a stopped job: exits. */
+static int shell_with_stopped_job(void)
+{
+	return stopped_job() > 0 ? 0 : 1;
 }
 
 /* In a group of its own, with a stopped child in that group: exits. */
@@ -78,14 +84,9 @@ static int session_with_middle(void)
  * stopped (no SIGHUP) until the leader kills it. */
 static int shell_keeps_its_job(void)
 {
-	pid_t job = fork();
-	if (job == 0) {
-		setpgid(0, 0);
-		stop_self();
-	}
-	setpgid(job, job);
+	pid_t job = stopped_job();
 	int status;
-	if (waitpid(job, &status, WUNTRACED) != job || !WIFSTOPPED(status))
+	if (job < 0)
 		return 1;
 	struct pollfd p = {.fd = hup_pipe[0], .events = POLLIN};
 	if (poll(&p, 1, 200) != 0)

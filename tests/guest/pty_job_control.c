@@ -101,6 +101,21 @@ static pid_t start_background(int tty, const char *mode)
 	return c;
 }
 
+/* A job in `mode` made the terminal's foreground group, `sig` (0: none)
+ * blocked across its fork so that its handler is in place first; -1 if
+ * tcsetpgrp failed. */
+static pid_t foreground_job(int tty, const char *mode, int sig)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	if (sig)
+		sigaddset(&set, sig);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	pid_t job = start_background(tty, mode);
+	setpgid(job, job);
+	return tcsetpgrp(tty, job) == 0 ? job : -1;
+}
+
 /* The session leader: exit code 0, or the step that failed. */
 static int session(int report)
 {
@@ -156,19 +171,13 @@ static int session(int report)
 
 	/* The test resizes the terminal, then types Ctrl-C: each reaches the
 	 * foreground group of the moment. */
-	sigset_t winch;
-	sigemptyset(&winch);
-	sigaddset(&winch, SIGWINCH);
-	sigprocmask(SIG_BLOCK, &winch, NULL);
-	bg = start_background(tty, "winch");
-	setpgid(bg, bg);
-	if (tcsetpgrp(tty, bg) != 0 || write(report, "W", 1) != 1)
+	bg = foreground_job(tty, "winch", SIGWINCH);
+	if (bg < 0 || write(report, "W", 1) != 1)
 		return 16;
 	if (waitpid(bg, &status, 0) != bg || !WIFEXITED(status) || WEXITSTATUS(status) != 7)
 		return 17;
-	bg = start_background(tty, "interrupted");
-	setpgid(bg, bg);
-	if (tcsetpgrp(tty, bg) != 0 || write(report, "C", 1) != 1)
+	bg = foreground_job(tty, "interrupted", 0);
+	if (bg < 0 || write(report, "C", 1) != 1)
 		return 18;
 	if (waitpid(bg, &status, 0) != bg || !WIFSIGNALED(status) || WTERMSIG(status) != SIGINT)
 		return 19;
@@ -176,13 +185,7 @@ static int session(int report)
 		return 20;
 
 	/* Its exit hangs up the foreground group it leaves. */
-	sigset_t hup;
-	sigemptyset(&hup);
-	sigaddset(&hup, SIGHUP);
-	sigprocmask(SIG_BLOCK, &hup, NULL);
-	bg = start_background(tty, "hangup");
-	setpgid(bg, bg);
-	if (tcsetpgrp(tty, bg) != 0)
+	if (foreground_job(tty, "hangup", SIGHUP) < 0)
 		return 15;
 	return 0;
 }
