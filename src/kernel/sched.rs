@@ -93,6 +93,10 @@ pub struct SchedAttr {
     /// The CPU mask set by sched_setaffinity, as the host applied it; None:
     /// nomu's own.
     pub affinity: Option<Arc<[u8]>>,
+    /// Its I/O priority (ioprio_set): class << 13 | level; 0 until set
+    /// (IOPRIO_CLASS_NONE: the host's default by nice). Kept by nomu only:
+    /// guests' I/O is nomu's on the host.
+    pub ioprio: u16,
 }
 
 impl Default for SchedAttr {
@@ -104,8 +108,39 @@ impl Default for SchedAttr {
             rt_priority: 0,
             reset_on_fork: false,
             affinity: None,
+            ioprio: 0,
         }
     }
+}
+
+const IOPRIO_CLASS_SHIFT: u32 = 13;
+const IOPRIO_CLASS_NONE: u32 = 0;
+const IOPRIO_CLASS_RT: u32 = 1;
+const IOPRIO_CLASS_BE: u32 = 2;
+const IOPRIO_CLASS_IDLE: u32 = 3;
+
+/// Whether `cred` may set I/O priority `ioprio` (Linux's
+/// ioprio_check_cap): the class is bits 13-15 and the level bits 0-2 (the
+/// bits between are hints, kept); the real-time class takes CAP_SYS_NICE or
+/// CAP_SYS_ADMIN, "none" only level 0, classes above idle are EINVAL. The
+/// value kept is its low 16 bits (Linux's unsigned short).
+pub fn check_ioprio(ioprio: i32, cred: &Cred) -> Result<u16, Errno> {
+    let (class, level) = ((ioprio as u32 >> IOPRIO_CLASS_SHIFT) & 0x7, ioprio as u32 & 0x7);
+    match class {
+        IOPRIO_CLASS_RT if !cred.capable(CAP_SYS_NICE) && !cred.capable(super::cred::CAP_SYS_ADMIN) => {
+            Err(Errno::EPERM)
+        }
+        IOPRIO_CLASS_NONE if level != 0 => Err(Errno::EINVAL),
+        IOPRIO_CLASS_RT | IOPRIO_CLASS_BE | IOPRIO_CLASS_IDLE | IOPRIO_CLASS_NONE => Ok(ioprio as u16),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// Whether `asker` may set the I/O priority of a thread with `target`'s
+/// credentials (Linux's set_task_ioprio: its real uid is the asker's real
+/// or effective uid, or CAP_SYS_NICE).
+pub fn may_set_ioprio(asker: &Cred, target: &Cred) -> bool {
+    target.uid == asker.euid || target.uid == asker.uid || asker.capable(CAP_SYS_NICE)
 }
 
 /// Who asks, and the limits of the thread asked about.
@@ -233,7 +268,24 @@ mod tests {
     }
 
     fn normal() -> SchedAttr {
-        SchedAttr { nice: 0, policy: SCHED_NORMAL, rt_priority: 0, reset_on_fork: false, affinity: None }
+        SchedAttr { nice: 0, policy: SCHED_NORMAL, rt_priority: 0, reset_on_fork: false, affinity: None, ioprio: 0 }
+    }
+
+    #[test]
+    fn io_priorities_are_checked_as_linux_checks_them() {
+        let (me, root) = (user(1000), Cred::of_host());
+        assert_eq!(check_ioprio(3 << 13, &me), Ok(3 << 13), "idle: anyone's");
+        assert_eq!(check_ioprio(2 << 13 | 1 << 3, &me), Ok(2 << 13 | 1 << 3), "a hint is kept");
+        assert_eq!(check_ioprio(0x10000 | 2 << 13 | 3, &me), Ok(2 << 13 | 3), "16 bits kept");
+        assert_eq!(check_ioprio(1, &me), Err(Errno::EINVAL), "none: level 0 only");
+        assert_eq!(check_ioprio(4 << 13, &me), Err(Errno::EINVAL));
+        assert_eq!(check_ioprio(-1, &me), Err(Errno::EINVAL));
+        assert_eq!(check_ioprio(1 << 13 | 2, &me), Err(Errno::EPERM), "real time: CAP_SYS_NICE");
+        if root.capable(CAP_SYS_NICE) {
+            assert_eq!(check_ioprio(1 << 13 | 2, &root), Ok(1 << 13 | 2));
+        }
+        assert!(may_set_ioprio(&me, &me));
+        assert!(!may_set_ioprio(&me, &user(1001)));
     }
 
     #[test]

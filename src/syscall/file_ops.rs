@@ -238,6 +238,43 @@ impl FileOps for HostFile {
             Readiness::Host
         }
     }
+
+    /// The inode flags (lsattr, chattr), the host file's: FS_IOC_GETFLAGS
+    /// and FS_IOC_SETFLAGS move an int whatever their names say. Setting
+    /// them takes the file's owner or CAP_FOWNER, and changing immutable
+    /// or append-only CAP_LINUX_IMMUTABLE, the guest's (Linux's
+    /// ioctl_setflags, fileattr_set_prepare).
+    fn ioctl(&self, ctx: &Ctx, f: &OpenFile, req: u64, arg: u64) -> SysResult {
+        const FS_IOC_GETFLAGS: u64 = 0x8008_6601;
+        const FS_IOC_SETFLAGS: u64 = 0x4008_6602;
+        const FS_APPEND_FL: i32 = 0x20;
+        const FS_IMMUTABLE_FL: i32 = 0x10;
+        let flags_of = |f: &OpenFile| {
+            let mut v = [0u8; 4];
+            hostfs::ioctl(f.fd(), FS_IOC_GETFLAGS, Some(&mut v), 0).map(|_| i32::from_ne_bytes(v))
+        };
+        match req {
+            FS_IOC_GETFLAGS => {
+                ctx.mem().write(arg, &flags_of(f)?)?;
+                Ok(0)
+            }
+            FS_IOC_SETFLAGS => {
+                let new: i32 = ctx.mem().read(arg)?;
+                let cred = ctx.cred();
+                if hostfs::fstat(f.fd())?.st_uid != cred.fsuid && !cred.capable(crate::kernel::cred::CAP_FOWNER) {
+                    return Err(Errno::EPERM);
+                }
+                let changed = flags_of(f)? ^ new;
+                if changed & (FS_APPEND_FL | FS_IMMUTABLE_FL) != 0
+                    && !cred.capable(crate::kernel::cred::CAP_LINUX_IMMUTABLE)
+                {
+                    return Err(Errno::EPERM);
+                }
+                hostfs::ioctl(f.fd(), req, Some(&mut new.to_ne_bytes()), 0).map(|_| 0)
+            }
+            _ => Err(Errno::ENOTTY),
+        }
+    }
 }
 
 /// getdents64 into a buffer the guest cannot have written: Linux writes

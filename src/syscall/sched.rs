@@ -59,7 +59,43 @@ pub fn sys_setpriority(ctx: &mut Ctx, which: i32, who: i32, niceval: i32) -> Sys
     result
 }
 
-/// The threads a getpriority/setpriority `which`/`who` names.
+/// IOPRIO_WHO_PROCESS, _PGRP and _USER (1, 2, 3) as PRIO_PROCESS, _PGRP
+/// and _USER (0, 1, 2).
+fn ioprio_which(which: i32) -> Result<i32, Errno> {
+    match which {
+        1..=3 => Ok(which - 1),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// ioprio_set: the I/O priority of the threads `which` (a thread, a
+/// process group, a user's) and `who` name; the first refusal ends it
+/// (Linux's sys_ioprio_set).
+pub fn sys_ioprio_set(ctx: &mut Ctx, which: i32, who: i32, ioprio: i32) -> SysResult {
+    let cred = ctx.cred();
+    let ioprio = ksched::check_ioprio(ioprio, &cred)?;
+    let threads = priority_targets(ctx, ioprio_which(which)?, who)?;
+    if threads.is_empty() {
+        return Err(Errno::ESRCH);
+    }
+    for t in threads {
+        if !ksched::may_set_ioprio(&cred, &t.cred()) {
+            return Err(Errno::EPERM);
+        }
+        t.sched.lock().unwrap().ioprio = ioprio;
+    }
+    Ok(0)
+}
+
+/// ioprio_get: the I/O priority of the thread named, or the best (lowest
+/// value) of the group's or user's threads.
+pub fn sys_ioprio_get(ctx: &mut Ctx, which: i32, who: i32) -> SysResult {
+    let threads = priority_targets(ctx, ioprio_which(which)?, who)?;
+    let best = threads.iter().map(|t| t.sched.lock().unwrap().ioprio).min();
+    best.map(u64::from).ok_or(Errno::ESRCH)
+}
+
+/// The threads a getpriority/setpriority (or ioprio) `which`/`who` names.
 fn priority_targets(ctx: &Ctx, which: i32, who: i32) -> Result<Vec<Arc<Thread>>, Errno> {
     let tasks = &ctx.kernel().tasks;
     let threads_of = |p: &Arc<crate::kernel::process::Process>| p.threads.lock().unwrap().clone();

@@ -366,6 +366,8 @@ pub static SYSCALLS: &[SyscallDef] = &[
     sys!(234, signal::sys_tgkill(i32, i32, Signal)),
     sys!(235, fs::sys_utimes(Path, UserPtr)).changes_inodes(),
     sys!(247, exec::sys_waitid(i32, i32, UserPtr, Hex<i32>, UserPtr)),
+    sys!(251, sched::sys_ioprio_set(i32, i32, i32)),
+    sys!(252, sched::sys_ioprio_get(i32, i32)),
     sys!(253, fs::sys_inotify_init()),
     sys!(254, fs::sys_inotify_add_watch(Fd, Path, Hex<u32>)).partial("paths in nomu's /proc cannot be watched (EACCES)"),
     sys!(255, fs::sys_inotify_rm_watch(Fd, i32)),
