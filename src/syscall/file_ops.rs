@@ -260,6 +260,11 @@ impl FileOps for HostFile {
             }
             FS_IOC_SETFLAGS => {
                 let new: i32 = ctx.mem().read(arg)?;
+                // A device node inside the root is the host's: its inode
+                // is not the guest's to change (as for chmod).
+                if f.kind() == FileKind::BlockDevice {
+                    return Err(Errno::EPERM);
+                }
                 let cred = ctx.cred();
                 if hostfs::fstat(f.fd())?.st_uid != cred.fsuid && !cred.capable(crate::kernel::cred::CAP_FOWNER) {
                     return Err(Errno::EPERM);
