@@ -776,11 +776,17 @@ fn stat_line(
         .map_or((0, -1), |c| (crate::kernel::terminal::encode_tty_nr(c.rdev), c.foreground as i64));
     // The thread's scheduling (the process's: its leader's), as Linux's
     // task_prio: 20 + nice for normal policies, -1 - priority for real time.
-    let leader = thread_of(p, p.pid);
-    let sched = thread.or(leader.as_deref()).map(|t| t.sched.lock().unwrap().clone()).unwrap_or_default();
-    let realtime = matches!(sched.policy, libc::SCHED_FIFO | libc::SCHED_RR);
-    let prio = if realtime { -1 - sched.rt_priority } else { 20 + sched.nice };
-    let (nice, rt_priority, policy) = (sched.nice, sched.rt_priority, sched.policy);
+    // A leader that left (or a zombie) shows nice 0, SCHED_OTHER.
+    let of = |t: &crate::kernel::process::Thread| {
+        let s = t.sched.lock().unwrap();
+        (s.nice, s.rt_priority, s.policy)
+    };
+    let (nice, rt_priority, policy) = match thread {
+        Some(t) => of(t),
+        None => thread_of(p, p.pid).map_or((0, 0, libc::SCHED_OTHER), |t| of(&t)),
+    };
+    let realtime = matches!(policy, libc::SCHED_FIFO | libc::SCHED_RR);
+    let prio = if realtime { -1 - rt_priority } else { 20 + nice };
     let mut line = format!("{} (", thread.map_or(p.pid, |t| t.tid())).into_bytes();
     line.extend(thread.map_or_else(|| comm(p), |t| t.comm()));
     line.extend(

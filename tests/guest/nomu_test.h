@@ -11,6 +11,7 @@
  *   CHECK_EQ(a, b)              integers must be equal (both printed on failure)
  *   return checks_done();       prints "<prog>: N checks, M failed" and the exit code
  *   nomu_copy_file(from, to)    copies a file (a program a test may spoil)
+ *   nomu_slurp(path)            a small file's contents, as a string
  *   nomu_sleep_ms(ms), nomu_handle(sig, fn, flags)  a pause; a plain sigaction
  */
 #ifndef NOMU_TEST_H
@@ -95,6 +96,21 @@ static inline int nomu_copy_file(const char *from, const char *to)
 			return -1;
 	close(in);
 	return close(out);
+}
+
+/* The contents of a small file (a /proc file) as a string, "" when it
+ * cannot be read: in one static buffer, which the next call reuses. */
+static inline const char *nomu_slurp(const char *path)
+{
+	static char buf[4096];
+	buf[0] = 0;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return buf;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	buf[n > 0 ? n : 0] = 0;
+	close(fd);
+	return buf;
 }
 
 /* Sleeps about `ms` milliseconds (a peer's turn to act). */

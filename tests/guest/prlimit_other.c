@@ -20,12 +20,8 @@ static pid_t child;
 /* Whether this process has CAP_SYS_RESOURCE (CapEff's bit 24). */
 static int has_sys_resource(void)
 {
-	char buf[4096] = {0};
 	unsigned long long eff = 0;
-	int fd = open("/proc/self/status", O_RDONLY);
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	const char *p = n > 0 ? strstr(buf, "CapEff:\t") : NULL;
+	const char *p = strstr(nomu_slurp("/proc/self/status"), "CapEff:\t");
 	if (p)
 		sscanf(p + 8, "%llx", &eff);
 	return (eff >> 24) & 1;

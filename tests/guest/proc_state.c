@@ -17,24 +17,10 @@
 
 extern char **environ;
 
-/* The contents of a small /proc file, or "" */
-static const char *slurp(const char *path)
-{
-	static char buf[4096];
-	buf[0] = 0;
-	int fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return buf;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	buf[n > 0 ? n : 0] = 0;
-	close(fd);
-	return buf;
-}
-
 /* stat's state letter: the first field after the name's last ')'. */
 static char stat_state(const char *path)
 {
-	const char *paren = strrchr(slurp(path), ')');
+	const char *paren = strrchr(nomu_slurp(path), ')');
 	return paren && paren[1] == ' ' ? paren[2] : '?';
 }
 
@@ -43,7 +29,7 @@ static const char *status_state(const char *path)
 {
 	static char state[64];
 	state[0] = 0;
-	const char *line = strstr(slurp(path), "\nState:\t");
+	const char *line = strstr(nomu_slurp(path), "\nState:\t");
 	if (line)
 		sscanf(line + 8, "%63[^\n]", state);
 	return state;
@@ -85,7 +71,7 @@ static void *inspector(void *arg)
 /* Field `n` of a stat file, numbered as proc(5) does (the state is 3). */
 static long stat_field(const char *path, int n)
 {
-	const char *p = strrchr(slurp(path), ')');
+	const char *p = strrchr(nomu_slurp(path), ')');
 	long v = -999;
 	for (int i = 3; p && i <= n; i++) {
 		p = strchr(p, ' ');
@@ -235,9 +221,9 @@ static void child_states(const char *self)
 	CHECK_EQ(read(fd, &c, 1), 0);
 	close(fd);
 	snprintf(path, sizeof path, "/proc/%d/environ", pid);
-	CHECK_EQ(strlen(slurp(path)), 0);
+	CHECK_EQ(strlen(nomu_slurp(path)), 0);
 	snprintf(path, sizeof path, "/proc/%d/comm", pid);
-	CHECK(strncmp(slurp(path), "proc_state", 10) == 0);
+	CHECK(strncmp(nomu_slurp(path), "proc_state", 10) == 0);
 
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);

@@ -35,20 +35,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* The contents of a small /proc file, or "" */
-static const char *slurp(const char *path)
-{
-	static char buf[4096];
-	buf[0] = 0;
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return buf;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	buf[n] = 0;
-	fclose(f);
-	return buf;
-}
-
 /* The value after "Key:\t" in a status file, as a number. */
 static long status_field(const char *status, const char *key)
 {
@@ -95,14 +81,14 @@ int main(void)
 		char path[128], want[32];
 		snprintf(want, sizeof want, "worker-%d\n", i);
 		snprintf(path, sizeof path, "%s/%ld/comm", dir, worker_tid[i]);
-		CHECK(strcmp(slurp(path), want) == 0);
+		CHECK(strcmp(nomu_slurp(path), want) == 0);
 		snprintf(path, sizeof path, "%s/%ld/status", dir, worker_tid[i]);
-		const char *status = slurp(path);
+		const char *status = nomu_slurp(path);
 		CHECK_EQ(status_field(status, "\nPid:\t"), worker_tid[i]);
 		CHECK_EQ(status_field(status, "\nTgid:\t"), (long)pid);
 		CHECK(strncmp(status, "Name:\tworker-", 13) == 0);
 		snprintf(path, sizeof path, "%s/%ld/stat", dir, worker_tid[i]);
-		const char *stat = slurp(path);
+		const char *stat = nomu_slurp(path);
 		char head[64];
 		snprintf(head, sizeof head, "%ld (worker-%d) ", worker_tid[i], i);
 		CHECK(strncmp(stat, head, strlen(head)) == 0);
@@ -111,19 +97,19 @@ int main(void)
 	/* Worker 1 blocks SIGUSR2, the others SIGUSR1: SigBlk is the thread's. */
 	char path[128];
 	snprintf(path, sizeof path, "%s/%ld/status", dir, worker_tid[1]);
-	const char *blk = strstr(slurp(path), "SigBlk:\t");
+	const char *blk = strstr(nomu_slurp(path), "SigBlk:\t");
 	CHECK(blk != NULL);
 	if (blk)
 		CHECK_EQ(strtoull(blk + 8, NULL, 16) & (1ULL << (SIGUSR2 - 1)), 1ULL << (SIGUSR2 - 1));
 	snprintf(path, sizeof path, "%s/%ld/status", dir, worker_tid[0]);
-	blk = strstr(slurp(path), "SigBlk:\t");
+	blk = strstr(nomu_slurp(path), "SigBlk:\t");
 	if (blk)
 		CHECK_EQ(strtoull(blk + 8, NULL, 16) & (1ULL << (SIGUSR2 - 1)), 0ULL);
 
 	/* The main thread's directory is there too, and a tid that is not a
 	 * thread of the process is not. */
 	snprintf(path, sizeof path, "%s/%d/comm", dir, (int)pid);
-	CHECK(slurp(path)[0] != 0);
+	CHECK(nomu_slurp(path)[0] != 0);
 	snprintf(path, sizeof path, "%s/%d", dir, 999999);
 	CHECK(opendir(path) == NULL);
 

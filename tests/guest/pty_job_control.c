@@ -36,12 +36,8 @@ static int read_line(int fd, const char *want)
 /* /proc/self/stat's tty_nr and tpgid (fields 7 and 8). */
 static void stat_tty(long *tty_nr, long *tpgid)
 {
-	char buf[1024] = {0};
-	int fd = open("/proc/self/stat", O_RDONLY);
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
 	*tty_nr = *tpgid = -2;
-	char *p = n > 0 ? strrchr(buf, ')') : NULL;
+	const char *p = strrchr(nomu_slurp("/proc/self/stat"), ')');
 	if (p)
 		sscanf(p + 2, "%*c %*d %*d %*d %ld %ld", tty_nr, tpgid);
 }
